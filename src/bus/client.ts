@@ -1,0 +1,192 @@
+/**
+ * Calls ops on mounts. One reply subscription for all requests (a muxed inbox) and one
+ * timer sweep for all deadlines, so a request costs a publish and a map entry, not a
+ * subscription and a timer. NATS failures come back as the protocol's typed errors:
+ * no responders → `UnavailableError`, no answer by the deadline → `TimeoutError`, an
+ * error reply → the error class of its code.
+ */
+import { createInbox, headers as newHeaders, Match, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { decodeBody, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
+import { Header, writeContext, type CallContext } from './context.js';
+import {
+  codeOfStatus,
+  errorFromWire,
+  isErrorCode,
+  MatrixError,
+  PayloadTooLargeError,
+  TimeoutError,
+  UnavailableError,
+  type ErrorDetails,
+} from './errors.js';
+import { opSubject } from './subjects.js';
+
+/** How one request is made. */
+export interface RequestOptions extends CallContext {
+  /** How long to wait, in ms; the earlier of this and `deadline` wins. Default: the client's. */
+  timeoutMs?: number;
+  /** Send and receive JSON instead of MessagePack. */
+  json?: boolean;
+}
+
+/** How a client is made. */
+export interface BusClientOptions {
+  /** Default wait for a reply, in ms. Default 30000. */
+  timeoutMs?: number;
+  /** Resolution of the deadline sweep, in ms. Default 5. */
+  sweepMs?: number;
+}
+
+/** A reply as it came: body decoded, headers kept. */
+export interface RawReply {
+  value: unknown;
+  headers: MsgHdrs | undefined;
+  bytes: number;
+}
+
+interface Pending {
+  resolve(reply: RawReply): void;
+  reject(err: Error): void;
+  deadline: number;
+  subject: string;
+  encoding: Encoding;
+}
+
+/** A request–reply client for mounts; share one per connection. */
+export class BusClient {
+  private readonly inbox: string;
+  private readonly pending = new Map<string, Pending>();
+  private readonly timeoutMs: number;
+  private readonly sweepMs: number;
+  private sub: Subscription | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
+  private next = 0;
+
+  constructor(
+    readonly nc: NatsConnection,
+    options: BusClientOptions = {},
+  ) {
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+    this.sweepMs = options.sweepMs ?? 5;
+    this.inbox = `${createInbox()}.`;
+  }
+
+  /** Calls `<target>.<op>` with `args` and returns the decoded reply, or throws a `MatrixError`. */
+  async request<T = unknown>(target: string, op: string, args: unknown, options: RequestOptions = {}): Promise<T> {
+    return (await this.requestRaw(opSubject(target, op), args, options)).value as T;
+  }
+
+  /** Sends a request to a subject and returns the raw reply; the shared path of every call. */
+  requestRaw(subject: string, args: unknown, options: RequestOptions = {}): Promise<RawReply> {
+    const encoding = options.json ? Encoding.Json : Encoding.MsgPack;
+    const now = Date.now();
+    const own = now + (options.timeoutMs ?? this.timeoutMs);
+    const deadline = options.deadline === undefined ? own : Math.min(own, options.deadline);
+    if (deadline <= now) {
+      return Promise.reject(new TimeoutError(`the deadline passed before ${subject} was called`));
+    }
+    const data = encodeBody(args ?? {}, encoding);
+    const max = this.nc.info?.max_payload;
+    if (max !== undefined && data.length > max) {
+      return Promise.reject(
+        new PayloadTooLargeError(`request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`),
+      );
+    }
+    let h = writeContext({ ...options, deadline }, undefined);
+    if (encoding === Encoding.Json) (h ??= newHeaders()).set(Header.ContentType, JSON_CONTENT_TYPE);
+    this.ensureSubscribed();
+    const token = (this.next++).toString(36);
+    return new Promise<RawReply>((resolve, reject) => {
+      this.pending.set(token, { resolve, reject, deadline, subject, encoding });
+      try {
+        this.nc.publish(subject, data, { reply: this.inbox + token, headers: h });
+      } catch (err) {
+        this.pending.delete(token);
+        reject(new UnavailableError(`cannot send to ${subject}: ${(err as Error).message}`, { cause: err }));
+        return;
+      }
+      this.ensureSweeping();
+    });
+  }
+
+  /** Fails every pending request and stops listening for replies. */
+  close(): void {
+    for (const [token, p] of this.pending) {
+      this.pending.delete(token);
+      p.reject(new UnavailableError(`client closed before ${p.subject} answered`));
+    }
+    this.sub?.unsubscribe();
+    this.sub = undefined;
+    if (this.sweeper !== undefined) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+
+  /** Requests waiting for a reply. */
+  get inFlight(): number {
+    return this.pending.size;
+  }
+
+  private ensureSubscribed(): void {
+    if (this.sub !== undefined && !this.sub.isClosed()) return;
+    this.sub = this.nc.subscribe(`${this.inbox}*`, {
+      callback: (err, msg) => {
+        if (err === null) this.onReply(msg);
+      },
+    });
+    this.nc.closed().then(() => this.close(), () => this.close());
+  }
+
+  private onReply(msg: Msg): void {
+    const token = msg.subject.slice(this.inbox.length);
+    const p = this.pending.get(token);
+    if (p === undefined) return; // late reply to a request that already timed out
+    this.pending.delete(token);
+    const h = msg.headers;
+    if (h !== undefined && h.code === 503 && msg.data.length === 0) {
+      p.reject(new UnavailableError(`no responders for ${p.subject}: nothing serves that op`));
+      return;
+    }
+    try {
+      const encoding = h?.get(Header.ContentType, Match.IgnoreCase)?.startsWith(JSON_CONTENT_TYPE)
+        ? Encoding.Json
+        : p.encoding;
+      const value = decodeBody(msg.data, encoding);
+      const status = h?.get(Header.ServiceErrorCode);
+      if (status) {
+        p.reject(wireError(status, h?.get(Header.ServiceError) ?? '', value, p.subject));
+        return;
+      }
+      p.resolve({ value, headers: h, bytes: msg.data.length });
+    } catch (err) {
+      p.reject(err instanceof MatrixError ? err : new UnavailableError(`undecodable reply from ${p.subject}`, { cause: err }));
+    }
+  }
+
+  private ensureSweeping(): void {
+    if (this.sweeper !== undefined) return;
+    this.sweeper = setInterval(() => this.sweep(), this.sweepMs);
+    this.sweeper.unref();
+  }
+
+  private sweep(): void {
+    if (this.pending.size === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+      return;
+    }
+    const now = Date.now();
+    for (const [token, p] of this.pending) {
+      if (p.deadline <= now) {
+        this.pending.delete(token);
+        p.reject(new TimeoutError(`${p.subject} did not answer before the deadline`));
+      }
+    }
+  }
+}
+
+function wireError(status: string, headerMessage: string, body: unknown, subject: string): MatrixError {
+  const error = (body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
+  const code = isErrorCode(error?.code) ? error.code : codeOfStatus(Number(status));
+  const message = typeof error?.message === 'string' ? error.message : headerMessage || `${subject} failed with ${status}`;
+  const details = error?.details !== null && typeof error?.details === 'object' ? (error.details as ErrorDetails) : undefined;
+  return errorFromWire(code, message, details);
+}

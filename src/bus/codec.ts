@@ -1,0 +1,57 @@
+/**
+ * Bodies on the wire: MessagePack maps, or JSON when the request says
+ * `Content-Type: application/json`. An empty body is `{}`.
+ */
+import { Decoder, Encoder } from '@msgpack/msgpack';
+import { BadRequestError } from './errors.js';
+
+/** The content type that switches a request (and its reply) to JSON. */
+export const JSON_CONTENT_TYPE = 'application/json';
+
+/** Encodings a body may travel in. */
+export const Encoding = { MsgPack: 'msgpack', Json: 'json' } as const;
+export type Encoding = (typeof Encoding)[keyof typeof Encoding];
+
+const EMPTY = new Uint8Array(0);
+const encoder = new Encoder({ ignoreUndefined: true });
+// Limits keep a hostile body from allocating far beyond its own size.
+const decoder = new Decoder({ maxStrLength: 64 * 1024 * 1024, maxBinLength: 64 * 1024 * 1024 });
+const utf8Encoder = new TextEncoder();
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Encodes a value as a body; `undefined` fields are left out in both encodings. */
+export function encodeBody(value: unknown, encoding: Encoding = Encoding.MsgPack): Uint8Array {
+  if (encoding === Encoding.Json) return utf8Encoder.encode(JSON.stringify(value));
+  return encoder.encode(value);
+}
+
+/**
+ * Decodes a body into a value, throwing `BadRequestError` for anything that is not
+ * valid MessagePack (or JSON). An empty body decodes to `{}`.
+ */
+export function decodeBody(data: Uint8Array, encoding: Encoding = Encoding.MsgPack): unknown {
+  if (data.length === 0) return {};
+  try {
+    if (encoding === Encoding.Json) return JSON.parse(utf8Decoder.decode(data));
+    return decoder.decode(data);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new BadRequestError(`body is not valid ${encoding === Encoding.Json ? 'JSON' : 'MessagePack'}: ${reason}`, {
+      details: { violations: [{ path: '', message: `not decodable as ${encoding}` }] },
+      cause: err,
+    });
+  }
+}
+
+/** Decodes a body that must be one map (a plain object), as every request is. */
+export function decodeMap(data: Uint8Array, encoding: Encoding = Encoding.MsgPack): Record<string, unknown> {
+  const value = decodeBody(data, encoding);
+  if (value === null || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array) {
+    throw new BadRequestError('body must be a map (an object)', {
+      details: { violations: [{ path: '', message: 'must be an object', keyword: 'type' }] },
+    });
+  }
+  return value as Record<string, unknown>;
+}
+
+export { EMPTY as EMPTY_BODY };

@@ -1,0 +1,37 @@
+export { BusClient, type BusClientOptions, type RawReply, type RequestOptions } from './client.js';
+export { decodeBody, decodeMap, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
+export { connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL, type ConnectOptions } from './connect.js';
+export { deadlineOf, Header, newTraceparent, readContext, traceIdOf, writeContext, type CallContext } from './context.js';
+export { type EndpointStats } from './discovery.js';
+export {
+  BadRequestError,
+  ConflictError,
+  ErrorCode,
+  errorFromWire,
+  errorStatus,
+  ForbiddenError,
+  InternalError,
+  MatrixError,
+  NotFoundError,
+  PayloadTooLargeError,
+  TimeoutError,
+  UnavailableError,
+  type ErrorBody,
+  type ErrorDetails,
+  type Violation,
+} from './errors.js';
+export { silentLogger, stderrLogger, type Logger } from './log.js';
+export { Mount, type MountOptions, type OpContext, type OpSpec } from './mount.js';
+export {
+  eventSubject,
+  isMountName,
+  isOpName,
+  isReservedSubject,
+  Mounts,
+  mountWildcard,
+  opSubject,
+  queueGroup,
+  reservedPatterns,
+  serviceName,
+  subjectMatches,
+} from './subjects.js';

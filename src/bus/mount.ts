@@ -1,0 +1,284 @@
+/**
+ * A mount: a named actor that answers ops by request–reply. All instances of a mount share
+ * one queue group; each op is its own subject `<mount>.<op>`. The mount decodes, validates
+ * against the op's contract, honours `Matrix-Deadline`, and answers every request, errors
+ * included, in the encoding the request came in.
+ */
+import { headers as newHeaders, nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { contracts as sharedContracts, SchemaId, type Check, type Contracts } from '../contracts/schemas.js';
+import { decodeMap, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
+import { Header, readContext, type CallContext } from './context.js';
+import { serveDiscovery, type EndpointStats } from './discovery.js';
+import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooLargeError, TimeoutError } from './errors.js';
+import { silentLogger, type Logger } from './log.js';
+import { mountWildcard, opSubject, queueGroup } from './subjects.js';
+
+/** What an op handler knows of its request besides the body. */
+export interface OpContext extends CallContext {
+  /** The mount answering. */
+  mount: string;
+  /** The op being answered, e.g. `$resolve`. */
+  op: string;
+  /** The encoding of the request, which the reply will use too. */
+  encoding: Encoding;
+}
+
+/** One op of a mount: its contract and its handler. */
+export interface OpSpec<Req = never, Rep = unknown> {
+  /** One line on what the op does (shown by `$introspect` and `$SRV.INFO`). */
+  description: string;
+  /** `$id` of the request's schema in `contracts/`. */
+  request: string;
+  /** `$id` of the reply's schema in `contracts/`. */
+  response: string;
+  /** Answers a request that already passed its schema; throw a `MatrixError` to fail it. */
+  handle(request: Req, ctx: OpContext): Rep | Promise<Rep>;
+}
+
+/** How to build a mount. */
+export interface MountOptions {
+  /** Mount name, e.g. `system.tools`. */
+  name: string;
+  /** Semantic version of the implementation. */
+  version: string;
+  /** One line on what the mount is. */
+  description: string;
+  /** The ops by name (`$resolve`, …); `$introspect` is added unless given. */
+  ops: Record<string, OpSpec<any, unknown>>;
+  /** Extra fields for the `$introspect` reply (revision, counts, …). */
+  describe?: () => Record<string, unknown>;
+  /** Largest request body accepted, in bytes; default: the server's `max_payload`. */
+  maxRequestBytes?: number;
+  /** Contracts to validate against; default: `contracts/` of this package. */
+  contracts?: Contracts;
+  /** Where unexpected failures are logged; default: nowhere. */
+  logger?: Logger;
+}
+
+interface BoundOp {
+  spec: OpSpec<any, unknown>;
+  check: Check;
+  stats: EndpointStats;
+}
+
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+const MAX_LISTED_VIOLATIONS = 100;
+
+/** A mount on a NATS connection. `start()` subscribes; `stop()` drains and waits for in-flight work. */
+export class Mount {
+  /** This instance's id (ADR-32 service id). */
+  readonly id = nuid.next();
+  /** When this instance started. */
+  readonly startedAt = new Date();
+  readonly name: string;
+
+  private readonly ops = new Map<string, BoundOp>();
+  private readonly prefixLength: number;
+  private readonly logger: Logger;
+  private readonly contracts: Contracts;
+  private subs: Subscription[] = [];
+  private inFlight = 0;
+  private idle: (() => void) | undefined;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly options: MountOptions,
+  ) {
+    this.name = options.name;
+    this.prefixLength = options.name.length + 1;
+    this.logger = options.logger ?? silentLogger;
+    this.contracts = options.contracts ?? sharedContracts();
+    const ops: Record<string, OpSpec<any, unknown>> = { $introspect: this.introspectOp(), ...options.ops };
+    for (const [op, spec] of Object.entries(ops)) {
+      this.ops.set(op, {
+        spec,
+        check: this.contracts.check(spec.request),
+        stats: {
+          name: op.slice(1),
+          subject: opSubject(options.name, op),
+          queue_group: queueGroup(options.name),
+          num_requests: 0,
+          num_errors: 0,
+          last_error: '',
+          processing_time: 0,
+          average_processing_time: 0,
+        },
+      });
+    }
+  }
+
+  /** Subscribes the ops (one queue group for all instances) and discovery; resolves once the server has them. */
+  async start(): Promise<this> {
+    this.subs.push(
+      this.nc.subscribe(mountWildcard(this.name), {
+        queue: queueGroup(this.name),
+        callback: (err, msg) => {
+          if (err === null) this.onRequest(msg);
+        },
+      }),
+    );
+    this.subs.push(
+      ...serveDiscovery(this.nc, {
+        mount: this.name,
+        id: this.id,
+        version: this.options.version,
+        description: this.options.description,
+        startedAt: this.startedAt,
+        endpoints: () => this.endpointStats(),
+      }),
+    );
+    await this.nc.flush();
+    return this;
+  }
+
+  /** Stops taking requests, answers those already taken, then resolves. */
+  async stop(): Promise<void> {
+    const subs = this.subs;
+    this.subs = [];
+    await Promise.all(subs.map((s) => (s.isClosed() ? undefined : s.drain())));
+    if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+  }
+
+  /** Figures per op, as `$SRV.STATS` reports them. */
+  endpointStats(): EndpointStats[] {
+    return [...this.ops.values()].map((o) => ({ ...o.stats }));
+  }
+
+  private onRequest(msg: Msg): void {
+    if (!msg.reply) return; // a publish, not a request: nobody waits for an answer
+    const started = performance.now();
+    const op = msg.subject.slice(this.prefixLength);
+    const bound = this.ops.get(op);
+    let encoding: Encoding = Encoding.MsgPack;
+    try {
+      let ctx: CallContext = {};
+      const h = msg.headers;
+      if (h !== undefined) {
+        if (h.get(Header.ContentType)?.startsWith(JSON_CONTENT_TYPE)) encoding = Encoding.Json;
+        ctx = readContext(h);
+      }
+      if (bound === undefined) {
+        throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
+      }
+      if (msg.data.length > this.maxRequestBytes) {
+        throw new PayloadTooLargeError(
+          `request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`,
+        );
+      }
+      const request = decodeMap(msg.data, encoding);
+      const violations = bound.check(request);
+      if (violations !== undefined) throw badRequest(op, violations);
+      if (ctx.deadline !== undefined && ctx.deadline <= Date.now()) {
+        throw new TimeoutError(`the caller's deadline passed before ${op} started`);
+      }
+      const opCtx: OpContext = { ...ctx, mount: this.name, op, encoding };
+      const result = bound.spec.handle(request as never, opCtx);
+      if (result instanceof Promise) {
+        this.inFlight++;
+        result
+          .then(
+            (reply) => this.reply(msg, reply, encoding, bound, started),
+            (err: unknown) => this.fail(msg, err, encoding, bound, started),
+          )
+          .finally(() => {
+            if (--this.inFlight === 0) this.idle?.();
+          });
+      } else {
+        this.reply(msg, result, encoding, bound, started);
+      }
+    } catch (err) {
+      this.fail(msg, err, encoding, bound, started);
+    }
+  }
+
+  private reply(msg: Msg, value: unknown, encoding: Encoding, bound: BoundOp, started: number): void {
+    let data: Uint8Array;
+    try {
+      data = encodeBody(value, encoding);
+    } catch (err) {
+      this.fail(msg, err, encoding, bound, started);
+      return;
+    }
+    if (data.length > this.maxPayload) {
+      const err = new PayloadTooLargeError(
+        `reply of ${msg.subject} is ${data.length} bytes, over the server's max_payload of ${this.maxPayload}; ask for less (a smaller page, fewer refs)`,
+      );
+      this.fail(msg, err, encoding, bound, started);
+      return;
+    }
+    msg.respond(data, encoding === Encoding.Json ? { headers: jsonHeaders() } : undefined);
+    this.record(bound, started);
+  }
+
+  private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): void {
+    const error = err instanceof MatrixError ? err : this.internal(err, msg.subject);
+    const h = encoding === Encoding.Json ? jsonHeaders() : newHeaders();
+    h.set(Header.ServiceErrorCode, String(error.status));
+    h.set(Header.ServiceError, headerSafe(error.message));
+    msg.respond(encodeBody(error.toBody(), encoding), { headers: h });
+    if (bound !== undefined) this.record(bound, started, `${error.status}:${error.message}`);
+  }
+
+  private internal(err: unknown, subject: string): InternalError {
+    this.logger.error('unexpected failure', { subject, error: err instanceof Error ? err.stack : String(err) });
+    return new InternalError(`an unexpected error occurred in ${this.name}; it was logged`, { cause: err });
+  }
+
+  private record(bound: BoundOp, started: number, error?: string): void {
+    const s = bound.stats;
+    s.num_requests++;
+    s.processing_time += Math.round((performance.now() - started) * 1e6);
+    s.average_processing_time = Math.round(s.processing_time / s.num_requests);
+    if (error !== undefined) {
+      s.num_errors++;
+      s.last_error = error;
+    }
+  }
+
+  private get maxPayload(): number {
+    return this.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+  }
+
+  private get maxRequestBytes(): number {
+    return this.options.maxRequestBytes ?? this.maxPayload;
+  }
+
+  private introspectOp(): OpSpec<Record<string, never>, Record<string, unknown>> {
+    return {
+      description: 'Describes this mount: its ops with their schemas, and this instance.',
+      request: SchemaId.IntrospectRequest,
+      response: SchemaId.IntrospectReply,
+      handle: () => ({
+        mount: this.name,
+        version: this.options.version,
+        ops: [...this.ops.entries()].map(([op, o]) => ({
+          op,
+          description: o.spec.description,
+          requestSchema: this.contracts.schema(o.spec.request),
+          responseSchema: this.contracts.schema(o.spec.response),
+        })),
+        ...this.options.describe?.(),
+        instance: { id: this.id, startedAt: this.startedAt.toISOString() },
+      }),
+    };
+  }
+}
+
+function badRequest(op: string, violations: NonNullable<ReturnType<Check>>): MatrixError {
+  const listed = violations.slice(0, MAX_LISTED_VIOLATIONS);
+  const first = listed.map((v) => `${v.path || '(body)'} ${v.message}`).slice(0, 3).join('; ');
+  const more = violations.length > 3 ? ` (and ${violations.length - 3} more)` : '';
+  return new BadRequestError(`invalid ${op} request: ${first}${more}`, { details: { violations: listed } });
+}
+
+function jsonHeaders(): MsgHdrs {
+  const h = newHeaders();
+  h.set(Header.ContentType, JSON_CONTENT_TYPE);
+  return h;
+}
+
+/** Header values are one line of limited length. */
+function headerSafe(message: string): string {
+  const line = message.replace(/[\r\n]+/g, ' ');
+  return line.length > 1024 ? `${line.slice(0, 1021)}...` : line;
+}

@@ -1,0 +1,83 @@
+/**
+ * Every subject the project uses is built here, so the naming rules of PROTOCOL
+ * section 1 live in one place.
+ */
+
+/** The mounts this project answers as. */
+export const Mounts = {
+  Tools: 'system.tools',
+  Dispatcher: 'system.dispatcher',
+  Approvals: 'system.approvals',
+  Agents: 'system.agents',
+} as const;
+
+const mountPattern = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/;
+const opPattern = /^\$[A-Za-z][A-Za-z0-9_]*$/;
+
+/** Is `name` a valid mount name? */
+export function isMountName(name: string): boolean {
+  return name.length <= 200 && mountPattern.test(name);
+}
+
+/** Is `op` a valid op name? */
+export function isOpName(op: string): boolean {
+  return op.length <= 64 && opPattern.test(op);
+}
+
+/** The subject of one op: `<mount>.<op>`. */
+export function opSubject(mount: string, op: string): string {
+  return `${mount}.${op}`;
+}
+
+/** What a mount subscribes to: every op, one token deep (events live deeper). */
+export function mountWildcard(mount: string): string {
+  return `${mount}.*`;
+}
+
+/** The queue group of a mount: NATS queue names cannot hold dots. */
+export function queueGroup(mount: string): string {
+  return mount.replaceAll('.', '-');
+}
+
+/** The NATS services (ADR-32) name of a mount. */
+export function serviceName(mount: string): string {
+  return mount.replaceAll('.', '-');
+}
+
+/** Subjects a mount publishes its events on: `<mount>.events.<name>`. */
+export function eventSubject(mount: string, event: string): string {
+  return `${mount}.events.${event}`;
+}
+
+/** Subjects no registered tool may target and `matrix_invoke` may not call. */
+export const reservedPatterns: readonly string[] = [
+  '$SYS.>',
+  '$JS.>',
+  '$KV.>',
+  '$SRV.>',
+  '_INBOX.>',
+  `${Mounts.Tools}`,
+  `${Mounts.Tools}.>`,
+  `${Mounts.Dispatcher}`,
+  `${Mounts.Dispatcher}.>`,
+  `${Mounts.Approvals}`,
+  `${Mounts.Approvals}.>`,
+];
+
+/** Does the NATS subject pattern `pattern` match the concrete `subject`? */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (token !== '*' && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
+
+/** Is `subject` (a concrete subject, or a mount name) reserved? */
+export function isReservedSubject(subject: string): boolean {
+  return reservedPatterns.some((pattern) => subjectMatches(pattern, subject));
+}

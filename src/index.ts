@@ -1,0 +1,4 @@
+/** The public API of the package: the bus runtime, the contracts and the registry. */
+export * from './bus/mod.js';
+export { Contracts, contracts, contractsDir, SchemaId, violationsOf, type Check } from './contracts/schemas.js';
+export * from './registry/mod.js';

@@ -1,0 +1,72 @@
+/** `$list` (PROTOCOL 5.1): pages of contexts in key order, pure over a store. */
+import { BadRequestError } from '../bus/errors.js';
+import type { StoredContext, ToolContextStore } from './store.js';
+import type { ListedContext, ListReply, ListRequest } from './types.js';
+
+/** Page size when the request names none. */
+export const DEFAULT_PAGE_SIZE = 100;
+
+/** One page of contexts after `cursor`, filtered by `keys` and `tool`. */
+export function listContexts(request: ListRequest, store: ToolContextStore): ListReply {
+  const limit = request.limit ?? DEFAULT_PAGE_SIZE;
+  const after = request.cursor === undefined ? undefined : decodeCursor(request.cursor);
+  const keys = request.keys === undefined ? store.keys() : [...new Set(request.keys)].sort();
+  let i = after === undefined ? 0 : firstAfter(keys, after);
+  const contexts: ListedContext[] = [];
+  let nextCursor: string | undefined;
+  for (; i < keys.length; i++) {
+    const stored = store.get(keys[i] as string);
+    if (stored === undefined || !hasTool(stored, request.tool)) continue;
+    if (contexts.length === limit) {
+      nextCursor = encodeCursor((contexts[contexts.length - 1] as ListedContext).key);
+      break;
+    }
+    contexts.push(listed(stored));
+  }
+  const reply: ListReply = { contexts, revision: store.revision };
+  if (nextCursor !== undefined) reply.nextCursor = nextCursor;
+  return reply;
+}
+
+function listed({ spec, source, revision }: StoredContext): ListedContext {
+  return {
+    key: spec.key,
+    title: spec.title,
+    description: spec.description,
+    tools: (spec.matrixTools ?? []).map((t) => t.name),
+    source,
+    revision,
+  };
+}
+
+function hasTool(stored: StoredContext, tool: string | undefined): boolean {
+  return tool === undefined || (stored.spec.matrixTools ?? []).some((t) => t.name === tool);
+}
+
+/** Index of the first key greater than `key` in sorted `keys` (binary search). */
+function firstAfter(keys: readonly string[], key: string): number {
+  let lo = 0;
+  let hi = keys.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((keys[mid] as string) <= key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+const cursorPrefix = 'k:';
+
+function encodeCursor(key: string): string {
+  return Buffer.from(cursorPrefix + key, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!text.startsWith(cursorPrefix) || Buffer.from(text, 'utf8').toString('base64url') !== cursor) {
+    throw new BadRequestError('cursor is not one this registry issued; pass nextCursor from the previous page', {
+      details: { violations: [{ path: '/cursor', message: 'is not a cursor this registry issued' }] },
+    });
+  }
+  return text.slice(cursorPrefix.length);
+}

@@ -1,0 +1,128 @@
+/**
+ * Types and schemas never drift: for every wire shape, a literal that TypeScript checks
+ * against the type (every key, each marked required or optional exactly as the type has
+ * it) is compared here with the schema's `properties` and `required`.
+ */
+import { describe, expect, it } from 'vitest';
+import type { ErrorBody } from '../../src/bus/errors.js';
+import { contracts, SchemaId } from '../../src/contracts/schemas.js';
+import { builtinContexts } from '../../src/registry/builtins.js';
+import type {
+  IntrospectReply,
+  ListedContext,
+  ListReply,
+  ListRequest,
+  MatrixToolProjection,
+  ResolvedTool,
+  ResolvedToolContext,
+  ResolveRequest,
+  SkillRef,
+  ToolAnnotations,
+  ToolContextSpec,
+} from '../../src/registry/types.js';
+
+type Presence<T> = { [K in keyof T]-?: object extends Pick<T, K> ? 'optional' : 'required' };
+
+const shapes = {
+  toolContextSpec: {
+    key: 'required', title: 'required', description: 'required', instructions: 'optional', matrixTools: 'optional',
+    sdkTools: 'optional', permissions: 'required', environmentRequirements: 'optional', verification: 'optional',
+    timeoutMs: 'optional', provides: 'optional', requires: 'optional',
+  } satisfies Presence<ToolContextSpec>,
+  projection: {
+    name: 'required', description: 'required', inputSchema: 'required', target: 'required', op: 'required',
+    resultMode: 'optional', timeoutMs: 'optional', annotations: 'optional',
+  } satisfies Presence<MatrixToolProjection>,
+  annotations: { readOnly: 'optional', destructive: 'optional', idempotent: 'optional', openWorld: 'optional' } satisfies Presence<ToolAnnotations>,
+  listRequest: { cursor: 'optional', limit: 'optional', keys: 'optional', tool: 'optional' } satisfies Presence<ListRequest>,
+  listReply: { contexts: 'required', nextCursor: 'optional', revision: 'required' } satisfies Presence<ListReply>,
+  listed: {
+    key: 'required', title: 'required', description: 'required', tools: 'required', source: 'required', revision: 'required',
+  } satisfies Presence<ListedContext>,
+  resolveRequest: {
+    profile: 'required', toolContextRefs: 'optional', worker: 'optional', skills: 'optional', requires: 'optional',
+    environment: 'optional', format: 'optional', onlyAvailable: 'optional',
+  } satisfies Presence<ResolveRequest>,
+  skill: { name: 'required', toolContextRefs: 'optional', requires: 'optional' } satisfies Presence<SkillRef>,
+  resolved: {
+    contexts: 'required', matrixTools: 'required', sdkTools: 'required', instructions: 'required', timeoutMs: 'required',
+    environmentRequirements: 'required', verification: 'required', diagnostics: 'required', providerTools: 'optional',
+    revision: 'required', digest: 'required',
+  } satisfies Presence<ResolvedToolContext>,
+  resolvedTool: {
+    name: 'required', description: 'required', inputSchema: 'required', target: 'required', op: 'required',
+    resultMode: 'required', timeoutMs: 'optional', annotations: 'optional', requiresApproval: 'required',
+    context: 'required', allowTargets: 'optional',
+  } satisfies Presence<ResolvedTool>,
+  introspect: {
+    mount: 'required', version: 'required', ops: 'required', revision: 'optional', contexts: 'optional', tools: 'optional',
+    instance: 'required',
+  } satisfies Presence<IntrospectReply>,
+  errorBody: { error: 'required' } satisfies Presence<ErrorBody>,
+  errorInner: { code: 'required', message: 'required', details: 'optional' } satisfies Presence<ErrorBody['error']>,
+};
+
+const c = contracts();
+const at = (id: string, ...path: string[]): Record<string, unknown> => {
+  let node: unknown = c.schema(id);
+  for (const step of path) {
+    node = (node as Record<string, unknown>)[step];
+    const ref = (node as { $ref?: string } | undefined)?.$ref;
+    if (ref !== undefined && !ref.startsWith('#')) node = c.schema(new URL(ref, id).href);
+  }
+  return node as Record<string, unknown>;
+};
+
+function presenceOf(schema: Record<string, unknown>): Record<string, string> {
+  const required = new Set((schema.required as string[] | undefined) ?? []);
+  return Object.fromEntries(Object.keys(schema.properties as object).map((k) => [k, required.has(k) ? 'required' : 'optional']));
+}
+
+describe('the TypeScript types against contracts/', () => {
+  it.each([
+    ['ToolContextSpec', shapes.toolContextSpec, () => at(SchemaId.ToolContextSpec)],
+    ['MatrixToolProjection', shapes.projection, () => at(SchemaId.MatrixToolProjection)],
+    ['ToolAnnotations', shapes.annotations, () => at(SchemaId.MatrixToolProjection, 'properties', 'annotations')],
+    ['ListRequest', shapes.listRequest, () => at(SchemaId.ListRequest)],
+    ['ListReply', shapes.listReply, () => at(SchemaId.ListReply)],
+    ['ListedContext', shapes.listed, () => at(SchemaId.ListReply, 'properties', 'contexts', 'items')],
+    ['ResolveRequest', shapes.resolveRequest, () => at(SchemaId.ResolveRequest)],
+    ['SkillRef', shapes.skill, () => at(SchemaId.ResolveRequest, 'properties', 'skills', 'items')],
+    ['ResolvedToolContext', shapes.resolved, () => at(SchemaId.ResolveReply)],
+    ['ResolvedTool', shapes.resolvedTool, () => at(SchemaId.ResolveReply, 'properties', 'matrixTools', 'items')],
+    ['IntrospectReply', shapes.introspect, () => at(SchemaId.IntrospectReply)],
+    ['ErrorBody', shapes.errorBody, () => at(SchemaId.Error)],
+    ['ErrorBody.error', shapes.errorInner, () => at(SchemaId.Error, 'properties', 'error')],
+  ])('%s has the same fields, equally required', (_name, shape, schema) => {
+    expect(presenceOf(schema())).toEqual(shape);
+  });
+
+  it('compiles every schema in contracts/ with a $id', () => {
+    for (const id of Object.values(SchemaId)) expect(() => c.check(id)).not.toThrow();
+  });
+
+  it('accepts every built-in context as a ToolContextSpec', () => {
+    for (const spec of builtinContexts) expect(c.check(SchemaId.ToolContextSpec)(spec)).toBeUndefined();
+  });
+
+  it('compiles every built-in tool input schema', () => {
+    for (const spec of builtinContexts) {
+      for (const tool of spec.matrixTools ?? []) expect(() => c.ajv.compile(tool.inputSchema)).not.toThrow();
+    }
+  });
+});
+
+describe('a violation', () => {
+  it('names each field with its JSON Pointer and says what is wrong', () => {
+    const violations = c.check(SchemaId.ResolveRequest)({ toolContextRefs: ['UPPER', 3], extra: 1, format: 'xml' });
+    expect(violations).toEqual(
+      expect.arrayContaining([
+        { path: '/profile', message: 'is required', keyword: 'required' },
+        expect.objectContaining({ path: '/extra', message: expect.stringMatching(/^is not a known field \(known fields: profile, /) }),
+        expect.objectContaining({ path: '/toolContextRefs/0', keyword: 'pattern' }),
+        expect.objectContaining({ path: '/toolContextRefs/1', message: 'must be string' }),
+        { path: '/format', message: 'must be one of "matrix", "openai", "anthropic", "mcp"', keyword: 'enum' },
+      ]),
+    );
+  });
+});

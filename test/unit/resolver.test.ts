@@ -1,0 +1,217 @@
+import { describe, expect, it } from 'vitest';
+import { NotFoundError } from '../../src/bus/errors.js';
+import { builtinContexts } from '../../src/registry/builtins.js';
+import { resolveToolContext } from '../../src/registry/resolver.js';
+import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
+import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
+
+const echo = (name: string, target = 'app.echo', extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
+  name,
+  description: `${name} tool`,
+  inputSchema: { type: 'object' },
+  target,
+  op: '$echo',
+  ...extra,
+});
+
+const ctx = (key: string, extra: Partial<ToolContextSpec> = {}): ToolContextSpec => ({
+  key,
+  title: `Title ${key}`,
+  description: `Context ${key}`,
+  permissions: { approval: 'never' },
+  ...extra,
+});
+
+const builtins = new StaticStore();
+/** The built-ins plus `extra` as registered contexts. */
+const withExtras = (...extra: ToolContextSpec[]): StaticStore =>
+  new StaticStore([...builtinContexts.map(storedBuiltin), ...extra.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 }))], extra.length);
+const resolve = (request: ResolveRequest, store = builtins) => resolveToolContext(request, store);
+const toolNames = (r: ReturnType<typeof resolve>) => r.matrixTools.map((t) => t.name);
+
+describe('the built-in selection rules', () => {
+  it.each([
+    ['default', undefined, ['actor-readonly']],
+    ['explain', undefined, ['actor-readonly']],
+    ['monitor', undefined, ['actor-readonly']],
+    ['edit', undefined, ['actor-edit']],
+    ['propose', 'claude-code', ['repo-coding']],
+    ['propose', 'codex', ['repo-coding']],
+    ['evaluate', undefined, ['test-runner']],
+  ])('gives profile %s (worker %s) the contexts %j', (profile, worker, contexts) => {
+    const request: ResolveRequest = worker === undefined ? { profile } : { profile, worker };
+    expect(resolve(request).contexts).toEqual(contexts);
+  });
+
+  it('gives an unknown profile no tools and says why', () => {
+    const r = resolve({ profile: 'astronaut' });
+    expect(r.contexts).toEqual([]);
+    expect(r.matrixTools).toEqual([]);
+    expect(r.diagnostics).toContainEqual(expect.objectContaining({ level: 'warning', code: 'no_builtin_rule' }));
+  });
+
+  it('gives propose with another worker no tools', () => {
+    const r = resolve({ profile: 'propose', worker: 'aider' });
+    expect(r.contexts).toEqual([]);
+    expect(r.diagnostics[0]?.message).toContain("worker 'aider'");
+  });
+
+  it('uses explicit refs instead of the rule', () => {
+    expect(resolve({ profile: 'default', toolContextRefs: ['test-runner'] }).contexts).toEqual(['test-runner']);
+  });
+});
+
+describe('the merged context', () => {
+  it('gates matrix_invoke by approval and nothing of actor-readonly', () => {
+    const r = resolve({ profile: 'x', toolContextRefs: ['actor-readonly', 'actor-edit'] });
+    expect(r.matrixTools.map((t) => [t.name, t.requiresApproval])).toEqual([
+      ['matrix_introspect', false],
+      ['session_state_read', false],
+      ['matrix_invoke', true],
+    ]);
+    expect(r.matrixTools.find((t) => t.name === 'matrix_invoke')?.allowTargets).toEqual(['>']);
+  });
+
+  it("merges skills' refs after the profile's, each context once", () => {
+    const r = resolve({
+      profile: 'default',
+      skills: [{ name: 'a', toolContextRefs: ['test-runner', 'actor-readonly'] }, { name: 'b', toolContextRefs: ['repo-coding'] }],
+    });
+    expect(r.contexts).toEqual(['actor-readonly', 'test-runner', 'repo-coding']);
+    // trace_query is in test-runner and repo-coding with one projection: listed once.
+    expect(toolNames(r)).toEqual(['matrix_introspect', 'session_state_read', 'trace_query', 'package_validate']);
+    expect(r.diagnostics).toEqual([]);
+  });
+
+  it('drops the second of two tools with one name and says which lost', () => {
+    const store = withExtras(ctx('alpha', { matrixTools: [echo('lookup', 'app.one')] }), ctx('beta', { matrixTools: [echo('lookup', 'app.two')] }));
+    const r = resolve({ profile: 'p', toolContextRefs: ['alpha', 'beta'] }, store);
+    expect(r.matrixTools).toHaveLength(1);
+    expect(r.matrixTools[0]).toMatchObject({ name: 'lookup', target: 'app.one', context: 'alpha' });
+    expect(r.diagnostics).toEqual([
+      expect.objectContaining({ level: 'warning', code: 'tool_name_conflict', context: 'beta', tool: 'lookup' }),
+    ]);
+    expect(r.diagnostics[0]?.message).toMatch(/'beta'.*app\.two.*'alpha'/);
+  });
+
+  it('gates a shared tool when any context that brings it gates it', () => {
+    const store = withExtras(
+      ctx('open', { matrixTools: [echo('write')] }),
+      ctx('gated', { matrixTools: [echo('write')], permissions: { approval: 'always' } }),
+    );
+    const r = resolve({ profile: 'p', toolContextRefs: ['open', 'gated'] }, store);
+    expect(r.matrixTools).toEqual([expect.objectContaining({ name: 'write', requiresApproval: true, context: 'open' })]);
+  });
+
+  it('puts each context’s instructions under its title, in order', () => {
+    const r = resolve({ profile: 'p', toolContextRefs: ['test-runner', 'actor-readonly'] });
+    expect(r.instructions.indexOf('## Test running')).toBe(0);
+    expect(r.instructions).toContain('\n\n## Actor inspection\n\n');
+  });
+
+  it('takes the smallest timeout of contexts and tools, 30000 when none is set', () => {
+    expect(resolve({ profile: 'p', toolContextRefs: ['repo-coding'] }).timeoutMs).toBe(10_000); // trace_query
+    expect(resolve({ profile: 'p', toolContextRefs: ['actor-edit'] }).timeoutMs).toBe(30_000);
+    const store = withExtras(ctx('plain'));
+    expect(resolve({ profile: 'p', toolContextRefs: ['plain'] }, store).timeoutMs).toBe(30_000);
+    const quick = withExtras(ctx('quick', { timeoutMs: 700 }));
+    expect(resolve({ profile: 'p', toolContextRefs: ['actor-edit', 'quick'] }, quick).timeoutMs).toBe(700);
+  });
+
+  it('unions environment requirements and verification', () => {
+    const store = withExtras(
+      ctx('creds', { environmentRequirements: { credentials: ['gh'], container: true }, verification: { commands: ['npm test'], checks: ['tests-pass'] } }),
+    );
+    const r = resolve({ profile: 'p', toolContextRefs: ['repo-coding', 'creds'] }, store);
+    expect(r.environmentRequirements).toEqual({ repoRoot: true, container: true, credentials: ['gh'] });
+    expect(r.verification).toEqual({ checks: ['tests-pass', 'package_validate'], commands: ['npm test'] });
+  });
+
+  it('passes SDK tools through, never as bus tools', () => {
+    const r = resolve({ profile: 'propose', worker: 'codex' });
+    expect(r.sdkTools).toContain('run_shell');
+    expect(toolNames(r)).not.toContain('run_shell');
+  });
+});
+
+describe('refs and capabilities that cannot be met', () => {
+  it('names every unknown ref', () => {
+    const attempt = () => resolve({ profile: 'p', toolContextRefs: ['nope', 'actor-edit'], skills: [{ name: 's', toolContextRefs: ['gone'] }] });
+    expect(attempt).toThrow(NotFoundError);
+    expect(attempt).toThrow(/nope, gone/);
+    try {
+      attempt();
+    } catch (err) {
+      expect((err as NotFoundError).details).toEqual({ unknown: ['nope', 'gone'] });
+    }
+  });
+
+  it('adds the provider of a required capability, a built-in before a registered one', () => {
+    const store = withExtras(ctx('aaa-reader', { provides: ['actor.read'] }));
+    const r = resolve({ profile: 'edit', requires: ['actor.read'] }, store);
+    expect(r.contexts).toEqual(['actor-edit', 'actor-readonly']);
+    expect(r.diagnostics).toContainEqual(expect.objectContaining({ code: 'capability_provided', context: 'actor-readonly' }));
+  });
+
+  it('picks the lowest key among registered providers, and follows their own requires', () => {
+    const store = withExtras(
+      ctx('zeta', { provides: ['search'] }),
+      ctx('beta', { provides: ['search'], requires: ['index'] }),
+      ctx('indexer', { provides: ['index'] }),
+    );
+    const r = resolve({ profile: 'p', toolContextRefs: [], skills: [{ name: 's', requires: ['search'] }] }, store);
+    expect(r.contexts).toEqual(['beta', 'indexer']);
+  });
+
+  it('names every capability nobody provides', () => {
+    expect(() => resolve({ profile: 'default', requires: ['time.travel', 'actor.read', 'teleport'] })).toThrow(
+      /'time.travel', 'teleport'/,
+    );
+  });
+});
+
+describe('the environment', () => {
+  it('leaves out a context whose requirements it does not meet, with a diagnostic', () => {
+    const r = resolve({ profile: 'propose', worker: 'codex', environment: { cwd: '/tmp' } });
+    expect(r.contexts).toEqual([]);
+    expect(r.diagnostics).toContainEqual(
+      expect.objectContaining({ code: 'environment_unmet', context: 'repo-coding', message: expect.stringContaining('repoRoot') }),
+    );
+  });
+
+  it('keeps it when the environment offers what it needs', () => {
+    expect(resolve({ profile: 'propose', worker: 'codex', environment: { repoRoot: '/src' } }).contexts).toEqual(['repo-coding']);
+  });
+
+  it('checks credentials and capabilities by name', () => {
+    const store = withExtras(ctx('cloud', { environmentRequirements: { credentials: ['aws'], capabilities: ['gpu'] } }));
+    const r = resolve({ profile: 'p', toolContextRefs: ['cloud'], environment: { credentials: ['aws'] } }, store);
+    expect(r.contexts).toEqual([]);
+    expect(r.diagnostics[0]?.message).toContain("capability 'gpu'");
+  });
+});
+
+describe('provider formats and the digest', () => {
+  it('renders OpenAI, Anthropic and MCP tools', () => {
+    const request: ResolveRequest = { profile: 'default' };
+    const openai = resolve({ ...request, format: 'openai' }).providerTools;
+    expect(openai?.[0]).toEqual({
+      type: 'function',
+      function: { name: 'matrix_introspect', description: expect.any(String), parameters: expect.objectContaining({ type: 'object' }) },
+    });
+    const anthropic = resolve({ ...request, format: 'anthropic' }).providerTools;
+    expect(anthropic?.[1]).toEqual({ name: 'session_state_read', description: expect.any(String), input_schema: expect.objectContaining({ type: 'object' }) });
+    const mcp = resolve({ ...request, format: 'mcp' }).providerTools;
+    expect(mcp?.[0]).toMatchObject({ name: 'matrix_introspect', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } });
+    expect(resolve(request).providerTools).toBeUndefined();
+  });
+
+  it('gives equal input equal digests, and different input different ones', () => {
+    const a = resolve({ profile: 'default', skills: [{ name: 's', toolContextRefs: ['test-runner'] }] });
+    const b = resolve({ skills: [{ toolContextRefs: ['test-runner'], name: 's' }], profile: 'default' });
+    expect(a.digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(b.digest).toBe(a.digest);
+    expect(resolve({ profile: 'evaluate' }).digest).not.toBe(a.digest);
+    expect(resolve({ profile: 'default', format: 'openai' }).digest).not.toBe(resolve({ profile: 'default' }).digest);
+  });
+});
