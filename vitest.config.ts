@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/harness/global-setup.ts'],
+    reporters: ['default', './test/harness/summary-reporter.ts'],
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: 'forks',

@@ -1,0 +1,9 @@
+FROM node:20-bookworm-slim
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+RUN npm ci --no-audit --no-fund
+COPY contracts ./contracts
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+USER node
+CMD ["node", "dist/src/main.js"]

@@ -1,0 +1,142 @@
+import type { NatsConnection } from '@nats-io/nats-core';
+import { Svcm } from '@nats-io/services';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import { newTraceparent, type CallContext } from '../../src/bus/context.js';
+import { InternalError, NotFoundError, PayloadTooLargeError, TimeoutError, UnavailableError } from '../../src/bus/errors.js';
+import { Mount, type OpContext } from '../../src/bus/mount.js';
+import { SchemaId } from '../../src/contracts/schemas.js';
+import { testConnection, uniqueMount } from '../harness/bus.js';
+
+describe('a mount and the bus client', () => {
+  let nc: NatsConnection;
+  let client: BusClient;
+  let mount: Mount;
+  const name = uniqueMount();
+  const seen: OpContext[] = [];
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    client = new BusClient(nc, { timeoutMs: 2_000 });
+    mount = await new Mount(nc, {
+      name,
+      version: '1.2.3',
+      description: 'a test mount',
+      ops: {
+        $echo: {
+          description: 'echoes the context it saw',
+          request: SchemaId.IntrospectRequest,
+          response: SchemaId.IntrospectRequest,
+          handle: (_req, ctx) => {
+            seen.push(ctx);
+            return {};
+          },
+        },
+        $crash: {
+          description: 'throws something unexpected',
+          request: SchemaId.IntrospectRequest,
+          response: SchemaId.IntrospectRequest,
+          handle: () => {
+            throw new Error('secret internals at /srv/app.js:12');
+          },
+        },
+        $silent: {
+          description: 'never answers in time',
+          request: SchemaId.IntrospectRequest,
+          response: SchemaId.IntrospectRequest,
+          handle: () => new Promise((resolve) => setTimeout(() => resolve({}), 1_000)),
+        },
+        $huge: {
+          description: 'answers more than max_payload',
+          request: SchemaId.IntrospectRequest,
+          response: SchemaId.IntrospectRequest,
+          handle: () => ({ blob: 'x'.repeat((nc.info?.max_payload ?? 1_048_576) + 1) }),
+        },
+      },
+    }).start();
+  });
+  afterAll(async () => {
+    client.close();
+    await mount.stop();
+  });
+
+  it('passes every context header on to the op', async () => {
+    const ctx: CallContext = { traceparent: newTraceparent(), session: 's-1', principal: 'agent:7', deadline: Date.now() + 60_000 };
+    await client.request(name, '$echo', {}, { ...ctx, timeoutMs: 120_000 });
+    expect(seen.at(-1)).toMatchObject({ ...ctx, mount: name, op: '$echo', encoding: 'msgpack' });
+  });
+
+  it('sends the earlier of its own timeout and the caller deadline', async () => {
+    const before = Date.now();
+    await client.request(name, '$echo', {}, { deadline: before + 60_000 }); // client default: 2 s
+    expect(seen.at(-1)?.deadline).toBeLessThanOrEqual(Date.now() + 2_000);
+  });
+
+  it('sends its own deadline when the caller gives none', async () => {
+    const before = Date.now();
+    await client.request(name, '$echo', {}, { timeoutMs: 700 });
+    const deadline = seen.at(-1)?.deadline ?? 0;
+    expect(deadline).toBeGreaterThanOrEqual(before + 700);
+    expect(deadline).toBeLessThanOrEqual(Date.now() + 700);
+  });
+
+  it('turns an unexpected throw into internal, without the stack', async () => {
+    const failure = client.request(name, '$crash', {});
+    await expect(failure).rejects.toBeInstanceOf(InternalError);
+    await expect(failure).rejects.toThrow(/unexpected error occurred in test\./);
+    await expect(failure).rejects.not.toThrow(/srv\/app/);
+  });
+
+  it('refuses a reply over max_payload with payload_too_large', async () => {
+    await expect(client.request(name, '$huge', {})).rejects.toBeInstanceOf(PayloadTooLargeError);
+  });
+
+  it('fails with unavailable, at once, when nothing serves the subject', async () => {
+    const started = performance.now();
+    await expect(client.request(uniqueMount('nobody'), '$echo', {})).rejects.toBeInstanceOf(UnavailableError);
+    expect(performance.now() - started).toBeLessThan(50);
+  });
+
+  it('fails with timeout at the deadline when the op does not answer', async () => {
+    const started = performance.now();
+    await expect(client.request(name, '$silent', {}, { timeoutMs: 150 })).rejects.toBeInstanceOf(TimeoutError);
+    const waited = performance.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(145);
+    expect(waited).toBeLessThan(150 + 50);
+  });
+
+  it('fails at once when the deadline has already passed', async () => {
+    await expect(client.request(name, '$echo', {}, { deadline: Date.now() - 5 })).rejects.toBeInstanceOf(TimeoutError);
+  });
+
+  it('answers an unknown op with not_found', async () => {
+    await expect(client.request(name, '$nope', {})).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('keeps 1,000 requests in flight apart', async () => {
+    const replies = await Promise.all(Array.from({ length: 1_000 }, (_, i) => client.request(name, '$echo', {}, { session: `s${i}` })));
+    expect(replies).toHaveLength(1_000);
+    expect(new Set(seen.slice(-1_000).map((c) => c.session)).size).toBe(1_000);
+    expect(client.inFlight).toBe(0);
+  });
+
+  it('is found and measured by the NATS services client (ADR-32), one endpoint per op', async () => {
+    const svc = new Svcm(nc).client();
+    const serviceName = name.replaceAll('.', '-');
+    const pings = [];
+    for await (const p of await svc.ping(serviceName)) pings.push(p);
+    expect(pings).toEqual([expect.objectContaining({ name: serviceName, id: mount.id, version: '1.2.3' })]);
+    const infos = [];
+    for await (const i of await svc.info(serviceName)) infos.push(i);
+    expect(infos[0]?.endpoints.map((e) => e.subject)).toEqual(
+      ['$introspect', '$echo', '$crash', '$silent', '$huge'].map((op) => `${name}.${op}`),
+    );
+    expect(infos[0]?.endpoints[1]?.queue_group).toBe(serviceName);
+    const stats = [];
+    for await (const s of await svc.stats(serviceName, mount.id)) stats.push(s);
+    const echo = stats[0]?.endpoints?.find((e) => e.name === 'echo');
+    expect(echo?.num_requests).toBeGreaterThanOrEqual(1_002);
+    const crash = stats[0]?.endpoints?.find((e) => e.name === 'crash');
+    expect(crash).toMatchObject({ num_requests: 1, num_errors: 1, last_error: expect.stringContaining('500') });
+  });
+});
