@@ -1,12 +1,24 @@
 /**
  * `npm start`: connects to NATS (`NATS_URL`, default nats://127.0.0.1:4222), mounts
- * `system.tools`, logs one line when ready, and drains cleanly on SIGINT/SIGTERM.
+ * `system.tools` and `system.dispatcher` (`--no-registry` / `--no-dispatcher` turn one off),
+ * logs one line when ready, and drains cleanly on SIGINT/SIGTERM.
  */
+import { parseArgs } from 'node:util';
 import { connectBus, connectOptionsFromEnv } from './bus/connect.js';
 import { stderrLogger } from './bus/log.js';
-import { registryMount } from './registry/mount.js';
+import type { Mount } from './bus/mount.js';
+import { Dispatcher } from './dispatcher/dispatcher.js';
+import { dispatcherMount } from './dispatcher/mount.js';
+import { localToolSource } from './dispatcher/sessions.js';
+import { Registry, registryMount } from './registry/mount.js';
 
 async function main(): Promise<void> {
+  const { values: flags } = parseArgs({
+    options: {
+      'no-registry': { type: 'boolean', default: false },
+      'no-dispatcher': { type: 'boolean', default: false },
+    },
+  });
   const options = { ...connectOptionsFromEnv(), name: 'matrix-tool-registry' };
   let nc;
   try {
@@ -18,15 +30,32 @@ async function main(): Promise<void> {
     );
     process.exit(1);
   }
-  const registry = await registryMount(nc, { logger: stderrLogger }).start();
-  stderrLogger.info(`system.tools ready on ${nc.getServer()}`, { instance: registry.id });
+
+  const mounts: Mount[] = [];
+  const registry = new Registry();
+  if (!flags['no-registry']) mounts.push(registryMount(nc, { registry, logger: stderrLogger }));
+  let dispatcher: Dispatcher | undefined;
+  if (!flags['no-dispatcher']) {
+    // Beside the registry, resolve in this process: same state, one hop less.
+    dispatcher = new Dispatcher(nc, flags['no-registry'] ? {} : { source: localToolSource(registry) });
+    mounts.push(dispatcherMount(nc, { dispatcher, logger: stderrLogger }));
+  }
+  if (mounts.length === 0) {
+    process.stderr.write('nothing to run: --no-registry and --no-dispatcher together leave no mount\n');
+    process.exit(2);
+  }
+  await Promise.all(mounts.map((m) => m.start()));
+  stderrLogger.info(`${mounts.map((m) => m.name).join(', ')} ready on ${nc.getServer()}`, {
+    instances: Object.fromEntries(mounts.map((m) => [m.name, m.id])),
+  });
 
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
     stderrLogger.info(`${signal}: draining`);
-    await registry.stop();
+    await Promise.all(mounts.map((m) => m.stop()));
+    dispatcher?.close();
     await nc.drain();
     process.exit(0);
   };

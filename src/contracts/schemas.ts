@@ -22,6 +22,11 @@ export const SchemaId = {
   ResolveReply: `${base}resolve.reply.json`,
   IntrospectRequest: `${base}introspect.request.json`,
   IntrospectReply: `${base}introspect.reply.json`,
+  CallRequest: `${base}call.request.json`,
+  ToolResult: `${base}tool-result.json`,
+  ApprovalRequest: `${base}approval.request.json`,
+  ApprovalReply: `${base}approval.reply.json`,
+  CallEvent: `${base}call.event.json`,
 } as const;
 export type SchemaId = (typeof SchemaId)[keyof typeof SchemaId];
 

@@ -44,7 +44,7 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
     verification.add(spec.verification);
     for (const projection of spec.matrixTools ?? []) {
       const tool = resolvedTool(projection, spec);
-      const canonical = canonicalJson({ ...tool, requiresApproval: undefined, context: undefined });
+      const canonical = canonicalJson({ ...projection, resultMode: tool.resultMode });
       const held = toolIndex.get(tool.name);
       if (held === undefined) {
         toolIndex.set(tool.name, { tool, canonical });
@@ -207,6 +207,8 @@ function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): 
     requiresApproval,
     context: spec.key,
   };
+  const timeoutMs = Math.min(projection.timeoutMs ?? Infinity, spec.timeoutMs ?? Infinity);
+  if (Number.isFinite(timeoutMs)) tool.timeoutMs = timeoutMs;
   if (spec.permissions.allowTargets !== undefined) tool.allowTargets = spec.permissions.allowTargets;
   return tool;
 }

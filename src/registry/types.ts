@@ -146,6 +146,7 @@ export interface ResolvedTool extends MatrixToolProjection {
   requiresApproval: boolean;
   /** Key of the context the tool came from. */
   context: string;
+  // `timeoutMs` here is the effective one: the smaller of the tool's and its context's.
   /** The context's `permissions.allowTargets`, for `matrix_invoke`-like tools. */
   allowTargets?: string[];
 }

@@ -121,7 +121,7 @@ describe('a mount and the bus client', () => {
   });
 
   it('is found and measured by the NATS services client (ADR-32), one endpoint per op', async () => {
-    const svc = new Svcm(nc).client();
+    const svc = new Svcm(nc).client({ strategy: 'timer', maxWait: 300 });
     const serviceName = name.replaceAll('.', '-');
     const pings = [];
     for await (const p of await svc.ping(serviceName)) pings.push(p);

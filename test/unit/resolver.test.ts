@@ -118,6 +118,16 @@ describe('the merged context', () => {
     expect(resolve({ profile: 'p', toolContextRefs: ['actor-edit', 'quick'] }, quick).timeoutMs).toBe(700);
   });
 
+  it("gives each tool the smaller of its own and its context's timeout", () => {
+    const r = resolve({ profile: 'p', toolContextRefs: ['repo-coding', 'actor-readonly'] });
+    expect(r.matrixTools.map((t) => [t.name, t.timeoutMs])).toEqual([
+      ['trace_query', 10_000],
+      ['package_validate', 60_000],
+      ['matrix_introspect', 5_000],
+      ['session_state_read', 15_000],
+    ]);
+  });
+
   it('unions environment requirements and verification', () => {
     const store = withExtras(
       ctx('creds', { environmentRequirements: { credentials: ['gh'], container: true }, verification: { commands: ['npm test'], checks: ['tests-pass'] } }),

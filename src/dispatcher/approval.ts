@@ -1,0 +1,41 @@
+/**
+ * The approval gate (PROTOCOL 6.1 step 3): asks `system.approvals.$decide` and fails
+ * closed. No approver, no answer in time, a malformed answer or a reject all mean no.
+ */
+import type { BusClient } from '../bus/client.js';
+import type { CallContext } from '../bus/context.js';
+import { MatrixError, TimeoutError, UnavailableError } from '../bus/errors.js';
+import { Mounts } from '../bus/subjects.js';
+import type { ApprovalDecision, ApprovalRequest } from './types.js';
+
+/** The op approvers answer. */
+export const DECIDE_OP = '$decide';
+
+/** The gate's verdict. */
+export type Verdict = { approved: true; by?: string } | { approved: false; reason: string };
+
+/** Asks for a decision and waits at most `timeoutMs` (and never past the caller's deadline). */
+export async function approvalGate(
+  client: BusClient,
+  request: ApprovalRequest,
+  ctx: CallContext,
+  timeoutMs: number,
+): Promise<Verdict> {
+  let reply: unknown;
+  try {
+    reply = await client.request(Mounts.Approvals, DECIDE_OP, request, { ...ctx, timeoutMs });
+  } catch (err) {
+    if (err instanceof UnavailableError) return { approved: false, reason: 'no approver is running to decide on it' };
+    if (err instanceof TimeoutError) return { approved: false, reason: `no approver decided within ${timeoutMs} ms` };
+    const message = err instanceof MatrixError ? err.message : 'the approver failed';
+    return { approved: false, reason: `the approver failed: ${message}` };
+  }
+  const decision = reply as Partial<ApprovalDecision> | undefined;
+  if (decision?.decision === 'approve') return decision.by === undefined ? { approved: true } : { approved: true, by: decision.by };
+  if (decision?.decision === 'reject') {
+    const by = typeof decision.by === 'string' ? ` by ${decision.by}` : '';
+    const reason = typeof decision.reason === 'string' && decision.reason ? `: ${decision.reason}` : '';
+    return { approved: false, reason: `it was rejected${by}${reason}` };
+  }
+  return { approved: false, reason: 'the approver gave no valid decision' };
+}

@@ -1,0 +1,270 @@
+/**
+ * The dispatcher (PROTOCOL 6.1): an LLM tool call in, a `ToolResult` out. In order, none
+ * skipped: membership, argument validation, approval (fail closed), the request to
+ * `<target>.<op>` under the smallest deadline with the context headers, result shaping.
+ * Nothing outside the session's context, with invalid arguments, or unapproved ever
+ * reaches a target. Every call emits one audit event.
+ */
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { BusClient } from '../bus/client.js';
+import { encodeBody } from '../bus/codec.js';
+import { newTraceparent, traceIdOf, type CallContext } from '../bus/context.js';
+import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
+import { eventSubject, isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
+import { MATRIX_INVOKE } from '../registry/builtins.js';
+import { digestOf } from '../registry/canonical.js';
+import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
+import { approvalGate } from './approval.js';
+import { ArgumentValidators, argumentsMessage, parseArguments } from './arguments.js';
+import { busToolSource, SessionCache, type Session, type SessionCacheOptions, type ToolSource } from './sessions.js';
+import { DEFAULT_CONTENT_CAP, shapeReply } from './shape.js';
+import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
+import type { CallEvent, ToolCall, ToolErrorCode, ToolResult } from './types.js';
+
+/** Subject of the audit events. */
+export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
+/** Subject of the registry's change events, which clear the session cache. */
+export const REGISTRY_CHANGES = eventSubject(Mounts.Tools, 'changed');
+
+/** How a dispatcher behaves; every field has a default. */
+export interface DispatcherOptions {
+  /** Where sessions are resolved; default `system.tools` over the bus. */
+  source?: ToolSource;
+  /** Session cache tuning. */
+  sessions?: SessionCacheOptions;
+  /** Longest wait for an approver, in ms; default 60000 (never past the caller's deadline). */
+  approvalTimeoutMs?: number;
+  /** Most calls in flight per target mount; past it a call fails fast. Default 1024. */
+  maxInFlightPerTarget?: number;
+  /** Cap of a result's `content`, in characters; default 65536. */
+  contentCap?: number;
+  /** Budget of `summary` results, in characters; default 2000. */
+  summaryBudget?: number;
+  /** Most requests per call when retrying is safe; default 3. */
+  maxAttempts?: number;
+  /** First retry backoff, in ms, doubling each time; default 5. */
+  backoffMs?: number;
+  /** Publish audit events; default true. */
+  audit?: boolean;
+}
+
+/** What a call needed to know about its tool, for the audit event. */
+interface Trace {
+  event: CallEvent;
+  started: number;
+}
+
+/** Dispatches LLM tool calls to mounts. One per process is plenty; it is safe to share. */
+export class Dispatcher {
+  readonly client: BusClient;
+  private readonly sessions: SessionCache;
+  private readonly validators = new ArgumentValidators();
+  private readonly inFlight = new Map<string, number>();
+  private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions'>>;
+  private changes: Subscription | undefined;
+
+  constructor(
+    readonly nc: NatsConnection,
+    options: DispatcherOptions = {},
+  ) {
+    this.client = new BusClient(nc);
+    this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
+    this.options = {
+      approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
+      maxInFlightPerTarget: options.maxInFlightPerTarget ?? 1024,
+      contentCap: options.contentCap ?? DEFAULT_CONTENT_CAP,
+      summaryBudget: options.summaryBudget ?? DEFAULT_SUMMARY_BUDGET,
+      maxAttempts: options.maxAttempts ?? 3,
+      backoffMs: options.backoffMs ?? 5,
+      audit: options.audit ?? true,
+    };
+    this.changes = nc.subscribe(REGISTRY_CHANGES, { callback: () => this.sessions.clear() });
+  }
+
+  /**
+   * Runs one tool call for a session. Tool failures are results (`isError: true`); only a
+   * session that cannot be resolved for the oracle's own fault (unknown refs, a malformed
+   * request) throws, as a `MatrixError`.
+   */
+  async call(sessionRequest: ResolveRequest, call: ToolCall, ctx: CallContext = {}): Promise<ToolResult> {
+    const trace: Trace = {
+      started: performance.now(),
+      event: { callId: call.id, name: call.name, outcome: 'ok', durationMs: 0, attempts: 0, at: '' },
+    };
+    const context: CallContext = { ...ctx, traceparent: ctx.traceparent ?? newTraceparent() };
+    let session: Session;
+    try {
+      session = await this.sessions.get(sessionRequest, context);
+    } catch (err) {
+      if (err instanceof MatrixError && (err.code === ErrorCode.Unavailable || err.code === ErrorCode.Timeout)) {
+        return this.fail(trace, context, call, err.code, `The tool registry could not be reached (${err.message}); try the call again shortly.`);
+      }
+      this.audit(trace, context, 'error', err instanceof MatrixError ? err.code : ErrorCode.Internal);
+      throw err;
+    }
+    return this.callInSession(session, call, context, trace);
+  }
+
+  /** Stops listening for registry changes and fails calls still waiting. */
+  close(): void {
+    this.changes?.unsubscribe();
+    this.changes = undefined;
+    this.client.close();
+  }
+
+  private async callInSession(session: Session, call: ToolCall, ctx: CallContext, trace: Trace): Promise<ToolResult> {
+    // 1. Membership.
+    const tool = session.tools.get(call.name);
+    if (tool === undefined) {
+      if (session.sdkTools.has(call.name)) {
+        return this.fail(trace, ctx, call, 'forbidden', `"${call.name}" is one of your own SDK tools, not a bus tool: call it directly, not through the dispatcher.`);
+      }
+      const available = [...session.tools.keys()].join(', ') || 'none';
+      return this.fail(trace, ctx, call, 'not_found', `No tool named "${call.name}" is available in this session. Available tools: ${available}.`);
+    }
+    trace.event.target = tool.target;
+    trace.event.op = tool.op;
+
+    // 2. Arguments.
+    const parsed = parseArguments(call.arguments);
+    if (!parsed.ok) {
+      return this.fail(trace, ctx, call, 'bad_request', `The arguments of "${call.name}" could not be read: ${parsed.reason}. Send a JSON object that matches the tool's schema.`);
+    }
+    const args = parsed.value;
+    trace.event.argumentsDigest = digestOf(args).slice(0, 16);
+    trace.event.argumentsBytes = Buffer.byteLength(JSON.stringify(args));
+    const violations = this.validators.check(tool.inputSchema)(args);
+    if (violations !== undefined) return this.fail(trace, ctx, call, 'bad_request', argumentsMessage(call.name, violations));
+
+    let target = tool.target;
+    let op = tool.op;
+    let body: unknown = args;
+    let gated = tool.requiresApproval;
+    if (isInvokeTool(tool)) {
+      // 6.2: the meta-tool reaches only what allowTargets allow, never a reserved subject, always approved.
+      target = String(args.target);
+      op = String(args.op);
+      body = args.args ?? {};
+      gated = true;
+      trace.event.target = target;
+      trace.event.op = op;
+      const subject = opSubject(target, op);
+      if (isReservedSubject(subject)) {
+        return this.fail(trace, ctx, call, 'forbidden', `${MATRIX_INVOKE} may not call ${subject}: ${target} is reserved. Choose another mount.`);
+      }
+      const allowed = tool.allowTargets ?? [];
+      if (!allowed.some((pattern) => subjectMatches(pattern, subject))) {
+        return this.fail(trace, ctx, call, 'forbidden', `${MATRIX_INVOKE} may not call ${subject}: this session allows only ${allowed.join(', ') || 'no targets'}.`);
+      }
+    }
+
+    // 3. Approval, fail closed.
+    if (gated) {
+      const verdict = await approvalGate(
+        this.client,
+        { callId: call.id, tool: call.name, target, op, arguments: args, session: ctx.session, principal: ctx.principal },
+        ctx,
+        this.options.approvalTimeoutMs,
+      );
+      if (!verdict.approved) {
+        return this.fail(trace, ctx, call, 'approval_denied', `The call to "${call.name}" was not made: ${verdict.reason}. Do not retry it unchanged; ask the user how to proceed.`);
+      }
+    }
+
+    // 4. Forward, under the smallest deadline, within the bound of calls in flight.
+    const timeoutMs = tool.timeoutMs ?? session.resolved.timeoutMs;
+    const inFlight = this.inFlight.get(target) ?? 0;
+    if (inFlight >= this.options.maxInFlightPerTarget) {
+      return this.fail(trace, ctx, call, 'unavailable', `${target} already has ${inFlight} calls in flight, the most allowed; try "${call.name}" again in a moment.`);
+    }
+    this.inFlight.set(target, inFlight + 1);
+    let reply: unknown;
+    try {
+      reply = await this.forward(target, op, body, tool, ctx, timeoutMs, trace);
+    } catch (err) {
+      return this.targetFailed(trace, ctx, call, target, op, timeoutMs, err);
+    } finally {
+      const left = (this.inFlight.get(target) ?? 1) - 1;
+      if (left === 0) this.inFlight.delete(target);
+      else this.inFlight.set(target, left);
+    }
+
+    // 5. Shape.
+    const shaped = shapeReply(reply, tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
+    const durationMs = this.audit(trace, ctx, 'ok');
+    const result: ToolResult = { callId: call.id, name: call.name, isError: false, content: shaped.content, durationMs };
+    if (shaped.structured !== undefined) result.structured = shaped.structured;
+    if (shaped.truncated !== undefined) result.truncated = shaped.truncated;
+    return result;
+  }
+
+  /** Sends the request; retries no-responders always, and internal/unavailable failures of idempotent tools. */
+  private async forward(target: string, op: string, body: unknown, tool: ResolvedTool, ctx: CallContext, timeoutMs: number, trace: Trace): Promise<unknown> {
+    const deadline = Math.min(Date.now() + timeoutMs, ctx.deadline ?? Infinity);
+    const idempotent = tool.annotations?.idempotent === true && !isInvokeTool(tool);
+    for (let attempt = 1; ; attempt++) {
+      trace.event.attempts = attempt;
+      try {
+        return await this.client.request(target, op, body, { ...ctx, deadline });
+      } catch (err) {
+        const code = err instanceof MatrixError ? err.code : ErrorCode.Internal;
+        const retryable = err instanceof UnavailableError || (idempotent && code === ErrorCode.Internal);
+        if (!retryable || attempt >= this.options.maxAttempts) throw err;
+        const wait = this.options.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
+        if (Date.now() + wait >= deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
+  }
+
+  private targetFailed(trace: Trace, ctx: CallContext, call: ToolCall, target: string, op: string, timeoutMs: number, err: unknown): ToolResult {
+    const subject = opSubject(target, op);
+    if (!(err instanceof MatrixError)) {
+      return this.fail(trace, ctx, call, 'internal', `"${call.name}" failed unexpectedly in the dispatcher; try again, or use another tool.`);
+    }
+    switch (err.code) {
+      case ErrorCode.Timeout:
+        return this.fail(trace, ctx, call, 'timeout', `"${call.name}" did not answer in time (${subject}, at most ${timeoutMs} ms or the caller's deadline). It may still be running: check its effect before repeating a call that changes things.`);
+      case ErrorCode.Unavailable:
+        return this.fail(trace, ctx, call, 'unavailable', `No service is answering "${call.name}" right now (${subject} has no responders). Try again later, or use another tool.`);
+      case ErrorCode.BadRequest:
+        return this.fail(trace, ctx, call, 'bad_request', `"${call.name}" refused its arguments: ${err.message}. Fix them and call again.`);
+      default:
+        return this.fail(trace, ctx, call, err.code, `"${call.name}" failed (${err.code}): ${err.message}`);
+    }
+  }
+
+  private fail(trace: Trace, ctx: CallContext, call: ToolCall, code: ToolErrorCode, message: string): ToolResult {
+    const durationMs = this.audit(trace, ctx, 'error', code);
+    return { callId: call.id, name: call.name, isError: true, content: message, error: { code, message }, durationMs };
+  }
+
+  /** Publishes the call's audit event; returns its duration in ms. */
+  private audit(trace: Trace, ctx: CallContext, outcome: CallEvent['outcome'], code?: string): number {
+    const durationMs = Math.round((performance.now() - trace.started) * 1000) / 1000;
+    if (!this.options.audit) return durationMs;
+    const e = trace.event;
+    e.outcome = outcome;
+    e.durationMs = durationMs;
+    e.at = new Date().toISOString();
+    if (code !== undefined) e.code = code;
+    if (ctx.session !== undefined) e.session = ctx.session;
+    if (ctx.principal !== undefined) e.principal = ctx.principal;
+    if (ctx.traceparent !== undefined) {
+      e.traceparent = ctx.traceparent;
+      const traceId = traceIdOf(ctx.traceparent);
+      if (traceId !== undefined) e.traceId = traceId;
+    }
+    try {
+      this.nc.publish(CALL_EVENTS, encodeBody(e));
+    } catch {
+      // An audit event lost to a closed connection must not fail the call it describes.
+    }
+    return durationMs;
+  }
+}
+
+/** Is this the `matrix_invoke` meta-tool (forwarded to `args.target`/`args.op`)? */
+function isInvokeTool(tool: ResolvedTool): boolean {
+  return tool.target === Mounts.Dispatcher && tool.op === '$invoke';
+}

@@ -1,0 +1,45 @@
+/** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Logger } from '../bus/log.js';
+import { Mount, type OpContext } from '../bus/mount.js';
+import { Mounts } from '../bus/subjects.js';
+import { SchemaId } from '../contracts/schemas.js';
+import { Dispatcher } from './dispatcher.js';
+import type { CallRequest } from './types.js';
+
+/** Version of the dispatcher implementation. */
+export const DISPATCHER_VERSION = '0.1.0';
+
+/** How to mount the dispatcher. */
+export interface DispatcherMountOptions {
+  /** The dispatcher to serve with; default a new one on the same connection. */
+  dispatcher?: Dispatcher;
+  maxRequestBytes?: number;
+  logger?: Logger;
+}
+
+/** Builds the `system.dispatcher` mount (call `start()` on it). */
+export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOptions = {}): Mount {
+  const dispatcher = options.dispatcher ?? new Dispatcher(nc);
+  return new Mount(nc, {
+    name: Mounts.Dispatcher,
+    version: DISPATCHER_VERSION,
+    description: 'The tool dispatcher: runs LLM tool calls against the mounts their context allows.',
+    maxRequestBytes: options.maxRequestBytes,
+    logger: options.logger,
+    ops: {
+      $call: {
+        description: "Runs one LLM tool call for a session and returns the result the model reads.",
+        request: SchemaId.CallRequest,
+        response: SchemaId.ToolResult,
+        handle: (request: CallRequest, ctx: OpContext) =>
+          dispatcher.call(request.session, request.call, {
+            traceparent: ctx.traceparent,
+            deadline: ctx.deadline,
+            session: ctx.session,
+            principal: ctx.principal,
+          }),
+      },
+    },
+  });
+}

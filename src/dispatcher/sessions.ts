@@ -1,0 +1,99 @@
+/**
+ * Resolutions of sessions, cached: a warm call costs a map lookup, not a `$resolve`.
+ * Entries are dropped when the registry announces a change on `system.tools.events.changed`,
+ * and after a TTL as a safety net for a missed event. Concurrent misses share one resolve.
+ */
+import type { BusClient } from '../bus/client.js';
+import type { CallContext } from '../bus/context.js';
+import { Mounts } from '../bus/subjects.js';
+import type { Registry } from '../registry/mount.js';
+import type { ResolvedTool, ResolvedToolContext, ResolveRequest } from '../registry/types.js';
+
+/** Where resolutions come from: the registry over the bus, or one in this process. */
+export interface ToolSource {
+  resolve(request: ResolveRequest, ctx: CallContext): Promise<ResolvedToolContext>;
+}
+
+/** Resolves through `system.tools.$resolve`. */
+export function busToolSource(client: BusClient, timeoutMs = 5_000): ToolSource {
+  return {
+    resolve: (request, ctx) => client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, { ...ctx, timeoutMs }),
+  };
+}
+
+/** Resolves with a registry in this process (no bus hop). */
+export function localToolSource(registry: Registry): ToolSource {
+  return { resolve: async (request) => registry.resolve(request) };
+}
+
+/** A resolved session, indexed for calls. */
+export interface Session {
+  resolved: ResolvedToolContext;
+  tools: ReadonlyMap<string, ResolvedTool>;
+  sdkTools: ReadonlySet<string>;
+}
+
+/** Options of the cache. */
+export interface SessionCacheOptions {
+  /** How long an entry lives without a change event, in ms; default 60000. */
+  ttlMs?: number;
+  /** Most entries; the oldest go first. Default 10000. */
+  maxEntries?: number;
+}
+
+interface Entry {
+  session: Promise<Session>;
+  expires: number;
+}
+
+/** Sessions by request, valid until the registry changes. */
+export class SessionCache {
+  private readonly entries = new Map<string, Entry>();
+  private readonly ttlMs: number;
+  private readonly maxEntries: number;
+
+  constructor(
+    private readonly source: ToolSource,
+    options: SessionCacheOptions = {},
+  ) {
+    this.ttlMs = options.ttlMs ?? 60_000;
+    this.maxEntries = options.maxEntries ?? 10_000;
+  }
+
+  /** The session of a request; resolves it on a miss. A failed resolve is not cached. */
+  get(request: ResolveRequest, ctx: CallContext): Promise<Session> {
+    const key = JSON.stringify(request);
+    const now = Date.now();
+    const hit = this.entries.get(key);
+    if (hit !== undefined && hit.expires > now) return hit.session;
+    const session = this.source.resolve(request, ctx).then(indexSession);
+    const entry = { session, expires: now + this.ttlMs };
+    this.entries.set(key, entry);
+    session.catch(() => {
+      if (this.entries.get(key) === entry) this.entries.delete(key);
+    });
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+    return session;
+  }
+
+  /** Drops every entry (the registry changed). */
+  clear(): void {
+    this.entries.clear();
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+/** Indexes a resolution by tool name. */
+export function indexSession(resolved: ResolvedToolContext): Session {
+  return {
+    resolved,
+    tools: new Map(resolved.matrixTools.map((t) => [t.name, t])),
+    sdkTools: new Set(resolved.sdkTools),
+  };
+}

@@ -1,0 +1,84 @@
+/** The data shapes of the dispatcher (PROTOCOL section 6); each mirrors a schema in `contracts/`. */
+import { ErrorCode } from '../bus/errors.js';
+import type { ResolveRequest } from '../registry/types.js';
+
+/** One tool call as the LLM made it. */
+export interface ToolCall {
+  /** The LLM's id for the call; echoed as `callId`. */
+  id: string;
+  /** The tool's name. */
+  name: string;
+  /** The arguments: an object, or its JSON text as providers send it; absent means `{}`. */
+  arguments?: Record<string, unknown> | string;
+}
+
+/** `system.dispatcher.$call` request. */
+export interface CallRequest {
+  /** The `$resolve` request of the calling session. */
+  session: ResolveRequest;
+  call: ToolCall;
+}
+
+/** Codes a failed tool result carries: the protocol's, plus `approval_denied`. */
+export const ToolErrorCode = { ...ErrorCode, ApprovalDenied: 'approval_denied' } as const;
+export type ToolErrorCode = (typeof ToolErrorCode)[keyof typeof ToolErrorCode];
+
+/** What the model reads back. A failed tool is a result with `isError`, never a thrown error. */
+export interface ToolResult {
+  callId: string;
+  name: string;
+  isError: boolean;
+  /** Text for the model, at most the content cap. */
+  content: string;
+  /** The reply itself (resultMode `json`, when it fits the cap). */
+  structured?: unknown;
+  error?: { code: ToolErrorCode; message: string };
+  /** Present when `content` was cut: characters shown and in full. */
+  truncated?: { shown: number; total: number };
+  /** Time from receiving the call to the result, in ms. */
+  durationMs: number;
+}
+
+/** `system.approvals.$decide` request. */
+export interface ApprovalRequest {
+  callId: string;
+  tool: string;
+  target: string;
+  op: string;
+  arguments: Record<string, unknown>;
+  /** The calling session's id. */
+  session?: string;
+  /** Who acts. */
+  principal?: string;
+}
+
+/** `system.approvals.$decide` reply. */
+export interface ApprovalDecision {
+  decision: 'approve' | 'reject';
+  reason?: string;
+  /** Who decided. */
+  by?: string;
+}
+
+/** The audit event of one call, on `system.dispatcher.events.call`. */
+export interface CallEvent {
+  callId: string;
+  name: string;
+  target?: string;
+  op?: string;
+  session?: string;
+  principal?: string;
+  traceparent?: string;
+  traceId?: string;
+  outcome: 'ok' | 'error';
+  code?: string;
+  durationMs: number;
+  /** Requests sent to the target (0 when it was never called). */
+  attempts?: number;
+  /** SHA-256 (hex, first 16) of the canonical arguments; never the arguments themselves. */
+  argumentsDigest?: string;
+  /** Size of the arguments' JSON text. */
+  argumentsBytes?: number;
+  /** ISO 8601 time the call ended. */
+  at: string;
+}

@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { argumentName, argumentsMessage, ArgumentValidators, parseArguments } from '../../src/dispatcher/arguments.js';
+import { capContent, shapeReply } from '../../src/dispatcher/shape.js';
+import { summarize } from '../../src/dispatcher/summary.js';
+
+const opts = { cap: 1_000, summaryBudget: 300 };
+
+describe('shaping a reply by resultMode', () => {
+  it('json: the JSON text as content and the reply as structured', () => {
+    expect(shapeReply({ a: 1, b: [true] }, 'json', opts)).toEqual({ content: '{"a":1,"b":[true]}', structured: { a: 1, b: [true] } });
+  });
+
+  it('text: the reply if a string, else its text field, else JSON', () => {
+    expect(shapeReply('plain', 'text', opts).content).toBe('plain');
+    expect(shapeReply({ text: 'from field', other: 1 }, 'text', opts).content).toBe('from field');
+    expect(shapeReply({ other: 1 }, 'text', opts).content).toBe('{"other":1}');
+  });
+
+  it('caps content and says how much it cut, dropping structured', () => {
+    const shaped = shapeReply({ blob: 'x'.repeat(5_000) }, 'json', opts);
+    expect(shaped.content.length).toBeLessThanOrEqual(1_000);
+    expect(shaped.truncated).toEqual({ shown: expect.any(Number), total: 5_011 });
+    expect(shaped.content).toMatch(new RegExp(`truncated: showing ${shaped.truncated?.shown} of 5011 characters]$`));
+    expect(shaped.structured).toBeUndefined();
+  });
+
+  it('leaves content under the cap alone', () => {
+    expect(capContent('short', 10)).toEqual({ content: 'short' });
+  });
+});
+
+describe('summarize', () => {
+  const big = {
+    items: Array.from({ length: 5_000 }, (_, i) => ({ id: i, name: `item-${i}`, tags: ['a', 'b', 'c'], body: 'lorem ipsum '.repeat(50), nested: { deep: { deeper: { deepest: i } } } })),
+    total: 5_000,
+    note: 'n'.repeat(10_000),
+  };
+
+  it('stays within its budget for a large nested reply', () => {
+    for (const budget of [100, 500, 2_000]) expect(summarize(big, budget).length).toBeLessThanOrEqual(budget);
+  });
+
+  it('is the same every time', () => {
+    expect(summarize(big, 800)).toBe(summarize(structuredClone(big), 800));
+  });
+
+  it('says what it left out', () => {
+    const text = summarize(big, 2_000);
+    expect(text).toMatch(/more items/);
+    expect(text).toMatch(/chars\)/);
+  });
+
+  it('shows a small reply whole', () => {
+    expect(summarize({ ok: true, count: 3, names: ['a', 'b'] })).toBe('{ok: true, count: 3, names: ["a", "b"]}');
+  });
+
+  it('bounds its work on a reply of a million keys', () => {
+    const wide = Object.fromEntries(Array.from({ length: 1_000_000 }, (_, i) => [`k${i}`, i]));
+    const started = performance.now();
+    expect(summarize(wide, 200).length).toBeLessThanOrEqual(200);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe('tool arguments', () => {
+  it('reads objects, JSON text and nothing', () => {
+    expect(parseArguments({ a: 1 })).toEqual({ ok: true, value: { a: 1 } });
+    expect(parseArguments('{"a":1}')).toEqual({ ok: true, value: { a: 1 } });
+    expect(parseArguments(undefined)).toEqual({ ok: true, value: {} });
+    expect(parseArguments('')).toEqual({ ok: true, value: {} });
+  });
+
+  it('refuses text that is not JSON, and JSON that is not an object', () => {
+    expect(parseArguments('{a:')).toMatchObject({ ok: false, reason: expect.stringContaining('not valid JSON') });
+    expect(parseArguments('[1]')).toMatchObject({ ok: false, reason: expect.stringContaining('JSON object') });
+  });
+
+  it('names arguments the way a model writes them', () => {
+    expect(argumentName('/limit')).toBe('argument "limit"');
+    expect(argumentName('/items/0/name')).toBe('argument "items[0].name"');
+    expect(argumentName('')).toBe('the arguments');
+  });
+
+  it('compiles each schema once and explains every violation', () => {
+    const validators = new ArgumentValidators();
+    const schema = { type: 'object' as const, additionalProperties: false, required: ['q'], properties: { q: { type: 'string' }, limit: { type: 'integer', maximum: 10 } } };
+    const check = validators.check(schema);
+    expect(validators.check(schema)).toBe(check);
+    expect(validators.check(structuredClone(schema))).toBe(check);
+    const violations = check({ limit: 50, colour: 'red' }) ?? [];
+    const message = argumentsMessage('search', violations);
+    expect(message).toContain('argument "q" is required');
+    expect(message).toContain('argument "limit" must be <= 10');
+    expect(message).toContain('argument "colour" is not a known field (known fields: q, limit)');
+    expect(message).toMatch(/Fix the arguments and call "search" again\.$/);
+  });
+});
