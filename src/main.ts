@@ -4,13 +4,17 @@
  * logs one line when ready, and drains cleanly on SIGINT/SIGTERM.
  */
 import { parseArgs } from 'node:util';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { connectBus, connectOptionsFromEnv } from './bus/connect.js';
 import { stderrLogger } from './bus/log.js';
 import type { Mount } from './bus/mount.js';
 import { Dispatcher } from './dispatcher/dispatcher.js';
 import { dispatcherMount } from './dispatcher/mount.js';
 import { localToolSource } from './dispatcher/sessions.js';
+import { DEFAULT_BUCKET, KvContextStore } from './registry/kv-store.js';
 import { Registry, registryMount } from './registry/mount.js';
+import { Presence } from './registry/presence.js';
+import { StaticStore, type ToolContextStore } from './registry/store.js';
 
 async function main(): Promise<void> {
   const { values: flags } = parseArgs({
@@ -32,7 +36,7 @@ async function main(): Promise<void> {
   }
 
   const mounts: Mount[] = [];
-  const registry = new Registry();
+  const registry = flags['no-registry'] ? new Registry() : new Registry(await openStore(nc), new Presence(nc));
   if (!flags['no-registry']) mounts.push(registryMount(nc, { registry, logger: stderrLogger }));
   let dispatcher: Dispatcher | undefined;
   if (!flags['no-dispatcher']) {
@@ -66,6 +70,20 @@ async function main(): Promise<void> {
       if (s.type === 'disconnect' || s.type === 'reconnect') stderrLogger.info(`nats ${s.type}`, { server: s.server });
     }
   })();
+}
+
+/** The KV store when JetStream answers; else the built-ins alone, said in one line. */
+async function openStore(nc: NatsConnection): Promise<ToolContextStore> {
+  try {
+    return await KvContextStore.open(nc, {
+      bucket: process.env.MATRIX_TOOLS_BUCKET || DEFAULT_BUCKET,
+      replicas: Number(process.env.MATRIX_TOOLS_REPLICAS) || 1,
+      logger: stderrLogger,
+    });
+  } catch (err) {
+    stderrLogger.error(`serving the built-in contexts only, registration off: ${(err as Error).message}`);
+    return new StaticStore();
+  }
 }
 
 void main();

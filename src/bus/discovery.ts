@@ -80,3 +80,18 @@ function answer(msg: Msg, verb: Verb, name: string, source: DiscoverySource): vo
   }
   msg.respond(JSON.stringify(body));
 }
+
+/** Names of the services that answer `$SRV.PING` within `waitMs` (every live mount, by ADR-32 name). */
+export async function pingServices(nc: NatsConnection, waitMs = 250): Promise<Set<string>> {
+  const live = new Set<string>();
+  const replies = await nc.requestMany('$SRV.PING', '', { strategy: 'timer', maxWait: waitMs });
+  for await (const msg of replies) {
+    try {
+      const name = (JSON.parse(new TextDecoder().decode(msg.data)) as { name?: unknown }).name;
+      if (typeof name === 'string') live.add(name);
+    } catch {
+      // Not an ADR-32 reply: nothing to learn from it.
+    }
+  }
+  return live;
+}

@@ -27,6 +27,10 @@ export const SchemaId = {
   ApprovalRequest: `${base}approval.request.json`,
   ApprovalReply: `${base}approval.reply.json`,
   CallEvent: `${base}call.event.json`,
+  RegisterRequest: `${base}register.request.json`,
+  UnregisterRequest: `${base}unregister.request.json`,
+  RegisterReply: `${base}register.reply.json`,
+  ChangedEvent: `${base}changed.event.json`,
 } as const;
 export type SchemaId = (typeof SchemaId)[keyof typeof SchemaId];
 

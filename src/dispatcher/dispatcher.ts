@@ -7,7 +7,7 @@
  */
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { encodeBody } from '../bus/codec.js';
+import { decodeBody, encodeBody } from '../bus/codec.js';
 import { newTraceparent, traceIdOf, type CallContext } from '../bus/context.js';
 import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
 import { eventSubject, isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
@@ -78,7 +78,17 @@ export class Dispatcher {
       backoffMs: options.backoffMs ?? 5,
       audit: options.audit ?? true,
     };
-    this.changes = nc.subscribe(REGISTRY_CHANGES, { callback: () => this.sessions.clear() });
+    this.changes = nc.subscribe(REGISTRY_CHANGES, {
+      callback: (_err, msg) => {
+        let revision = 0;
+        try {
+          revision = Number((decodeBody(msg.data) as { revision?: unknown }).revision) || 0;
+        } catch {
+          // An unreadable event still means "something changed".
+        }
+        this.sessions.clear(revision);
+      },
+    });
   }
 
   /**

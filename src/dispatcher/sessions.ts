@@ -49,6 +49,8 @@ interface Entry {
 /** Sessions by request, valid until the registry changes. */
 export class SessionCache {
   private readonly entries = new Map<string, Entry>();
+  /** Newest registry revision announced; older resolutions are served once but never kept. */
+  private minRevision = 0;
   private readonly ttlMs: number;
   private readonly maxEntries: number;
 
@@ -69,9 +71,13 @@ export class SessionCache {
     const session = this.source.resolve(request, ctx).then(indexSession);
     const entry = { session, expires: now + this.ttlMs };
     this.entries.set(key, entry);
-    session.catch(() => {
+    const forget = () => {
       if (this.entries.get(key) === entry) this.entries.delete(key);
-    });
+    };
+    session.then((s) => {
+      // An instance that has not applied the announced change yet answered: do not keep it.
+      if (s.resolved.revision < this.minRevision) forget();
+    }, forget);
     if (this.entries.size > this.maxEntries) {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
@@ -79,9 +85,10 @@ export class SessionCache {
     return session;
   }
 
-  /** Drops every entry (the registry changed). */
-  clear(): void {
+  /** Drops every entry (the registry changed); with the change's revision, keeps none older. */
+  clear(revision = 0): void {
     this.entries.clear();
+    this.minRevision = Math.max(this.minRevision, revision);
   }
 
   get size(): number {

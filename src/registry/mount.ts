@@ -1,22 +1,51 @@
 /**
- * `system.tools`: the registry as a mount. `$list`, `$resolve` and `$introspect` over a
- * `ToolContextStore`; resolutions are cached per registry revision, so a warm `$resolve`
- * costs a map lookup.
+ * `system.tools`: the registry as a mount. `$list`, `$resolve`, `$introspect`, and — over a
+ * writable store (JetStream KV) — `$register` / `$unregister`, each change announced on
+ * `system.tools.events.changed`. Resolutions are cached per registry revision, so a warm
+ * `$resolve` costs a map lookup.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { encodeBody } from '../bus/codec.js';
+import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
-import { Mounts } from '../bus/subjects.js';
+import { eventSubject, Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import type { StoreChange } from './kv-store.js';
 import { listContexts } from './list.js';
-import { resolveToolContext } from './resolver.js';
+import type { Presence } from './presence.js';
+import { resolveToolContext, type ResolveOptions } from './resolver.js';
 import { StaticStore, type ToolContextStore } from './store.js';
-import type { ListReply, ListRequest, ResolvedToolContext, ResolveRequest } from './types.js';
+import type {
+  ChangedEvent,
+  ListReply,
+  ListRequest,
+  RegisterReply,
+  RegisterRequest,
+  ResolvedToolContext,
+  ResolveRequest,
+  ToolContextSpec,
+  UnregisterRequest,
+} from './types.js';
+import { assertRegistrable } from './validate.js';
 
 /** Version of the registry implementation, as `$introspect` and `$SRV.INFO` report it. */
-export const REGISTRY_VERSION = '0.1.0';
+export const REGISTRY_VERSION = '0.2.0';
 
-/** Resolves and lists over a store, caching resolutions per revision. */
+/** Subject of the registry's change events. */
+export const CHANGED_EVENTS = eventSubject(Mounts.Tools, 'changed');
+
+/** A store that can take registrations. */
+export interface WritableToolContextStore extends ToolContextStore {
+  register(spec: ToolContextSpec, expectedRevision?: number): Promise<StoreChange>;
+  unregister(key: string, expectedRevision?: number): Promise<StoreChange>;
+}
+
+function isWritable(store: ToolContextStore): store is WritableToolContextStore {
+  return typeof (store as Partial<WritableToolContextStore>).register === 'function';
+}
+
+/** Resolves, lists and registers over a store, caching resolutions per revision. */
 export class Registry {
   private cache = new Map<string, ResolvedToolContext>();
   private cacheRevision = -1;
@@ -24,28 +53,33 @@ export class Registry {
 
   constructor(
     readonly store: ToolContextStore = new StaticStore(),
+    private readonly presence?: Presence,
     private readonly cacheSize = 1024,
   ) {}
 
   /** `$resolve`, from the cache when this exact request was answered at this revision. */
-  resolve(request: ResolveRequest): ResolvedToolContext {
-    if (this.cacheRevision !== this.store.revision) {
-      this.cache.clear();
-      this.cacheRevision = this.store.revision;
+  resolve(request: ResolveRequest): ResolvedToolContext | Promise<ResolvedToolContext> {
+    if (request.onlyAvailable && this.presence !== undefined) {
+      return this.presence.current().then((live) => this.cached(`${live.version}|${JSON.stringify(request)}`, request, { isLive: live.isLive }));
     }
-    const key = JSON.stringify(request);
-    let resolved = this.cache.get(key);
-    if (resolved === undefined) {
-      resolved = resolveToolContext(request, this.store);
-      if (this.cache.size >= this.cacheSize) this.cache.clear();
-      this.cache.set(key, resolved);
-    }
-    return resolved;
+    return this.cached(JSON.stringify(request), request, {});
   }
 
   /** `$list`. */
   list(request: ListRequest): ListReply {
     return listContexts(request, this.store);
+  }
+
+  /** `$register`: validates fully, then stores; resolves once this instance serves it. */
+  async register(request: RegisterRequest): Promise<StoreChange> {
+    const store = this.writable();
+    assertRegistrable(request.spec);
+    return store.register(request.spec, request.expectedRevision);
+  }
+
+  /** `$unregister`. */
+  unregister(request: UnregisterRequest): Promise<StoreChange> {
+    return this.writable().unregister(request.key, request.expectedRevision);
   }
 
   /** What `$introspect` adds for the registry: revision and counts. */
@@ -60,6 +94,27 @@ export class Registry {
     }
     return { revision, contexts: this.store.keys().length, tools: this.toolCount.count };
   }
+
+  private cached(key: string, request: ResolveRequest, options: ResolveOptions): ResolvedToolContext {
+    if (this.cacheRevision !== this.store.revision) {
+      this.cache.clear();
+      this.cacheRevision = this.store.revision;
+    }
+    let resolved = this.cache.get(key);
+    if (resolved === undefined) {
+      resolved = resolveToolContext(request, this.store, options);
+      if (this.cache.size >= this.cacheSize) this.cache.clear();
+      this.cache.set(key, resolved);
+    }
+    return resolved;
+  }
+
+  private writable(): WritableToolContextStore {
+    if (!isWritable(this.store)) {
+      throw new UnavailableError('this registry serves the built-in contexts only (it runs without JetStream): registration is unavailable');
+    }
+    return this.store;
+  }
 }
 
 /** How to mount the registry. */
@@ -72,6 +127,11 @@ export interface RegistryMountOptions {
 /** Builds the `system.tools` mount (call `start()` on it). */
 export function registryMount(nc: NatsConnection, options: RegistryMountOptions = {}): Mount {
   const registry = options.registry ?? new Registry();
+  const announce = (change: StoreChange): RegisterReply => {
+    const event: ChangedEvent = { key: change.key, change: change.change, revision: change.revision };
+    nc.publish(CHANGED_EVENTS, encodeBody(event));
+    return { key: change.key, revision: change.revision };
+  };
   return new Mount(nc, {
     name: Mounts.Tools,
     version: REGISTRY_VERSION,
@@ -87,10 +147,22 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
         handle: (request: ListRequest) => registry.list(request),
       },
       $resolve: {
-        description: "Resolves an agent profile, its skills and required capabilities into one tool context.",
+        description: 'Resolves an agent profile, its skills and required capabilities into one tool context.',
         request: SchemaId.ResolveRequest,
         response: SchemaId.ResolveReply,
         handle: (request: ResolveRequest) => registry.resolve(request),
+      },
+      $register: {
+        description: 'Registers (or, with expectedRevision, updates) a tool context in the shared registry.',
+        request: SchemaId.RegisterRequest,
+        response: SchemaId.RegisterReply,
+        handle: async (request: RegisterRequest) => announce(await registry.register(request)),
+      },
+      $unregister: {
+        description: 'Removes a registered tool context.',
+        request: SchemaId.UnregisterRequest,
+        response: SchemaId.RegisterReply,
+        handle: async (request: UnregisterRequest) => announce(await registry.unregister(request)),
       },
     },
   });

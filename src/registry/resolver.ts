@@ -24,8 +24,14 @@ import {
 /** The timeout when no merged context or tool sets one, in ms. */
 export const DEFAULT_TIMEOUT_MS = 30_000;
 
+/** What the resolver may know beyond the store. */
+export interface ResolveOptions {
+  /** Whether a mount has a live instance; needed for `onlyAvailable`. */
+  isLive?: (mount: string) => boolean;
+}
+
 /** Resolves a request against a store; throws `NotFoundError` for unknown refs or unmet capabilities. */
-export function resolveToolContext(request: ResolveRequest, store: ToolContextStore): ResolvedToolContext {
+export function resolveToolContext(request: ResolveRequest, store: ToolContextStore, options: ResolveOptions = {}): ResolvedToolContext {
   const diagnostics: Diagnostic[] = [];
   const selected = select(request, store, diagnostics);
 
@@ -43,6 +49,16 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
     requirements.add(spec.environmentRequirements);
     verification.add(spec.verification);
     for (const projection of spec.matrixTools ?? []) {
+      if (request.onlyAvailable && options.isLive !== undefined && !options.isLive(projection.target)) {
+        diagnostics.push({
+          level: 'warning',
+          code: 'target_unavailable',
+          message: `tool '${projection.name}' of context '${spec.key}' left out: ${projection.target} has no live instance`,
+          context: spec.key,
+          tool: projection.name,
+        });
+        continue;
+      }
       const tool = resolvedTool(projection, spec);
       const canonical = canonicalJson({ ...projection, resultMode: tool.resultMode });
       const held = toolIndex.get(tool.name);
@@ -88,11 +104,11 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
     verification: verification.value(),
     diagnostics,
   };
-  if (request.onlyAvailable) {
+  if (request.onlyAvailable && options.isLive === undefined) {
     diagnostics.push({
       level: 'info',
       code: 'presence_unknown',
-      message: 'onlyAvailable: this registry does not track live mounts yet, so no tool was left out',
+      message: 'onlyAvailable: this registry cannot see which mounts are live, so no tool was left out',
     });
   }
   const providerTools = renderProviderTools(matrixTools, request.format ?? ProviderFormat.Matrix);

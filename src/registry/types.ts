@@ -222,3 +222,31 @@ export interface IntrospectReply {
   tools?: number;
   instance: { id: string; startedAt: string };
 }
+
+/** `system.tools.$register` request. */
+export interface RegisterRequest {
+  spec: ToolContextSpec;
+  /** Compare-and-set: 0 = only if the key is new; n = only if the context is at revision n. */
+  expectedRevision?: number;
+}
+
+/** `system.tools.$unregister` request. */
+export interface UnregisterRequest {
+  key: string;
+  /** Compare-and-set: only if the context is at this revision. */
+  expectedRevision?: number;
+}
+
+/** Reply of `$register` and `$unregister`. */
+export interface RegisterReply {
+  key: string;
+  /** Revision of the change; the context's revision after `$register`. */
+  revision: number;
+}
+
+/** On `system.tools.events.changed` after every change. */
+export interface ChangedEvent {
+  key: string;
+  change: 'registered' | 'updated' | 'unregistered';
+  revision: number;
+}

@@ -118,7 +118,7 @@ describe.each([
     const second = await resolve(request);
     expect(second).toEqual(first);
     const fresh = new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), ...registered.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 }))], 3));
-    expect(fresh.resolve(request).digest).toBe(first.digest);
+    expect((await fresh.resolve(request)).digest).toBe(first.digest);
   });
 
   it('$list pages through every context in key order', async () => {
@@ -151,7 +151,15 @@ describe.each([
     const reply: IntrospectReply = await client.request('system.tools', '$introspect', {}, { json });
     conformsTo(SchemaId.IntrospectReply, reply);
     expect(reply).toMatchObject({ mount: 'system.tools', revision: 3, contexts: 7, tools: 7, instance: { id: mount.id } });
-    expect(reply.ops.map((o) => o.op)).toEqual(['$introspect', '$list', '$resolve']);
+    expect(reply.ops.map((o) => o.op)).toEqual(['$introspect', '$list', '$resolve', '$register', '$unregister']);
     expect(reply.ops.find((o) => o.op === '$resolve')?.requestSchema.$id).toBe(SchemaId.ResolveRequest);
+  });
+
+  it('$register answers unavailable over a store without JetStream', async () => {
+    const spec = extra('newcomer', [['new_tool', 'app.new']]);
+    await expect(client.request('system.tools', '$register', { spec }, { json })).rejects.toMatchObject({
+      code: 'unavailable',
+      message: expect.stringContaining('without JetStream'),
+    });
   });
 });

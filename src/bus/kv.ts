@@ -1,0 +1,137 @@
+/**
+ * A JetStream KV bucket as the registry needs it: compare-and-set writes that fail with
+ * `ConflictError`, and a watch that keeps going through disconnects and server restarts
+ * (it resumes from the revision after the last one it delivered).
+ */
+import type { NatsConnection } from '@nats-io/nats-core';
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import { ConflictError, UnavailableError } from './errors.js';
+
+/** One change of one key. */
+export interface BucketEntry {
+  key: string;
+  /** The stored bytes (empty for deletes). */
+  value: Uint8Array;
+  /** The bucket's sequence number of this change. */
+  revision: number;
+  operation: 'PUT' | 'DEL' | 'PURGE';
+}
+
+/** How a bucket is made when it does not exist yet. */
+export interface BucketOptions {
+  /** Copies kept by a JetStream cluster; default 1. */
+  replicas?: number;
+  /** Revisions kept per key; default 5. */
+  history?: number;
+}
+
+/** A running watch; `stop()` ends it. */
+export interface BucketWatch {
+  stop(): void;
+}
+
+const RETRY_MS = 250;
+
+/** A KV bucket. */
+export class Bucket {
+  private constructor(
+    private readonly kv: KV,
+    readonly name: string,
+  ) {}
+
+  /** Opens the bucket, creating it when missing; rejects with `UnavailableError` without JetStream. */
+  static async open(nc: NatsConnection, name: string, options: BucketOptions = {}): Promise<Bucket> {
+    try {
+      const kv = await new Kvm(nc).create(name, { replicas: options.replicas ?? 1, history: options.history ?? 5 });
+      return new Bucket(kv, name);
+    } catch (err) {
+      throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** The sequence of the bucket's newest change; 0 when empty. */
+  async lastRevision(): Promise<number> {
+    const status = await this.kv.status();
+    return (status.streamInfo.state.last_seq as number | undefined) ?? 0;
+  }
+
+  /** Writes only if the key does not exist (or was deleted); `ConflictError` otherwise. */
+  create(key: string, value: Uint8Array): Promise<number> {
+    return this.cas(() => this.kv.create(key, value), key);
+  }
+
+  /** Writes only if the key's revision is `revision`; `ConflictError` otherwise. */
+  update(key: string, value: Uint8Array, revision: number): Promise<number> {
+    return this.cas(() => this.kv.update(key, value, revision), key);
+  }
+
+  /** Writes unconditionally. */
+  put(key: string, value: Uint8Array): Promise<number> {
+    return this.kv.put(key, value);
+  }
+
+  /** Deletes, only if the key's revision is `revision` when given; resolves with the delete's revision. */
+  async delete(key: string, revision?: number): Promise<void> {
+    await this.cas(() => this.kv.delete(key, revision === undefined ? undefined : { previousSeq: revision }), key);
+  }
+
+  /** The current entry of a key, or null (deleted keys are null). */
+  async get(key: string): Promise<BucketEntry | null> {
+    const e = await this.kv.get(key);
+    if (e === null || e.operation !== 'PUT') return null;
+    return { key: e.key, value: e.value, revision: e.revision, operation: 'PUT' };
+  }
+
+  /**
+   * Calls `onEntry` for the last value of every key, then for every change, in order.
+   * When the watch ends or fails (server restart, lost consumer) it starts again from the
+   * revision after the last one delivered, so nothing is missed or repeated.
+   */
+  watch(onEntry: (entry: BucketEntry) => void, onError: (err: unknown) => void = () => {}): BucketWatch {
+    let stopped = false;
+    let next = 0;
+    let current: { stop(): void } | undefined;
+    void (async () => {
+      while (!stopped) {
+        try {
+          const iter = await this.kv.watch(next > 0 ? { resumeFromRevision: next } : {});
+          current = iter;
+          if (stopped) iter.stop();
+          for await (const e of iter) {
+            if (e.revision < next) continue;
+            next = e.revision + 1;
+            onEntry(toEntry(e));
+          }
+        } catch (err) {
+          if (!stopped) onError(err);
+        }
+        if (!stopped) await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+      }
+    })();
+    return {
+      stop: () => {
+        stopped = true;
+        current?.stop();
+      },
+    };
+  }
+
+  private async cas<T>(write: () => Promise<T>, key: string): Promise<T> {
+    try {
+      return await write();
+    } catch (err) {
+      if (
+        err instanceof JetStreamApiError &&
+        (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+      ) {
+        throw new ConflictError(`${key} was changed by someone else: its revision is not the one expected`, { cause: err });
+      }
+      throw err;
+    }
+  }
+}
+
+function toEntry(e: KvWatchEntry): BucketEntry {
+  return { key: e.key, value: e.value, revision: e.revision, operation: e.operation as BucketEntry['operation'] };
+}
