@@ -4,6 +4,7 @@ COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 RUN npm ci --no-audit --no-fund
 COPY contracts ./contracts
 COPY src ./src
+COPY examples ./examples
 RUN npm run build && npm prune --omit=dev
 USER node
 CMD ["node", "dist/src/main.js"]

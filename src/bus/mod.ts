@@ -21,7 +21,7 @@ export {
   type Violation,
 } from './errors.js';
 export { silentLogger, stderrLogger, type Logger } from './log.js';
-export { Mount, type MountOptions, type OpContext, type OpSpec } from './mount.js';
+export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
 export {
   eventSubject,
   isMountName,

@@ -13,6 +13,9 @@ import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooL
 import { silentLogger, type Logger } from './log.js';
 import { mountWildcard, opSubject, queueGroup } from './subjects.js';
 
+/** A schema: the `$id` of one in `contracts/`, or the schema itself. */
+export type SchemaRef = string | Record<string, unknown>;
+
 /** What an op handler knows of its request besides the body. */
 export interface OpContext extends CallContext {
   /** The mount answering. */
@@ -27,10 +30,10 @@ export interface OpContext extends CallContext {
 export interface OpSpec<Req = never, Rep = unknown> {
   /** One line on what the op does (shown by `$introspect` and `$SRV.INFO`). */
   description: string;
-  /** `$id` of the request's schema in `contracts/`. */
-  request: string;
-  /** `$id` of the reply's schema in `contracts/`. */
-  response: string;
+  /** The request's schema: an `$id` in `contracts/`, or a JSON Schema of the service's own. */
+  request: SchemaRef;
+  /** The reply's schema, likewise. */
+  response: SchemaRef;
   /** Answers a request that already passed its schema; throw a `MatrixError` to fail it. */
   handle(request: Req, ctx: OpContext): Rep | Promise<Rep>;
 }
@@ -92,7 +95,7 @@ export class Mount {
     for (const [op, spec] of Object.entries(ops)) {
       this.ops.set(op, {
         spec,
-        check: this.contracts.check(spec.request),
+        check: typeof spec.request === 'string' ? this.contracts.check(spec.request) : this.contracts.compile(spec.request),
         stats: {
           name: op.slice(1),
           subject: opSubject(options.name, op),
@@ -243,6 +246,10 @@ export class Mount {
     return this.options.maxRequestBytes ?? this.maxPayload;
   }
 
+  private schemaOf(ref: SchemaRef): Record<string, unknown> {
+    return typeof ref === 'string' ? this.contracts.schema(ref) : ref;
+  }
+
   private introspectOp(): OpSpec<Record<string, never>, Record<string, unknown>> {
     return {
       description: 'Describes this mount: its ops with their schemas, and this instance.',
@@ -254,8 +261,8 @@ export class Mount {
         ops: [...this.ops.entries()].map(([op, o]) => ({
           op,
           description: o.spec.description,
-          requestSchema: this.contracts.schema(o.spec.request),
-          responseSchema: this.contracts.schema(o.spec.response),
+          requestSchema: this.schemaOf(o.spec.request),
+          responseSchema: this.schemaOf(o.spec.response),
         })),
         ...this.options.describe?.(),
         instance: { id: this.id, startedAt: this.startedAt.toISOString() },

@@ -112,6 +112,7 @@ export type Check = (value: unknown) => Violation[] | undefined;
 export class Contracts {
   readonly ajv: Ajv2020;
   private readonly checks = new Map<string, Check>();
+  private readonly inline = new WeakMap<object, Check>();
 
   constructor(schemas: Array<Record<string, unknown>> = loadContracts()) {
     this.ajv = new Ajv2020({ allErrors: true, strict: true, verbose: true, allowUnionTypes: true });
@@ -123,6 +124,17 @@ export class Contracts {
     const s = this.ajv.getSchema(id)?.schema;
     if (s === undefined || typeof s !== 'object') throw new Error(`no schema ${id} in contracts/`);
     return s as Record<string, unknown>;
+  }
+
+  /** The check for an inline schema (a service's own op), compiled once per schema object. */
+  compile(schema: Record<string, unknown>): Check {
+    let check = this.inline.get(schema);
+    if (check === undefined) {
+      const validate = this.ajv.compile(schema);
+      check = (value) => (validate(value) ? undefined : violationsOf(validate.errors));
+      this.inline.set(schema, check);
+    }
+    return check;
   }
 
   /** The check for an `$id`, compiled once. */

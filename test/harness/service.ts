@@ -1,9 +1,7 @@
-/** The service as a user runs it: `node dist/src/main.js` in a child process. */
+/** Built scripts as a user runs them: `node dist/...` in a child process. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-
-const entry = fileURLToPath(new URL('../../dist/src/main.js', import.meta.url));
 
 /** A running service process. */
 export interface ServiceProcess {
@@ -14,25 +12,45 @@ export interface ServiceProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts the built service against `natsUrl` and resolves once it logs that it is ready. */
-export async function startService(natsUrl: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
-  if (!existsSync(entry)) throw new Error(`${entry} is missing: run \`npm run build\` (npm test does) first`);
-  const child = spawn(process.execPath, [entry], { env: { ...process.env, ...env, NATS_URL: natsUrl }, stdio: ['ignore', 'ignore', 'pipe'] });
+/** Starts the built service (`npm start`'s entry) against `natsUrl`; resolves once it logs that it is ready. */
+export function startService(natsUrl: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+  return startScript('dist/src/main.js', natsUrl, ' ready ', env);
+}
+
+/** Runs a built script (`dist/...`) to its end; resolves with its exit code and output. */
+export function runScript(path: string, natsUrl: string, timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
+  const child = spawn(process.execPath, [script], { env: { ...process.env, NATS_URL: natsUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve) => {
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Starts a built script that stays up, resolving once its stderr contains `ready`. */
+export async function startScript(path: string, natsUrl: string, ready: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+  const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
+  if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does) first`);
+  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env, NATS_URL: natsUrl }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service not ready within 10 s: ${stderr}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`${path} not ready within 10 s: ${stderr}`)), 10_000);
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
-      if (stderr.includes(' ready ')) {
+      if (stderr.includes(ready)) {
         clearTimeout(timer);
         resolve();
       }
     });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`service exited with ${code}: ${stderr}`));
-    });
+    void exited.then((code) => reject(new Error(`${path} exited with ${code}: ${stderr}`)));
   });
   return {
     child,
