@@ -44,7 +44,8 @@ export interface RawReply {
 }
 
 interface Pending {
-  resolve(reply: RawReply): void;
+  resolve(reply: unknown): void;
+  raw: boolean;
   reject(err: Error): void;
   deadline: number;
   subject: string;
@@ -71,12 +72,17 @@ export class BusClient {
   }
 
   /** Calls `<target>.<op>` with `args` and returns the decoded reply, or throws a `MatrixError`. */
-  async request<T = unknown>(target: string, op: string, args: unknown, options: RequestOptions = {}): Promise<T> {
-    return (await this.requestRaw(opSubject(target, op), args, options)).value as T;
+  request<T = unknown>(target: string, op: string, args: unknown, options: RequestOptions = {}): Promise<T> {
+    return this.send(opSubject(target, op), args, options, false) as Promise<T>;
   }
 
-  /** Sends a request to a subject and returns the raw reply; the shared path of every call. */
+  /** Sends a request to a subject and returns the reply with its headers and size. */
   requestRaw(subject: string, args: unknown, options: RequestOptions = {}): Promise<RawReply> {
+    return this.send(subject, args, options, true) as Promise<RawReply>;
+  }
+
+  /** The shared path of every call: resolves with the decoded value, or the raw reply when `raw`. */
+  private send(subject: string, args: unknown, options: RequestOptions, raw: boolean): Promise<unknown> {
     const encoding = options.json ? Encoding.Json : Encoding.MsgPack;
     const now = Date.now();
     const own = now + (options.timeoutMs ?? this.timeoutMs);
@@ -95,8 +101,8 @@ export class BusClient {
     if (encoding === Encoding.Json) (h ??= newHeaders()).set(Header.ContentType, JSON_CONTENT_TYPE);
     this.ensureSubscribed();
     const token = (this.next++).toString(36);
-    return new Promise<RawReply>((resolve, reject) => {
-      this.pending.set(token, { resolve, reject, deadline, subject, encoding });
+    return new Promise<unknown>((resolve, reject) => {
+      this.pending.set(token, { resolve, reject, deadline, subject, encoding, raw });
       try {
         this.nc.publish(subject, data, { reply: this.inbox + token, headers: h });
       } catch (err) {
@@ -155,7 +161,7 @@ export class BusClient {
         p.reject(wireError(status, h?.get(Header.ServiceError) ?? '', value, p.subject));
         return;
       }
-      p.resolve({ value, headers: h, bytes: msg.data.length });
+      p.resolve(p.raw ? { value, headers: h, bytes: msg.data.length } : value);
     } catch (err) {
       p.reject(err instanceof MatrixError ? err : new UnavailableError(`undecodable reply from ${p.subject}`, { cause: err }));
     }

@@ -55,3 +55,32 @@ export function decodeMap(data: Uint8Array, encoding: Encoding = Encoding.MsgPac
 }
 
 export { EMPTY as EMPTY_BODY };
+
+/**
+ * A reply that is sent many times (a cached resolution): its bytes are computed once per
+ * encoding and reused. Return one from an op handler instead of the plain value.
+ */
+export class Encoded {
+  private msgpack: Uint8Array | undefined;
+  private json: Uint8Array | undefined;
+
+  constructor(readonly value: unknown) {}
+
+  /** The bytes of the value in `encoding`, computed on first use. */
+  bytes(encoding: Encoding): Uint8Array {
+    if (encoding === Encoding.Json) return (this.json ??= encodeBody(this.value, Encoding.Json));
+    return (this.msgpack ??= encodeBody(this.value, Encoding.MsgPack));
+  }
+}
+
+const encodedOf = new WeakMap<object, Encoded>();
+
+/** The one `Encoded` of an object that does not change (cached replies). */
+export function encodedOnce(value: object): Encoded {
+  let encoded = encodedOf.get(value);
+  if (encoded === undefined) {
+    encoded = new Encoded(value);
+    encodedOf.set(value, encoded);
+  }
+  return encoded;
+}

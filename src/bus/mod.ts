@@ -1,5 +1,5 @@
 export { BusClient, type BusClientOptions, type RawReply, type RequestOptions } from './client.js';
-export { decodeBody, decodeMap, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
+export { decodeBody, decodeMap, Encoded, encodedOnce, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
 export { connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL, type ConnectOptions } from './connect.js';
 export { deadlineOf, Header, newTraceparent, readContext, traceIdOf, writeContext, type CallContext } from './context.js';
 export { pingServices, type EndpointStats } from './discovery.js';

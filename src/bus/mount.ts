@@ -6,7 +6,7 @@
  */
 import { headers as newHeaders, nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { contracts as sharedContracts, SchemaId, type Check, type Contracts } from '../contracts/schemas.js';
-import { decodeMap, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
+import { decodeMap, Encoded, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
 import { Header, readContext, type CallContext } from './context.js';
 import { serveDiscovery, type EndpointStats } from './discovery.js';
 import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooLargeError, TimeoutError } from './errors.js';
@@ -197,7 +197,7 @@ export class Mount {
   private reply(msg: Msg, value: unknown, encoding: Encoding, bound: BoundOp, started: number): void {
     let data: Uint8Array;
     try {
-      data = encodeBody(value, encoding);
+      data = value instanceof Encoded ? value.bytes(encoding) : encodeBody(value, encoding);
     } catch (err) {
       this.fail(msg, err, encoding, bound, started);
       return;

@@ -26,7 +26,7 @@ export const SchemaId = {
   ToolResult: `${base}tool-result.json`,
   ApprovalRequest: `${base}approval.request.json`,
   ApprovalReply: `${base}approval.reply.json`,
-  CallEvent: `${base}call.event.json`,
+  CallEvents: `${base}call.event.json`,
   RegisterRequest: `${base}register.request.json`,
   UnregisterRequest: `${base}unregister.request.json`,
   RegisterReply: `${base}register.reply.json`,

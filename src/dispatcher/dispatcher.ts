@@ -7,22 +7,21 @@
  */
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { decodeBody, encodeBody } from '../bus/codec.js';
-import { newTraceparent, traceIdOf, type CallContext } from '../bus/context.js';
+import { decodeBody } from '../bus/codec.js';
+import { newTraceparent, type CallContext } from '../bus/context.js';
 import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
 import { eventSubject, isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
-import { digestOf } from '../registry/canonical.js';
+import { sha256Hex } from '../registry/canonical.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { approvalGate } from './approval.js';
+import { AuditLog } from './audit.js';
 import { ArgumentValidators, argumentsMessage, parseArguments } from './arguments.js';
 import { busToolSource, SessionCache, type Session, type SessionCacheOptions, type ToolSource } from './sessions.js';
 import { DEFAULT_CONTENT_CAP, shapeReply } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
 import type { CallEvent, ToolCall, ToolErrorCode, ToolResult } from './types.js';
 
-/** Subject of the audit events. */
-export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
 /** Subject of the registry's change events, which clear the session cache. */
 export const REGISTRY_CHANGES = eventSubject(Mounts.Tools, 'changed');
 
@@ -48,6 +47,15 @@ export interface DispatcherOptions {
   audit?: boolean;
 }
 
+/** Where a call goes, once checked. */
+interface Forward {
+  target: string;
+  op: string;
+  body: unknown;
+  tool: ResolvedTool;
+  timeoutMs: number;
+}
+
 /** What a call needed to know about its tool, for the audit event. */
 interface Trace {
   event: CallEvent;
@@ -62,12 +70,14 @@ export class Dispatcher {
   private readonly inFlight = new Map<string, number>();
   private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions'>>;
   private changes: Subscription | undefined;
+  private readonly auditLog: AuditLog;
 
   constructor(
     readonly nc: NatsConnection,
     options: DispatcherOptions = {},
   ) {
     this.client = new BusClient(nc);
+    this.auditLog = new AuditLog(nc);
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
     this.options = {
       approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
@@ -94,43 +104,54 @@ export class Dispatcher {
   /**
    * Runs one tool call for a session. Tool failures are results (`isError: true`); only a
    * session that cannot be resolved for the oracle's own fault (unknown refs, a malformed
-   * request) throws, as a `MatrixError`.
+   * request) rejects, with a `MatrixError`.
    */
-  async call(sessionRequest: ResolveRequest, call: ToolCall, ctx: CallContext = {}): Promise<ToolResult> {
+  call(sessionRequest: ResolveRequest, call: ToolCall, ctx: CallContext = {}): Promise<ToolResult> {
     const trace: Trace = {
       started: performance.now(),
       event: { callId: call.id, name: call.name, outcome: 'ok', durationMs: 0, attempts: 0, at: '' },
     };
     const context: CallContext = { ...ctx, traceparent: ctx.traceparent ?? newTraceparent() };
-    let session: Session;
+    let session: Session | Promise<Session>;
     try {
-      session = await this.sessions.get(sessionRequest, context);
+      session = this.sessions.get(sessionRequest, context);
     } catch (err) {
-      if (err instanceof MatrixError && (err.code === ErrorCode.Unavailable || err.code === ErrorCode.Timeout)) {
-        return this.fail(trace, context, call, err.code, `The tool registry could not be reached (${err.message}); try the call again shortly.`);
-      }
-      this.audit(trace, context, 'error', err instanceof MatrixError ? err.code : ErrorCode.Internal);
-      throw err;
+      return this.sessionFailed(err, trace, context, call);
     }
-    return this.callInSession(session, call, context, trace);
+    // Warm path: no await between the call and the request to the target.
+    if (!(session instanceof Promise)) return this.callInSession(session, call, context, trace);
+    return session.then(
+      (s) => this.callInSession(s, call, context, trace),
+      (err: unknown) => this.sessionFailed(err, trace, context, call),
+    );
   }
 
   /** Stops listening for registry changes and fails calls still waiting. */
   close(): void {
+    this.auditLog.flush();
     this.changes?.unsubscribe();
     this.changes = undefined;
     this.client.close();
   }
 
-  private async callInSession(session: Session, call: ToolCall, ctx: CallContext, trace: Trace): Promise<ToolResult> {
+  private sessionFailed(err: unknown, trace: Trace, ctx: CallContext, call: ToolCall): Promise<ToolResult> {
+    if (err instanceof MatrixError && (err.code === ErrorCode.Unavailable || err.code === ErrorCode.Timeout)) {
+      return Promise.resolve(this.fail(trace, ctx, call, err.code, `The tool registry could not be reached (${err.message}); try the call again shortly.`));
+    }
+    this.audit(trace, ctx, 'error', err instanceof MatrixError ? err.code : ErrorCode.Internal);
+    return Promise.reject(err);
+  }
+
+  private callInSession(session: Session, call: ToolCall, ctx: CallContext, trace: Trace): Promise<ToolResult> {
+    const refuse = (code: ToolErrorCode, message: string) => Promise.resolve(this.fail(trace, ctx, call, code, message));
     // 1. Membership.
     const tool = session.tools.get(call.name);
     if (tool === undefined) {
       if (session.sdkTools.has(call.name)) {
-        return this.fail(trace, ctx, call, 'forbidden', `"${call.name}" is one of your own SDK tools, not a bus tool: call it directly, not through the dispatcher.`);
+        return refuse('forbidden', `"${call.name}" is one of your own SDK tools, not a bus tool: call it directly, not through the dispatcher.`);
       }
       const available = [...session.tools.keys()].join(', ') || 'none';
-      return this.fail(trace, ctx, call, 'not_found', `No tool named "${call.name}" is available in this session. Available tools: ${available}.`);
+      return refuse('not_found', `No tool named "${call.name}" is available in this session. Available tools: ${available}.`);
     }
     trace.event.target = tool.target;
     trace.event.op = tool.op;
@@ -138,13 +159,14 @@ export class Dispatcher {
     // 2. Arguments.
     const parsed = parseArguments(call.arguments);
     if (!parsed.ok) {
-      return this.fail(trace, ctx, call, 'bad_request', `The arguments of "${call.name}" could not be read: ${parsed.reason}. Send a JSON object that matches the tool's schema.`);
+      return refuse('bad_request', `The arguments of "${call.name}" could not be read: ${parsed.reason}. Send a JSON object that matches the tool's schema.`);
     }
     const args = parsed.value;
-    trace.event.argumentsDigest = digestOf(args).slice(0, 16);
-    trace.event.argumentsBytes = Buffer.byteLength(JSON.stringify(args));
+    const argumentsText = JSON.stringify(args);
+    trace.event.argumentsDigest = sha256Hex(argumentsText).slice(0, 16);
+    trace.event.argumentsBytes = Buffer.byteLength(argumentsText);
     const violations = this.validators.check(tool.inputSchema)(args);
-    if (violations !== undefined) return this.fail(trace, ctx, call, 'bad_request', argumentsMessage(call.name, violations));
+    if (violations !== undefined) return refuse('bad_request', argumentsMessage(call.name, violations));
 
     let target = tool.target;
     let op = tool.op;
@@ -160,71 +182,73 @@ export class Dispatcher {
       trace.event.op = op;
       const subject = opSubject(target, op);
       if (isReservedSubject(subject)) {
-        return this.fail(trace, ctx, call, 'forbidden', `${MATRIX_INVOKE} may not call ${subject}: ${target} is reserved. Choose another mount.`);
+        return refuse('forbidden', `${MATRIX_INVOKE} may not call ${subject}: ${target} is reserved. Choose another mount.`);
       }
       const allowed = tool.allowTargets ?? [];
       if (!allowed.some((pattern) => subjectMatches(pattern, subject))) {
-        return this.fail(trace, ctx, call, 'forbidden', `${MATRIX_INVOKE} may not call ${subject}: this session allows only ${allowed.join(', ') || 'no targets'}.`);
+        return refuse('forbidden', `${MATRIX_INVOKE} may not call ${subject}: this session allows only ${allowed.join(', ') || 'no targets'}.`);
       }
     }
+    const timeoutMs = tool.timeoutMs ?? session.resolved.timeoutMs;
+    const request: Forward = { target, op, body, tool, timeoutMs };
+    if (!gated) return this.forwardAndShape(request, call, ctx, trace);
 
     // 3. Approval, fail closed.
-    if (gated) {
-      const verdict = await approvalGate(
-        this.client,
-        { callId: call.id, tool: call.name, target, op, arguments: args, session: ctx.session, principal: ctx.principal },
-        ctx,
-        this.options.approvalTimeoutMs,
-      );
-      if (!verdict.approved) {
-        return this.fail(trace, ctx, call, 'approval_denied', `The call to "${call.name}" was not made: ${verdict.reason}. Do not retry it unchanged; ask the user how to proceed.`);
-      }
-    }
+    return approvalGate(
+      this.client,
+      { callId: call.id, tool: call.name, target, op, arguments: args, session: ctx.session, principal: ctx.principal },
+      ctx,
+      this.options.approvalTimeoutMs,
+    ).then((verdict) =>
+      verdict.approved
+        ? this.forwardAndShape(request, call, ctx, trace)
+        : this.fail(trace, ctx, call, 'approval_denied', `The call to "${call.name}" was not made: ${verdict.reason}. Do not retry it unchanged; ask the user how to proceed.`),
+    );
+  }
 
-    // 4. Forward, under the smallest deadline, within the bound of calls in flight.
-    const timeoutMs = tool.timeoutMs ?? session.resolved.timeoutMs;
+  /** 4. Forward, under the smallest deadline, within the bound of calls in flight; 5. shape. */
+  private forwardAndShape(request: Forward, call: ToolCall, ctx: CallContext, trace: Trace): Promise<ToolResult> {
+    const { target, op, timeoutMs } = request;
     const inFlight = this.inFlight.get(target) ?? 0;
     if (inFlight >= this.options.maxInFlightPerTarget) {
-      return this.fail(trace, ctx, call, 'unavailable', `${target} already has ${inFlight} calls in flight, the most allowed; try "${call.name}" again in a moment.`);
+      return Promise.resolve(this.fail(trace, ctx, call, 'unavailable', `${target} already has ${inFlight} calls in flight, the most allowed; try "${call.name}" again in a moment.`));
     }
     this.inFlight.set(target, inFlight + 1);
-    let reply: unknown;
-    try {
-      reply = await this.forward(target, op, body, tool, ctx, timeoutMs, trace);
-    } catch (err) {
-      return this.targetFailed(trace, ctx, call, target, op, timeoutMs, err);
-    } finally {
+    const release = () => {
       const left = (this.inFlight.get(target) ?? 1) - 1;
       if (left === 0) this.inFlight.delete(target);
       else this.inFlight.set(target, left);
-    }
-
-    // 5. Shape.
-    const shaped = shapeReply(reply, tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
-    const durationMs = this.audit(trace, ctx, 'ok');
-    const result: ToolResult = { callId: call.id, name: call.name, isError: false, content: shaped.content, durationMs };
-    if (shaped.structured !== undefined) result.structured = shaped.structured;
-    if (shaped.truncated !== undefined) result.truncated = shaped.truncated;
-    return result;
+    };
+    const deadline = Math.min(Date.now() + timeoutMs, ctx.deadline ?? Infinity);
+    return this.attempt(request, ctx, deadline, trace, 1).then(
+      (reply) => {
+        release();
+        const shaped = shapeReply(reply, request.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
+        const durationMs = this.audit(trace, ctx, 'ok');
+        const result: ToolResult = { callId: call.id, name: call.name, isError: false, content: shaped.content, durationMs };
+        if (shaped.structured !== undefined) result.structured = shaped.structured;
+        if (shaped.truncated !== undefined) result.truncated = shaped.truncated;
+        return result;
+      },
+      (err: unknown) => {
+        release();
+        return this.targetFailed(trace, ctx, call, target, op, timeoutMs, err);
+      },
+    );
   }
 
-  /** Sends the request; retries no-responders always, and internal/unavailable failures of idempotent tools. */
-  private async forward(target: string, op: string, body: unknown, tool: ResolvedTool, ctx: CallContext, timeoutMs: number, trace: Trace): Promise<unknown> {
-    const deadline = Math.min(Date.now() + timeoutMs, ctx.deadline ?? Infinity);
-    const idempotent = tool.annotations?.idempotent === true && !isInvokeTool(tool);
-    for (let attempt = 1; ; attempt++) {
-      trace.event.attempts = attempt;
-      try {
-        return await this.client.request(target, op, body, { ...ctx, deadline });
-      } catch (err) {
-        const code = err instanceof MatrixError ? err.code : ErrorCode.Internal;
-        const retryable = err instanceof UnavailableError || (idempotent && code === ErrorCode.Internal);
-        if (!retryable || attempt >= this.options.maxAttempts) throw err;
-        const wait = this.options.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
-        if (Date.now() + wait >= deadline) throw err;
-        await new Promise((resolve) => setTimeout(resolve, wait));
-      }
-    }
+  /** One request; retries no-responders always, and internal/unavailable failures of idempotent tools. */
+  private attempt(request: Forward, ctx: CallContext, deadline: number, trace: Trace, attempt: number): Promise<unknown> {
+    trace.event.attempts = attempt;
+    return this.client.request(request.target, request.op, request.body, { ...ctx, deadline }).catch((err: unknown) => {
+      const idempotent = request.tool.annotations?.idempotent === true && !isInvokeTool(request.tool);
+      const code = err instanceof MatrixError ? err.code : ErrorCode.Internal;
+      const retryable = err instanceof UnavailableError || (idempotent && code === ErrorCode.Internal);
+      if (!retryable || attempt >= this.options.maxAttempts) throw err;
+      const wait = this.options.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
+      if (Date.now() + wait >= deadline) throw err;
+      return new Promise((resolve) => setTimeout(resolve, wait)).then(() => this.attempt(request, ctx, deadline, trace, attempt + 1));
+    });
   }
 
   private targetFailed(trace: Trace, ctx: CallContext, call: ToolCall, target: string, op: string, timeoutMs: number, err: unknown): ToolResult {
@@ -260,16 +284,8 @@ export class Dispatcher {
     if (code !== undefined) e.code = code;
     if (ctx.session !== undefined) e.session = ctx.session;
     if (ctx.principal !== undefined) e.principal = ctx.principal;
-    if (ctx.traceparent !== undefined) {
-      e.traceparent = ctx.traceparent;
-      const traceId = traceIdOf(ctx.traceparent);
-      if (traceId !== undefined) e.traceId = traceId;
-    }
-    try {
-      this.nc.publish(CALL_EVENTS, encodeBody(e));
-    } catch {
-      // An audit event lost to a closed connection must not fail the call it describes.
-    }
+    if (ctx.traceparent !== undefined) e.traceparent = ctx.traceparent;
+    this.auditLog.record(e);
     return durationMs;
   }
 }

@@ -42,13 +42,17 @@ export interface SessionCacheOptions {
 }
 
 interface Entry {
+  key: string;
   session: Promise<Session>;
+  /** The session, once resolved. */
+  value?: Session;
   expires: number;
 }
 
 /** Sessions by request, valid until the registry changes. */
 export class SessionCache {
   private readonly entries = new Map<string, Entry>();
+  private readonly byObject = new WeakMap<object, Entry>();
   /** Newest registry revision announced; older resolutions are served once but never kept. */
   private minRevision = 0;
   private readonly ttlMs: number;
@@ -62,19 +66,30 @@ export class SessionCache {
     this.maxEntries = options.maxEntries ?? 10_000;
   }
 
-  /** The session of a request; resolves it on a miss. A failed resolve is not cached. */
-  get(request: ResolveRequest, ctx: CallContext): Promise<Session> {
-    const key = JSON.stringify(request);
+  /**
+   * The session of a request: the session itself when it is cached and resolved (so a warm
+   * call takes no await), else a promise of it. A failed resolve is not cached.
+   */
+  get(request: ResolveRequest, ctx: CallContext): Session | Promise<Session> {
     const now = Date.now();
+    // An oracle passes the same request object call after call: found without serialising it.
+    const known = this.byObject.get(request);
+    if (known !== undefined && known.expires > now && this.entries.get(known.key) === known) return known.value ?? known.session;
+    const key = JSON.stringify(request);
     const hit = this.entries.get(key);
-    if (hit !== undefined && hit.expires > now) return hit.session;
+    if (hit !== undefined && hit.expires > now) {
+      this.byObject.set(request, hit);
+      return hit.value ?? hit.session;
+    }
     const session = this.source.resolve(request, ctx).then(indexSession);
-    const entry = { session, expires: now + this.ttlMs };
+    const entry: Entry = { key, session, expires: now + this.ttlMs };
     this.entries.set(key, entry);
+    this.byObject.set(request, entry);
     const forget = () => {
       if (this.entries.get(key) === entry) this.entries.delete(key);
     };
     session.then((s) => {
+      entry.value = s;
       // An instance that has not applied the announced change yet answered: do not keep it.
       if (s.resolved.revision < this.minRevision) forget();
     }, forget);

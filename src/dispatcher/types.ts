@@ -68,14 +68,14 @@ export interface CallEvent {
   op?: string;
   session?: string;
   principal?: string;
+  /** W3C trace context of the call; its trace id is characters 3–34. */
   traceparent?: string;
-  traceId?: string;
   outcome: 'ok' | 'error';
   code?: string;
   durationMs: number;
   /** Requests sent to the target (0 when it was never called). */
   attempts?: number;
-  /** SHA-256 (hex, first 16) of the canonical arguments; never the arguments themselves. */
+  /** SHA-256 (hex, first 16) of the arguments’ JSON text; never the arguments themselves. */
   argumentsDigest?: string;
   /** Size of the arguments' JSON text. */
   argumentsBytes?: number;

@@ -1,5 +1,5 @@
 /** Canonical JSON (keys sorted, `undefined` left out) and its SHA-256, for digests and equality. */
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 
 /** JSON text with object keys in code-point order at every depth. */
 export function canonicalJson(value: unknown): string {
@@ -14,5 +14,13 @@ export function canonicalJson(value: unknown): string {
 
 /** SHA-256, hex, of the canonical JSON of a value. */
 export function digestOf(value: unknown): string {
-  return createHash('sha256').update(canonicalJson(value)).digest('hex');
+  return sha256Hex(canonicalJson(value));
+}
+
+// One-shot hashing (Node ≥ 20.12) skips the Hash object; older versions stream.
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+
+/** SHA-256, hex, of a string. */
+export function sha256Hex(text: string): string {
+  return oneShot !== undefined ? oneShot('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex');
 }

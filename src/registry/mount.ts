@@ -5,7 +5,7 @@
  * `$resolve` costs a map lookup.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { encodeBody } from '../bus/codec.js';
+import { encodedOnce, encodeBody } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
@@ -150,7 +150,11 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
         description: 'Resolves an agent profile, its skills and required capabilities into one tool context.',
         request: SchemaId.ResolveRequest,
         response: SchemaId.ResolveReply,
-        handle: (request: ResolveRequest) => registry.resolve(request),
+        // A cached resolution is the same object each time: its bytes are encoded once.
+        handle: (request: ResolveRequest) => {
+          const resolved = registry.resolve(request);
+          return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
+        },
       },
       $register: {
         description: 'Registers (or, with expectedRevision, updates) a tool context in the shared registry.',

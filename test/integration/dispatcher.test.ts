@@ -7,7 +7,8 @@ import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import { NotFoundError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
-import { CALL_EVENTS, Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { CALL_EVENTS } from '../../src/dispatcher/audit.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/mount.js';
 import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
@@ -105,7 +106,9 @@ describe('the dispatcher', () => {
     });
     nc.subscribe(CALL_EVENTS, {
       callback: (_e, msg) => {
-        events.push(decode(msg.data) as CallEvent);
+        const batch = decode(msg.data) as CallEvent[];
+        expect(contracts().check(SchemaId.CallEvents)(batch)).toBeUndefined();
+        events.push(...batch);
       },
     });
     dispatcher = new Dispatcher(nc, { approvalTimeoutMs: 300, summaryBudget: 500 });
@@ -306,8 +309,8 @@ describe('the dispatcher', () => {
       await nc.flush();
       await new Promise((r) => setTimeout(r, 20));
       const event = events.find((e) => e.traceparent === traceparent);
-      expect(contracts().check(SchemaId.CallEvent)(event)).toBeUndefined();
-      expect(event).toMatchObject({ name: 'search', target: T, op: '$echo', outcome: 'ok', principal: 'agent:1', traceId: traceIdOf(traceparent), attempts: 1 });
+      expect(event).toMatchObject({ name: 'search', target: T, op: '$echo', outcome: 'ok', principal: 'agent:1', attempts: 1 });
+      expect(traceIdOf(event?.traceparent)).toBe(traceIdOf(traceparent));
       expect(JSON.stringify(event)).not.toContain('secret-password-123');
       expect(events.some((e) => e.name === 'gated' && e.outcome === 'error' && e.code === 'approval_denied' && e.attempts === 0)).toBe(true);
     });

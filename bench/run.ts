@@ -1,0 +1,255 @@
+/**
+ * `npm run bench`: dispatch cost against raw NATS, the pub/sub ceiling, Moleculer and MCP,
+ * measured side by side in one run on one machine. Starts its own nats-server, prints a
+ * table, writes bench/RESULTS.md, and exits 1 when a ratio misses its target.
+ *
+ * BENCH_SECONDS (default 3) sets how long each scenario runs at each concurrency, in 5
+ * interleaved rounds.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { encode } from '@msgpack/msgpack';
+import { createInbox, type NatsConnection } from '@nats-io/nats-core';
+import { Kvm } from '@nats-io/kv';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ServiceBroker } from 'moleculer';
+import { BusClient } from '../src/bus/client.js';
+import { connectBus } from '../src/bus/connect.js';
+import { Dispatcher } from '../src/dispatcher/dispatcher.js';
+import type { ToolResult } from '../src/dispatcher/types.js';
+import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
+import { startNatsProcess } from '../test/harness/nats-server.js';
+import { measureInterleaved, type Figures } from './measure.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS) || 3;
+const ROUNDS = 5;
+const CONCURRENCY = [1, 64, 256] as const;
+const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+
+const echoTool = {
+  name: 'echo',
+  description: 'echoes q',
+  inputSchema: { type: 'object' as const, additionalProperties: false, required: ['q'], properties: { q: { type: 'string', minLength: 1 } } },
+  target: 'bench.echo',
+  op: '$echo',
+};
+const benchContext: ToolContextSpec = { key: 'bench', title: 'Bench', description: 'the benchmark tool', matrixTools: [echoTool], permissions: { approval: 'never' } };
+const smallContext = (key: string, tools: number): ToolContextSpec => ({
+  key,
+  title: `Context ${key}`,
+  description: `Registered context ${key} for the benchmark`,
+  instructions: 'Use these tools with care.',
+  matrixTools: Array.from({ length: tools }, (_, i) => ({
+    name: `${key.replaceAll('-', '_')}_t${i}`,
+    description: `tool ${i} of ${key}`,
+    inputSchema: { type: 'object', properties: { a: { type: 'string' }, n: { type: 'integer', minimum: 0 } } },
+    target: `app.${key}`,
+    op: `$op${i}`,
+  })),
+  permissions: { approval: 'never' },
+});
+
+interface Row {
+  scenario: string;
+  inFlight: number;
+  figures: Figures;
+}
+
+async function main(): Promise<void> {
+  const children: ChildProcess[] = [];
+  const nats = await startNatsProcess(['-m', '0']);
+  const url = nats.url;
+  const stopAll = async () => {
+    for (const c of children) c.kill('SIGKILL');
+    await nats.stop();
+  };
+  try {
+    const nc = await connectBus({ servers: url, name: 'bench' });
+    process.stderr.write(`nats-server ${url}; populating KV…\n`);
+    await populate(nc, 'bench-tools', 10_000, 1, [benchContext]);
+    await populate(nc, 'bench-big', 10_000, 20, []);
+
+    children.push(await spawnReady(here('./echo.js'), url, 'stdout', 'ready'));
+    const service = await spawnReady(here('../src/main.js'), url, 'stderr', ' ready ', { MATRIX_TOOLS_BUCKET: 'bench-tools' });
+    children.push(service);
+    children.push(await spawnReady(here('./moleculer-server.js'), url, 'stdout', 'ready'));
+
+    const client = new BusClient(nc, { timeoutMs: 10_000 });
+    const payload = encode({ q: 'hello' });
+    const session = { profile: 'bench', toolContextRefs: ['bench'] };
+    const dispatcher = new Dispatcher(nc, { audit: true });
+    const molecular = new ServiceBroker({ nodeID: 'bench-moleculer-client', transporter: url, logger: false });
+    await molecular.start();
+    await molecular.waitForServices(['echo']);
+    const mcp = new McpClient({ name: 'bench', version: '1.0.0' });
+    await mcp.connect(new StdioClientTransport({ command: process.execPath, args: [here('./mcp-server.js')], stderr: 'ignore' }));
+    const middle = await cursorAt(client, 50);
+    const ceiling = ceilingClient(nc, 'bench.echo.$echo', payload);
+    let uncached = 0;
+
+    const scenarios: Array<[string, () => Promise<unknown>]> = [
+      ['raw nats.js request', () => nc.request('bench.echo.$echo', payload, { timeout: 10_000 })],
+      ['ceiling (one inbox, no timer)', ceiling],
+      ['dispatch, in-process library', () => expectOk(dispatcher.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
+      ['dispatch, via system.dispatcher', () => expectOk(client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } }))],
+      ['$resolve, cached', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] })],
+      ['$resolve, uncached, 10k contexts', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: [`ctx-${String(uncached++ % 10_000).padStart(5, '0')}`, 'bench'] })],
+      ['$list page of 100 of 10k', () => client.request('system.tools', '$list', { limit: 100, cursor: middle })],
+      ['Moleculer 0.14 broker.call', () => molecular.call('echo.echo', { q: 'hello' })],
+      ['MCP SDK tools/call, stdio', () => mcp.callTool({ name: 'echo', arguments: { q: 'hello' } })],
+    ];
+
+    const rows: Row[] = [];
+    for (const inFlight of CONCURRENCY) {
+      const figures = await measureInterleaved(scenarios.map(([, op]) => op), inFlight, SECONDS, ROUNDS);
+      for (const [i, [scenario]] of scenarios.entries()) {
+        const f = figures[i] as Figures;
+        rows.push({ scenario, inFlight, figures: f });
+        process.stderr.write(`${scenario} @${inFlight}: p50 ${f.p50.toFixed(0)} µs, ${f.rps.toFixed(0)} req/s${f.errors ? `, ${f.errors} errors` : ''}\n`);
+      }
+    }
+    rows.sort((a, b) => scenarios.findIndex(([n]) => n === a.scenario) - scenarios.findIndex(([n]) => n === b.scenario) || a.inFlight - b.inFlight);
+
+    const rss = await registryRss(url);
+    await mcp.close();
+    await molecular.stop();
+    dispatcher.close();
+    client.close();
+    await nc.drain();
+
+    const report = render(rows, rss);
+    process.stdout.write(`${report.text}\n`);
+    writeFileSync(here('../../bench/RESULTS.md'), report.markdown);
+    process.exitCode = report.failed ? 1 : 0;
+  } finally {
+    await stopAll();
+  }
+}
+
+/** Writes `count` contexts of `tools` tools each (plus `extra`) straight into a bucket. */
+async function populate(nc: NatsConnection, bucket: string, count: number, tools: number, extra: ToolContextSpec[]): Promise<void> {
+  const kv = await new Kvm(nc).create(bucket, { history: 1 });
+  const specs = [...extra, ...Array.from({ length: count }, (_, i) => smallContext(`ctx-${String(i).padStart(5, '0')}`, tools))];
+  for (let i = 0; i < specs.length; i += 500) {
+    await Promise.all(specs.slice(i, i + 500).map((s) => kv.put(s.key, JSON.stringify(s))));
+  }
+}
+
+/** The cursor of page `page` of `$list` (100 a page). */
+async function cursorAt(client: BusClient, page: number): Promise<string> {
+  let cursor: string | undefined;
+  for (let i = 0; i < page; i++) {
+    const reply: ListReply = await client.request('system.tools', '$list', cursor === undefined ? { limit: 100 } : { limit: 100, cursor });
+    cursor = reply.nextCursor;
+  }
+  if (cursor === undefined) throw new Error('fewer pages than expected');
+  return cursor;
+}
+
+/** The ceiling: one reply subscription, a callback, no per-request timer, no decoding. */
+function ceilingClient(nc: NatsConnection, subject: string, payload: Uint8Array): () => Promise<void> {
+  const inbox = `${createInbox()}.`;
+  const pending = new Map<string, () => void>();
+  let next = 0;
+  nc.subscribe(`${inbox}*`, {
+    callback: (_err, msg) => {
+      const done = pending.get(msg.subject);
+      pending.delete(msg.subject);
+      done?.();
+    },
+  });
+  return () =>
+    new Promise<void>((resolve) => {
+      const reply = inbox + (next++).toString(36);
+      pending.set(reply, resolve);
+      nc.publish(subject, payload, { reply });
+    });
+}
+
+async function expectOk(result: Promise<ToolResult>): Promise<void> {
+  const r = await result;
+  if (r.isError) throw new Error(r.content);
+}
+
+/** RSS of a registry process serving 10,000 contexts of 20 tools each, and of one serving none. */
+async function registryRss(url: string): Promise<{ big: number; empty: number }> {
+  const read = async (bucket: string) => {
+    const child = await spawnReady(here('../src/main.js'), url, 'stderr', ' ready ', { MATRIX_TOOLS_BUCKET: bucket }, ['--no-dispatcher']);
+    await new Promise((r) => setTimeout(r, 500));
+    const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+    child.kill('SIGKILL');
+    return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+  };
+  return { big: await read('bench-big'), empty: await read('bench-empty') };
+}
+
+function spawnReady(script: string, url: string, stream: 'stdout' | 'stderr', ready: string, env: Record<string, string> = {}, args: string[] = []): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env, NATS_URL: url }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let seen = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${script} not ready: ${seen}`)), 60_000);
+    child[stream]?.on('data', (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes(ready)) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}: ${seen}`)));
+  });
+}
+
+interface Target {
+  what: string;
+  ratio: number;
+  bound: number;
+  /** `max`: the ratio must be at most the bound; `min`: at least. */
+  kind: 'max' | 'min';
+}
+
+function render(rows: Row[], rss: { big: number; empty: number }): { text: string; markdown: string; failed: boolean } {
+  const get = (scenario: string, inFlight: number) => rows.find((r) => r.scenario === scenario && r.inFlight === inFlight)?.figures as Figures;
+  const raw = (n: number) => get('raw nats.js request', n);
+  const ceil = (n: number) => get('ceiling (one inbox, no timer)', n);
+  const header = '| scenario | in flight | p50 µs | p99 µs | req/s | p50 ÷ raw | req/s ÷ raw | req/s ÷ ceiling |';
+  const lines = rows.map(({ scenario, inFlight, figures: f }) =>
+    `| ${scenario} | ${inFlight} | ${f.p50.toFixed(0)} | ${f.p99.toFixed(0)} | ${f.rps.toFixed(0)}${f.errors ? ` (${f.errors} errors)` : ''} | ${(f.p50 / raw(inFlight).p50).toFixed(2)} | ${(f.rps / raw(inFlight).rps).toFixed(2)} | ${(f.rps / ceil(inFlight).rps).toFixed(2)} |`,
+  );
+  const targets: Target[] = [
+    { what: 'in-process dispatch p50 ÷ raw request (1 in flight)', ratio: get('dispatch, in-process library', 1).p50 / raw(1).p50, bound: 1.15, kind: 'max' },
+    { what: 'in-process dispatch req/s ÷ Moleculer (64 in flight)', ratio: get('dispatch, in-process library', 64).rps / get('Moleculer 0.14 broker.call', 64).rps, bound: 1.2, kind: 'min' },
+    { what: 'in-process dispatch req/s ÷ ceiling (64 in flight)', ratio: get('dispatch, in-process library', 64).rps / ceil(64).rps, bound: 0.8, kind: 'min' },
+    { what: 'system.dispatcher req/s ÷ ceiling (64 in flight)', ratio: get('dispatch, via system.dispatcher', 64).rps / ceil(64).rps, bound: 0.45, kind: 'min' },
+    { what: '$resolve cached p50 ÷ raw request (1 in flight)', ratio: get('$resolve, cached', 1).p50 / raw(1).p50, bound: 1.2, kind: 'max' },
+    { what: '$resolve uncached, 10k contexts, p50 ÷ raw request (1 in flight)', ratio: get('$resolve, uncached, 10k contexts', 1).p50 / raw(1).p50, bound: 2, kind: 'max' },
+  ];
+  const met = (t: Target) => (t.kind === 'max' ? t.ratio <= t.bound : t.ratio >= t.bound);
+  const targetLines = targets.map((t) => `| ${t.what} | ${t.ratio.toFixed(2)} | ${t.kind === 'max' ? '≤' : '≥'} ${t.bound} | ${met(t) ? 'met' : 'MISSED'} |`);
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
+  const markdown = [
+    '# Benchmark results',
+    '',
+    `Run ${new Date().toISOString()} on ${machine}; nats-server on loopback, echo target, service and peers each in their own process; ${SECONDS} s per scenario and concurrency, in ${ROUNDS} interleaved rounds. Produced by \`npm run bench\`.`,
+    '',
+    header,
+    '|---|---|---|---|---|---|---|---|',
+    ...lines,
+    '',
+    '## Targets (ratios from this run)',
+    '',
+    '| target | ratio | bound | |',
+    '|---|---|---|---|',
+    ...targetLines,
+    '',
+    '## Memory',
+    '',
+    `Registry RSS with 10,000 registered contexts of 20 tools each: ${rss.big.toFixed(0)} MiB (with none: ${rss.empty.toFixed(0)} MiB).`,
+    '',
+  ].join('\n');
+  return { text: markdown, markdown, failed: !targets.every(met) };
+}
+
+await main();
