@@ -3,3 +3,4 @@ export * from './bus/mod.js';
 export { Contracts, contracts, contractsDir, SchemaId, violationsOf, type Check } from './contracts/schemas.js';
 export * from './registry/mod.js';
 export * from './dispatcher/mod.js';
+export * from './mounts/mod.js';

@@ -29,7 +29,8 @@ export interface DiscoverySource {
 }
 
 const verbs = ['PING', 'INFO', 'STATS'] as const;
-type Verb = (typeof verbs)[number];
+/** The discovery verbs. */
+export type Verb = (typeof verbs)[number];
 
 /** Subscribes the `$SRV` subjects of one mount instance; returns the subscriptions. */
 export function serveDiscovery(nc: NatsConnection, source: DiscoverySource): Subscription[] {
@@ -81,17 +82,32 @@ function answer(msg: Msg, verb: Verb, name: string, source: DiscoverySource): vo
   msg.respond(JSON.stringify(body));
 }
 
-/** Names of the services that answer `$SRV.PING` within `waitMs` (every live mount, by ADR-32 name). */
-export async function pingServices(nc: NatsConnection, waitMs = 250): Promise<Set<string>> {
-  const live = new Set<string>();
-  const replies = await nc.requestMany('$SRV.PING', '', { strategy: 'timer', maxWait: waitMs });
+/** What `$SRV.INFO` says of one service instance (ADR-32). */
+export interface ServiceInfo {
+  name: string;
+  id: string;
+  version: string;
+  description?: string;
+  metadata?: Record<string, string> | null;
+  endpoints?: Array<{ name: string; subject: string; queue_group?: string }>;
+}
+
+/** Every answer to `$SRV.<verb>` within `waitMs`, parsed; answers that are not ADR-32 JSON are skipped. */
+export async function discover<T extends { name: string }>(nc: NatsConnection, verb: Verb, waitMs = 250): Promise<T[]> {
+  const found: T[] = [];
+  const replies = await nc.requestMany(`$SRV.${verb}`, '', { strategy: 'timer', maxWait: waitMs });
   for await (const msg of replies) {
     try {
-      const name = (JSON.parse(new TextDecoder().decode(msg.data)) as { name?: unknown }).name;
-      if (typeof name === 'string') live.add(name);
+      const body = JSON.parse(new TextDecoder().decode(msg.data)) as T;
+      if (typeof body?.name === 'string') found.push(body);
     } catch {
       // Not an ADR-32 reply: nothing to learn from it.
     }
   }
-  return live;
+  return found;
+}
+
+/** Names of the services that answer `$SRV.PING` within `waitMs` (every live mount, by ADR-32 name). */
+export async function pingServices(nc: NatsConnection, waitMs = 250): Promise<Set<string>> {
+  return new Set((await discover<{ name: string }>(nc, 'PING', waitMs)).map((p) => p.name));
 }

@@ -2,7 +2,7 @@ export { BusClient, type BusClientOptions, type RawReply, type RequestOptions } 
 export { decodeBody, decodeMap, Encoded, encodedOnce, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
 export { connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL, type ConnectOptions } from './connect.js';
 export { deadlineOf, Header, newTraceparent, readContext, traceIdOf, writeContext, type CallContext } from './context.js';
-export { pingServices, type EndpointStats } from './discovery.js';
+export { discover, pingServices, type EndpointStats, type ServiceInfo } from './discovery.js';
 export {
   BadRequestError,
   ConflictError,
@@ -36,3 +36,4 @@ export {
   subjectMatches,
 } from './subjects.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch } from './kv.js';
+export { subscribeEvents } from './events.js';

@@ -77,7 +77,8 @@ export class Mount {
 
   private readonly ops = new Map<string, BoundOp>();
   private readonly prefixLength: number;
-  private readonly logger: Logger;
+  /** Where unexpected failures are logged; settable until `start()`. */
+  logger: Logger;
   private readonly contracts: Contracts;
   private subs: Subscription[] = [];
   private inFlight = 0;

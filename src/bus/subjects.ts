@@ -9,6 +9,9 @@ export const Mounts = {
   Dispatcher: 'system.dispatcher',
   Approvals: 'system.approvals',
   Agents: 'system.agents',
+  Sessions: 'system.sessions',
+  Traces: 'system.traces',
+  Packages: 'system.packages',
 } as const;
 
 const mountPattern = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/;

@@ -31,6 +31,17 @@ export const SchemaId = {
   UnregisterRequest: `${base}unregister.request.json`,
   RegisterReply: `${base}register.reply.json`,
   ChangedEvent: `${base}changed.event.json`,
+  AgentsIntrospectRequest: `${base}agents.introspect.request.json`,
+  AgentsIntrospectReply: `${base}agents.introspect.reply.json`,
+  SessionReadRequest: `${base}sessions.read.request.json`,
+  SessionReadReply: `${base}sessions.read.reply.json`,
+  SessionWriteRequest: `${base}sessions.write.request.json`,
+  SessionWriteReply: `${base}sessions.write.reply.json`,
+  TraceQueryRequest: `${base}traces.query.request.json`,
+  TraceQueryReply: `${base}traces.query.reply.json`,
+  PackageValidateRequest: `${base}packages.validate.request.json`,
+  PackageValidateReply: `${base}packages.validate.reply.json`,
+  ApprovalPolicy: `${base}approval-policy.json`,
 } as const;
 export type SchemaId = (typeof SchemaId)[keyof typeof SchemaId];
 

@@ -5,9 +5,9 @@
  * Nothing outside the session's context, with invalid arguments, or unapproved ever
  * reaches a target. Every call emits one audit event.
  */
-import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { decodeBody } from '../bus/codec.js';
+import { subscribeEvents } from '../bus/events.js';
 import { newTraceparent, type CallContext } from '../bus/context.js';
 import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
 import { eventSubject, isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
@@ -69,7 +69,7 @@ export class Dispatcher {
   private readonly validators = new ArgumentValidators();
   private readonly inFlight = new Map<string, number>();
   private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions'>>;
-  private changes: Subscription | undefined;
+  private readonly stopWatching: () => void;
   private readonly auditLog: AuditLog;
 
   constructor(
@@ -88,17 +88,7 @@ export class Dispatcher {
       backoffMs: options.backoffMs ?? 5,
       audit: options.audit ?? true,
     };
-    this.changes = nc.subscribe(REGISTRY_CHANGES, {
-      callback: (_err, msg) => {
-        let revision = 0;
-        try {
-          revision = Number((decodeBody(msg.data) as { revision?: unknown }).revision) || 0;
-        } catch {
-          // An unreadable event still means "something changed".
-        }
-        this.sessions.clear(revision);
-      },
-    });
+    this.stopWatching = subscribeEvents<{ revision?: unknown }>(nc, REGISTRY_CHANGES, (event) => this.sessions.clear(Number(event?.revision) || 0));
   }
 
   /**
@@ -129,8 +119,7 @@ export class Dispatcher {
   /** Stops listening for registry changes and fails calls still waiting. */
   close(): void {
     this.auditLog.flush();
-    this.changes?.unsubscribe();
-    this.changes = undefined;
+    this.stopWatching();
     this.client.close();
   }
 

@@ -10,6 +10,7 @@
  * | trace_query | system.traces | $query |
  * | package_validate | system.packages | $validate |
  */
+import { Mounts } from '../bus/subjects.js';
 import type { MatrixToolProjection, ToolContextSpec } from './types.js';
 
 /** Keys of the built-in contexts. */
@@ -35,7 +36,7 @@ const matrixIntrospect: MatrixToolProjection = {
       mount: { type: 'string', description: 'A mount name such as system.tools; omit for all mounts.', pattern: '^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$' },
     },
   },
-  target: 'system.agents',
+  target: Mounts.Agents,
   op: '$introspect',
   resultMode: 'json',
   timeoutMs: 5_000,
@@ -54,7 +55,7 @@ const sessionStateRead: MatrixToolProjection = {
       keys: { type: 'array', maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 256 }, description: 'Only these keys.' },
     },
   },
-  target: 'system.sessions',
+  target: Mounts.Sessions,
   op: '$read',
   resultMode: 'json',
   annotations: { readOnly: true, idempotent: true, openWorld: false },
@@ -74,7 +75,7 @@ const matrixInvoke: MatrixToolProjection = {
       args: { type: 'object', description: "The op's request body." },
     },
   },
-  target: 'system.dispatcher',
+  target: Mounts.Dispatcher,
   op: '$invoke',
   resultMode: 'json',
   annotations: { readOnly: false, destructive: true, idempotent: false, openWorld: false },
@@ -96,7 +97,7 @@ const traceQuery: MatrixToolProjection = {
       limit: { type: 'integer', minimum: 1, maximum: 500, description: 'At most this many; default 50.' },
     },
   },
-  target: 'system.traces',
+  target: Mounts.Traces,
   op: '$query',
   resultMode: 'summary',
   timeoutMs: 10_000,
@@ -115,7 +116,7 @@ const packageValidate: MatrixToolProjection = {
       specs: { type: 'array', maxItems: 1000, items: { type: 'object' }, description: 'Several ToolContextSpecs.' },
     },
   },
-  target: 'system.packages',
+  target: Mounts.Packages,
   op: '$validate',
   resultMode: 'json',
   annotations: { readOnly: true, idempotent: true, openWorld: false },

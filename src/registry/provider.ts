@@ -4,8 +4,8 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { decodeBody } from '../bus/codec.js';
 import { MatrixError, UnavailableError } from '../bus/errors.js';
+import { subscribeEvents } from '../bus/events.js';
 import { Mounts } from '../bus/subjects.js';
 import { CHANGED_EVENTS } from './mount.js';
 import type { ChangedEvent, RegisterReply, ToolContextSpec } from './types.js';
@@ -66,14 +66,5 @@ export class ToolProvider {
 
 /** Calls `onChange` for every change of the registry; returns a function that stops watching. */
 export function watchRegistry(nc: NatsConnection, onChange: (event: ChangedEvent) => void): () => void {
-  const sub = nc.subscribe(CHANGED_EVENTS, {
-    callback: (_err, msg) => {
-      try {
-        onChange(decodeBody(msg.data) as ChangedEvent);
-      } catch {
-        // Not an event this version can read.
-      }
-    },
-  });
-  return () => sub.unsubscribe();
+  return subscribeEvents(nc, CHANGED_EVENTS, onChange);
 }

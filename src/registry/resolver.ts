@@ -111,7 +111,7 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
       message: 'onlyAvailable: this registry cannot see which mounts are live, so no tool was left out',
     });
   }
-  const providerTools = renderProviderTools(matrixTools, request.format ?? ProviderFormat.Matrix);
+  const providerTools = renderProviderTools(matrixTools, request.format ?? ProviderFormat.Matrix, request.strict === true, diagnostics);
   if (providerTools !== undefined) body.providerTools = providerTools;
   return { ...body, revision: store.revision, digest: digestOf(body) };
 }

@@ -135,6 +135,8 @@ export interface ResolveRequest {
   environment?: Environment;
   /** Adds `providerTools` in this provider's format; default `matrix` (none). */
   format?: ProviderFormat;
+  /** With `openai`: parameters made fit for strict mode, each loss reported as a diagnostic. */
+  strict?: boolean;
   /** Leave out tools whose target has no live instance. */
   onlyAvailable?: boolean;
 }

@@ -18,9 +18,9 @@ export function startService(natsUrl: string, env: Record<string, string> = {}):
 }
 
 /** Runs a built script (`dist/...`) to its end; resolves with its exit code and output. */
-export function runScript(path: string, natsUrl: string, timeoutMs = 15_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runScript(path: string, natsUrl: string, timeoutMs = 15_000, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
-  const child = spawn(process.execPath, [script], { env: { ...process.env, NATS_URL: natsUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, NATS_URL: natsUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -35,10 +35,10 @@ export function runScript(path: string, natsUrl: string, timeoutMs = 15_000): Pr
 }
 
 /** Starts a built script that stays up, resolving once its stderr contains `ready`. */
-export async function startScript(path: string, natsUrl: string, ready: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+export async function startScript(path: string, natsUrl: string, ready: string, env: Record<string, string> = {}, args: string[] = []): Promise<ServiceProcess> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does) first`);
-  const child = spawn(process.execPath, [script], { env: { ...process.env, ...env, NATS_URL: natsUrl }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env, NATS_URL: natsUrl }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
@@ -60,4 +60,9 @@ export async function startScript(path: string, natsUrl: string, ready: string, 
       return exited;
     },
   };
+}
+
+/** Runs the CLI (`matrix-tools <args>`) to its end. */
+export function cli(natsUrl: string, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runScript('dist/src/cli/main.js', natsUrl, 30_000, args);
 }

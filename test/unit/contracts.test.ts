@@ -41,7 +41,7 @@ const shapes = {
   } satisfies Presence<ListedContext>,
   resolveRequest: {
     profile: 'required', toolContextRefs: 'optional', worker: 'optional', skills: 'optional', requires: 'optional',
-    environment: 'optional', format: 'optional', onlyAvailable: 'optional',
+    environment: 'optional', format: 'optional', strict: 'optional', onlyAvailable: 'optional',
   } satisfies Presence<ResolveRequest>,
   skill: { name: 'required', toolContextRefs: 'optional', requires: 'optional' } satisfies Presence<SkillRef>,
   resolved: {
@@ -109,6 +109,18 @@ describe('the TypeScript types against contracts/', () => {
     for (const spec of builtinContexts) {
       for (const tool of spec.matrixTools ?? []) expect(() => c.ajv.compile(tool.inputSchema)).not.toThrow();
     }
+  });
+});
+
+describe('the built-in tools against the reference mounts they target', () => {
+  it.each([
+    ['matrix_introspect', SchemaId.AgentsIntrospectRequest],
+    ['session_state_read', SchemaId.SessionReadRequest],
+    ['trace_query', SchemaId.TraceQueryRequest],
+    ['package_validate', SchemaId.PackageValidateRequest],
+  ])('%s takes exactly the fields of its target op', (name, id) => {
+    const tool = builtinContexts.flatMap((ctx) => ctx.matrixTools ?? []).find((t) => t.name === name);
+    expect(Object.keys((tool?.inputSchema.properties as object) ?? {}).sort()).toEqual(Object.keys(at(id).properties as object).sort());
   });
 });
 

@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/dispatcher/types.js';
+import { describeMounts } from '../../src/mounts/agents.js';
+import { decideByPolicy } from '../../src/mounts/approvals.js';
+import { validateSpecs } from '../../src/mounts/packages.js';
+import { TraceBuffer } from '../../src/mounts/traces.js';
+import { resolveToolContext } from '../../src/registry/resolver.js';
+import { StaticStore } from '../../src/registry/store.js';
+import { toStrictSchema } from '../../src/registry/strict.js';
+
+const event = (i: number, extra: Partial<CallEvent> = {}): CallEvent => ({
+  callId: `c${i}`,
+  name: i % 2 ? 'odd' : 'even',
+  outcome: i % 3 ? 'ok' : 'error',
+  durationMs: 1,
+  at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+  traceparent: `00-${String(i).padStart(32, '0')}-0000000000000001-01`,
+  ...extra,
+});
+
+describe('the trace buffer', () => {
+  it('keeps the newest events, newest first, and filters them', () => {
+    const buffer = new TraceBuffer(5);
+    for (let i = 1; i <= 8; i++) buffer.add(event(i));
+    expect(buffer.query({}).events.map((e) => e.callId)).toEqual(['c8', 'c7', 'c6', 'c5', 'c4']);
+    expect(buffer.query({ tool: 'odd' }).events.map((e) => e.callId)).toEqual(['c7', 'c5']);
+    expect(buffer.query({ outcome: 'error' }).events.map((e) => e.callId)).toEqual(['c6']);
+    expect(buffer.query({ traceId: '00000000000000000000000000000007' }).events.map((e) => e.callId)).toEqual(['c7']);
+    expect(buffer.query({ since: '2026-01-01T00:00:06Z', until: '2026-01-01T00:00:08Z' }).events.map((e) => e.callId)).toEqual(['c7', 'c6']);
+    expect(buffer.query({ limit: 2 })).toMatchObject({ matched: 5, kept: 5 });
+  });
+});
+
+describe('package validation', () => {
+  const good = { key: 'ok', title: 'Ok', description: 'fine', permissions: { approval: 'never' } };
+  it('passes a good spec and lists every problem of bad ones', () => {
+    const r = validateSpecs([
+      good,
+      { key: 'Bad!', permissions: {} },
+      { ...good, key: 'reserved', matrixTools: [{ name: 't', description: 'd', inputSchema: { type: 'object' }, target: 'system.tools', op: '$register' }] },
+      { ...good, key: 'actor-edit' },
+      good,
+    ]);
+    expect(r.valid).toBe(false);
+    expect(r.results.map((x) => x.valid)).toEqual([true, false, false, false, false]);
+    expect(r.results[1]?.violations.map((v) => v.path)).toEqual(expect.arrayContaining(['/key', '/title', '/description', '/permissions/approval']));
+    expect(r.results[2]?.violations[0]).toMatchObject({ path: '/matrixTools/0/target', keyword: 'reserved' });
+    expect(r.results[3]?.violations[0]).toMatchObject({ keyword: 'builtin' });
+    expect(r.results[4]?.violations[0]).toMatchObject({ keyword: 'uniqueKey', message: 'repeats the key of spec 0' });
+  });
+});
+
+describe('the approval policy', () => {
+  const request = { callId: '1', tool: 'matrix_invoke', target: 'app.notes', op: '$delete', arguments: {} };
+  it('lets the first matching rule decide, else the default', () => {
+    const policy = {
+      rules: [
+        { tool: 'matrix_invoke', target: 'app.*', op: '$read', decision: 'allow' as const },
+        { target: 'app.>', op: '$delete', decision: 'deny' as const, reason: 'no deletes' },
+        { tool: '*', decision: 'ask' as const },
+      ],
+      default: 'deny' as const,
+    };
+    expect(decideByPolicy(policy, { ...request, op: '$read' })).toEqual({ decision: 'allow' });
+    expect(decideByPolicy(policy, request)).toEqual({ decision: 'deny', reason: 'no deletes' });
+    expect(decideByPolicy(policy, { ...request, target: 'other.x' })).toEqual({ decision: 'ask' });
+    expect(decideByPolicy({ rules: [{ tool: 'x', decision: 'allow' }] }, request)).toEqual({ decision: 'ask' });
+  });
+});
+
+describe('describing mounts from discovery', () => {
+  it('groups instances by mount and names ops by subject', () => {
+    const info = (id: string, mount: string) => ({ name: mount.replaceAll('.', '-'), id, version: '1.0.0', metadata: { mount }, endpoints: [{ name: 'list', subject: `${mount}.$list` }] });
+    expect(describeMounts([info('a', 'system.tools'), info('b', 'system.tools'), info('c', 'app.x')])).toEqual([
+      { mount: 'app.x', instances: 1, version: '1.0.0', ops: [{ op: '$list' }] },
+      { mount: 'system.tools', instances: 2, version: '1.0.0', ops: [{ op: '$list' }] },
+    ]);
+  });
+});
+
+describe('OpenAI strict mode', () => {
+  it('closes objects, requires every property, makes optional ones nullable and reports what it removed', () => {
+    const r = toStrictSchema({ type: 'object', required: ['q'], properties: { q: { type: 'string', minLength: 1 }, n: { type: 'integer' }, mode: { enum: ['a', 'b'] } } });
+    expect(r).toEqual({
+      strict: true,
+      removed: ['/properties/q/minLength'],
+      schema: {
+        type: 'object',
+        required: ['q', 'n', 'mode'],
+        additionalProperties: false,
+        properties: { q: { type: 'string' }, n: { type: ['integer', 'null'] }, mode: { anyOf: [{ enum: ['a', 'b'] }, { type: 'null' }] } },
+      },
+    });
+  });
+
+  it('leaves a tool with a free-form object non-strict and says why', () => {
+    const r = resolveToolContext({ profile: 'edit', format: 'openai', strict: true }, new StaticStore());
+    expect(r.providerTools?.[0]).toMatchObject({ function: { name: 'matrix_invoke', strict: false } });
+    expect(r.diagnostics).toContainEqual(expect.objectContaining({ code: 'strict_unavailable', tool: 'matrix_invoke', message: expect.stringContaining('/properties/args is a free-form object') }));
+    const readonly = resolveToolContext({ profile: 'default', format: 'openai', strict: true }, new StaticStore());
+    expect(readonly.providerTools?.every((t) => (t.function as { strict: boolean }).strict)).toBe(true);
+  });
+});
