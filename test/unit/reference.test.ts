@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/dispatcher/types.js';
 import { describeMounts } from '../../src/mounts/agents.js';
-import { decideByPolicy } from '../../src/mounts/approvals.js';
+import { decideByPolicy, loadPolicy } from '../../src/mounts/approvals.js';
 import { validateSpecs } from '../../src/mounts/packages.js';
 import { TraceBuffer } from '../../src/mounts/traces.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
@@ -51,6 +51,10 @@ describe('package validation', () => {
 });
 
 describe('the approval policy', () => {
+  it('ships an example policy that is valid', () => {
+    expect(loadPolicy(new URL('../../examples/approval-policy.json', import.meta.url).pathname).default).toBe('ask');
+  });
+
   const request = { callId: '1', tool: 'matrix_invoke', target: 'app.notes', op: '$delete', arguments: {} };
   it('lets the first matching rule decide, else the default', () => {
     const policy = {
