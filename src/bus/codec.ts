@@ -43,7 +43,14 @@ export function decodeBody(data: Uint8Array, encoding: Encoding = Encoding.MsgPa
   }
 }
 
-/** Decodes a body that must be one map (a plain object), as every request is. */
+/** How deeply a request may nest maps and arrays; deeper bodies are refused before any work. */
+export const MAX_DEPTH = 64;
+
+/**
+ * Decodes a body that must be one map (a plain object), as every request is, and nests at
+ * most `MAX_DEPTH` levels: handlers that walk or stringify what they are given never meet a
+ * structure deep enough to exhaust the stack.
+ */
 export function decodeMap(data: Uint8Array, encoding: Encoding = Encoding.MsgPack): Record<string, unknown> {
   const value = decodeBody(data, encoding);
   if (value === null || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array) {
@@ -51,7 +58,30 @@ export function decodeMap(data: Uint8Array, encoding: Encoding = Encoding.MsgPac
       details: { violations: [{ path: '', message: 'must be an object', keyword: 'type' }] },
     });
   }
+  if (nestedDeeperThan(value, MAX_DEPTH)) {
+    throw new BadRequestError(`body nests deeper than ${MAX_DEPTH} levels`, {
+      details: { violations: [{ path: '', message: `nests deeper than ${MAX_DEPTH} levels`, keyword: 'maxDepth' }] },
+    });
+  }
   return value as Record<string, unknown>;
+}
+
+/** Whether maps and arrays in `value` nest deeper than `max` (iterative: deep input cannot overflow it). */
+export function nestedDeeperThan(value: object, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop() as [unknown, number];
+    if (depth > max) return true;
+    if (Array.isArray(node)) {
+      for (const child of node) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+    } else if (node !== null && typeof node === 'object' && !(node instanceof Uint8Array)) {
+      for (const key in node) {
+        const child = (node as Record<string, unknown>)[key];
+        if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+      }
+    }
+  }
+  return false;
 }
 
 export { EMPTY as EMPTY_BODY };
