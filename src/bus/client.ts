@@ -5,12 +5,13 @@
  * no responders → `UnavailableError`, no answer by the deadline → `TimeoutError`, an
  * error reply → the error class of its code.
  */
-import { createInbox, headers as newHeaders, Match, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { createInbox, headers as newHeaders, Match, PermissionViolationError, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { decodeBody, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
 import { Header, writeContext, type CallContext } from './context.js';
 import {
   codeOfStatus,
   errorFromWire,
+  ForbiddenError,
   isErrorCode,
   MatrixError,
   PayloadTooLargeError,
@@ -61,6 +62,7 @@ export class BusClient {
   private sub: Subscription | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private next = 0;
+  private watchingPermissions = false;
 
   constructor(
     readonly nc: NatsConnection,
@@ -139,6 +141,25 @@ export class BusClient {
       },
     });
     this.nc.closed().then(() => this.close(), () => this.close());
+    void this.watchPermissions();
+  }
+
+  /**
+   * A publish the server's permissions refuse never gets a reply; the server says so on the
+   * connection's status. Requests to that subject fail at once with `ForbiddenError`.
+   */
+  private async watchPermissions(): Promise<void> {
+    if (this.watchingPermissions) return;
+    this.watchingPermissions = true;
+    for await (const status of this.nc.status()) {
+      const err = status.type === 'error' ? status.error : undefined;
+      if (!(err instanceof PermissionViolationError) || err.operation !== 'publish') continue;
+      for (const [token, p] of this.pending) {
+        if (p.subject !== err.subject) continue;
+        this.pending.delete(token);
+        p.reject(new ForbiddenError(`not permitted to publish to ${err.subject}: the NATS account's permissions deny it`));
+      }
+    }
   }
 
   private onReply(msg: Msg): void {

@@ -1,0 +1,106 @@
+import type { NatsConnection } from '@nats-io/nats-core';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import { connectBus } from '../../src/bus/connect.js';
+import { pingServices } from '../../src/bus/discovery.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
+import { startNatsProcess, type ProcessNats } from '../harness/nats-server.js';
+import { sleep, startLoad } from '../harness/load.js';
+import { contextSpec } from '../harness/registry.js';
+import { startScript, type ServiceProcess } from '../harness/service.js';
+import { startTarget } from '../harness/targets.js';
+import { testConnection } from '../harness/bus.js';
+
+const DEADLINE_MS = 1_000;
+
+describe('a nats-server restart under load', () => {
+  let server: ProcessNats;
+  let service: ServiceProcess | undefined;
+  const connections: NatsConnection[] = [];
+  afterAll(async () => {
+    await service?.stop('SIGKILL');
+    for (const nc of connections) await nc.close().catch(() => {});
+    await server?.stop();
+  });
+
+  it('fails calls in flight clearly and within their deadline, then recovers fully', async () => {
+    server = await startNatsProcess();
+    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { MATRIX_TOOLS_BUCKET: 'restart-load' }, ['serve', '--no-reference']);
+    const targetNc = await connectBus({ servers: server.url });
+    const clientNc = await connectBus({ servers: server.url });
+    connections.push(targetNc, clientNc);
+    await startTarget(targetNc, 'app.echo', { $echo: (args) => args });
+    const client = new BusClient(clientNc, { timeoutMs: DEADLINE_MS });
+    await client.request('system.tools', '$register', {
+      spec: contextSpec('echo-ctx', { matrixTools: [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target: 'app.echo', op: '$echo' }] }),
+    });
+    const session = { profile: 'p', toolContextRefs: ['echo-ctx'] };
+    const load = startLoad(async () => {
+      const r = await client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'x', name: 'echo', arguments: { n: 1 } } });
+      if (r.isError) throw Object.assign(new Error(r.content), { name: r.error?.code ?? 'tool_error' });
+    }, 32);
+
+    await sleep(1_000);
+    const killedAt = performance.now();
+    await server.kill();
+    await sleep(1_000);
+    await server.restart();
+    // Back: every instance reconnected and answers discovery.
+    let back = 0;
+    while (back === 0) {
+      const live = await pingServices(clientNc, 100).catch(() => new Set<string>());
+      if (live.has('system-tools') && live.has('system-dispatcher')) back = performance.now();
+      else await sleep(50);
+    }
+    await sleep(3_000);
+    const records = await load.stop();
+
+    const during = records.filter((r) => r.started < back && r.ended > killedAt);
+    const after = records.filter((r) => r.started >= back);
+    const late = records.filter((r) => r.ended - r.started > DEADLINE_MS + 100);
+    const failedCodes = [...new Set(during.filter((r) => !r.ok).map((r) => r.code))];
+    console.info(
+      `restart under load: ${records.length} calls; during the outage ${during.filter((r) => !r.ok).length} failed (${failedCodes.join(', ')}); ` +
+        `back ${(back - killedAt).toFixed(0)} ms after the kill; after: ${after.filter((r) => r.ok).length}/${after.length} ok; slowest call ${Math.max(...records.map((r) => r.ended - r.started)).toFixed(0)} ms`,
+    );
+    expect(during.some((r) => !r.ok)).toBe(true);
+    expect(failedCodes.every((c) => c === 'timeout' || c === 'unavailable')).toBe(true);
+    expect(late).toEqual([]);
+    expect(after.length).toBeGreaterThan(100);
+    expect(after.filter((r) => r.ok).length / after.length).toBeGreaterThanOrEqual(0.99);
+
+    // The registry's KV watch resumed: a registration after the restart is served.
+    const reply = await client.request<{ revision: number }>('system.tools', '$register', { spec: contextSpec('after-restart') });
+    expect(reply.revision).toBeGreaterThan(0);
+    client.close();
+  }, 60_000);
+});
+
+describe('losing one of three registry instances under load', () => {
+  const instances: ServiceProcess[] = [];
+  afterAll(async () => {
+    for (const i of instances) await i.stop('SIGKILL');
+  });
+
+  it('fails only the requests that instance held', async () => {
+    const url = inject('natsUrl');
+    for (let i = 0; i < 3; i++) {
+      instances.push(await startScript('dist/src/cli/main.js', url, ' ready ', { MATRIX_TOOLS_BUCKET: `loss-${process.pid}` }, ['serve', '--no-dispatcher', '--no-reference']));
+    }
+    const client = new BusClient(await testConnection(), { timeoutMs: 2_000 });
+    const inFlight = 48;
+    const load = startLoad(() => client.request('system.tools', '$resolve', { profile: 'default' }), inFlight);
+    await sleep(1_000);
+    const killedAt = performance.now();
+    await instances[0]?.stop('SIGKILL');
+    await sleep(2_500);
+    const records = await load.stop();
+    const failed = records.filter((r) => !r.ok);
+    const startedLater = records.filter((r) => r.started > killedAt + 50);
+    console.info(`instance loss: ${records.length} calls, ${failed.length} failed (${[...new Set(failed.map((f) => f.code))].join(', ') || 'none'}), ${startedLater.filter((r) => !r.ok).length} of ${startedLater.length} started after the kill failed`);
+    expect(failed.length).toBeLessThanOrEqual(inFlight);
+    expect(failed.every((f) => f.started < killedAt + 50)).toBe(true);
+    expect(startedLater.filter((r) => r.ok).length).toBe(startedLater.length);
+    client.close();
+  }, 30_000);
+});
