@@ -52,7 +52,7 @@ export class Bucket {
 
   /** The sequence of the bucket's newest change; 0 when empty. */
   async lastRevision(): Promise<number> {
-    const status = await this.kv.status();
+    const status = await this.available(() => this.kv.status(), 'read');
     return (status.streamInfo.state.last_seq as number | undefined) ?? 0;
   }
 
@@ -68,7 +68,7 @@ export class Bucket {
 
   /** Writes unconditionally. */
   put(key: string, value: Uint8Array): Promise<number> {
-    return this.kv.put(key, value);
+    return this.available(() => this.kv.put(key, value), 'write');
   }
 
   /** Deletes, only if the key's revision is `revision` when given; resolves with the delete's revision. */
@@ -78,7 +78,7 @@ export class Bucket {
 
   /** The current entry of a key, or null (deleted keys are null). */
   async get(key: string): Promise<BucketEntry | null> {
-    const e = await this.kv.get(key);
+    const e = await this.available(() => this.kv.get(key), 'read');
     if (e === null || e.operation !== 'PUT') return null;
     return { key: e.key, value: e.value, revision: e.revision, operation: 'PUT' };
   }
@@ -127,9 +127,25 @@ export class Bucket {
       ) {
         throw new ConflictError(`${key} was changed by someone else: its revision is not the one expected`, { cause: err });
       }
-      throw err;
+      throw unavailable(this.name, 'write', err);
     }
   }
+
+  /**
+   * Keys and sizes are checked before any write, so what is left to fail is JetStream
+   * itself: no responders, a timeout, a stream electing its leader. Callers may retry.
+   */
+  private async available<T>(op: () => Promise<T>, what: 'read' | 'write'): Promise<T> {
+    try {
+      return await op();
+    } catch (err) {
+      throw unavailable(this.name, what, err);
+    }
+  }
+}
+
+function unavailable(bucket: string, what: 'read' | 'write', err: unknown): UnavailableError {
+  return new UnavailableError(`KV bucket ${bucket} could not take the ${what} right now (${(err as Error).message}); try again`, { cause: err });
 }
 
 function toEntry(e: KvWatchEntry): BucketEntry {
