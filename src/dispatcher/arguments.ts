@@ -34,10 +34,17 @@ export function parseArguments(raw: Record<string, unknown> | string | undefined
  * are cached, so the same object comes back) and, failing that, by the schema's text.
  */
 export class ArgumentValidators {
-  // Tool schemas come from many authors and drafts: unknown keywords and formats are allowed.
-  private readonly ajv = new Ajv2020({ allErrors: true, strict: false, verbose: true, logger: false, validateFormats: false });
-  private readonly byObject = new WeakMap<object, Check>();
+  private ajv = ArgumentValidators.newAjv();
+  private byObject = new WeakMap<object, Check>();
   private readonly byText = new Map<string, Check>();
+
+  /** @param maxSchemas distinct schemas kept compiled; past it the cache starts afresh. */
+  constructor(private readonly maxSchemas = 5_000) {}
+
+  // Tool schemas come from many authors and drafts: unknown keywords and formats are allowed.
+  private static newAjv(): Ajv2020 {
+    return new Ajv2020({ allErrors: true, strict: false, verbose: true, logger: false, validateFormats: false });
+  }
 
   /** The check of a schema; throws if the schema does not compile. */
   check(schema: JsonSchemaObject): Check {
@@ -46,6 +53,12 @@ export class ArgumentValidators {
     const text = JSON.stringify(schema);
     check = this.byText.get(text);
     if (check === undefined) {
+      if (this.byText.size >= this.maxSchemas) {
+        // A registry that churns through schemas must not grow this cache (and ajv's) forever.
+        this.byText.clear();
+        this.byObject = new WeakMap();
+        this.ajv = ArgumentValidators.newAjv();
+      }
       const validate = this.ajv.compile(schema);
       check = (value) => (validate(value) ? undefined : violationsOf(validate.errors));
       this.byText.set(text, check);

@@ -154,7 +154,12 @@ export class Dispatcher {
     const argumentsText = JSON.stringify(args);
     trace.event.argumentsDigest = sha256Hex(argumentsText).slice(0, 16);
     trace.event.argumentsBytes = Buffer.byteLength(argumentsText);
-    const violations = this.validators.check(tool.inputSchema)(args);
+    let violations: ReturnType<ReturnType<ArgumentValidators['check']>>;
+    try {
+      violations = this.validators.check(tool.inputSchema)(args);
+    } catch (err) {
+      return refuse('internal', `"${call.name}" cannot be called: its input schema does not compile (${(err as Error).message}). Use another tool; the context's owner must fix it.`);
+    }
     if (violations !== undefined) return refuse('bad_request', argumentsMessage(call.name, violations));
 
     let target = tool.target;

@@ -8,7 +8,7 @@ import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import type { ToolContextSpec } from '../registry/types.js';
-import { reservedTargets, specViolations } from '../registry/validate.js';
+import { reservedTargets, schemaCompiler, specViolations } from '../registry/validate.js';
 import { builtinContexts } from '../registry/builtins.js';
 
 /** The verdict on one spec. */
@@ -24,8 +24,9 @@ const builtinKeys = new Set(builtinContexts.map((c) => c.key));
 /** Checks specs as `$register` would, plus keys repeated among them. */
 export function validateSpecs(specs: readonly unknown[]): { valid: boolean; results: SpecVerdict[] } {
   const seen = new Map<string, number>();
+  const compiler = schemaCompiler();
   const results = specs.map((spec, index): SpecVerdict => {
-    const violations = specViolations(spec);
+    const violations = specViolations(spec, '', compiler);
     const key = typeof (spec as { key?: unknown })?.key === 'string' ? (spec as { key: string }).key : undefined;
     if (violations.length === 0) {
       violations.push(...reservedTargets(spec as ToolContextSpec));

@@ -4,7 +4,7 @@ export { DEFAULT_PAGE_SIZE, listContexts } from './list.js';
 export { CHANGED_EVENTS, Registry, REGISTRY_VERSION, registryMount, type RegistryMountOptions, type WritableToolContextStore } from './mount.js';
 export { DEFAULT_BUCKET, KvContextStore, type KvStoreOptions, type StoreChange } from './kv-store.js';
 export { Presence, type PresenceSnapshot } from './presence.js';
-export { assertRegistrable, reservedTargets, specViolations } from './validate.js';
+export { assertRegistrable, reservedTargets, schemaCompiler, specViolations } from './validate.js';
 export { renderProviderTools } from './providers.js';
 export { DEFAULT_TIMEOUT_MS, resolveToolContext, unmetRequirements, type ResolveOptions } from './resolver.js';
 export { compareKeys, StaticStore, storedBuiltin, type StoredContext, type ToolContextStore } from './store.js';

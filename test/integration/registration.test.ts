@@ -135,9 +135,10 @@ describe('run-time registration', () => {
     );
     const semanticErr = (await semantic.catch((e: unknown) => e)) as BadRequestError;
     expect(semanticErr).toBeInstanceOf(BadRequestError);
+    expect(semanticErr.violations[1]?.message).toBe('is not valid JSON Schema: must be equal to one of the allowed values');
     expect(semanticErr.violations.map((v) => [v.path, v.keyword])).toEqual([
       ['/spec/matrixTools/1/name', 'uniqueName'],
-      ['/spec/matrixTools/1/inputSchema', 'compile'],
+      ['/spec/matrixTools/1/inputSchema/properties/n/type', 'schema'],
       ['/spec/permissions/approval/tools/1', 'knownTool'],
     ]);
   });

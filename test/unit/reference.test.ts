@@ -105,3 +105,17 @@ describe('OpenAI strict mode', () => {
     expect(readonly.providerTools?.every((t) => (t.function as { strict: boolean }).strict)).toBe(true);
   });
 });
+
+describe('checking that tool schemas compile', () => {
+  it('refuses a $ref that leads nowhere, which the meta-schema cannot see', async () => {
+    const { specViolations } = await import('../../src/registry/validate.js');
+    const spec = { key: 'refs', title: 'R', description: 'd', permissions: { approval: 'never' }, matrixTools: [{ name: 't', description: 'd', inputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }, target: 'app.x', op: '$y' }] };
+    expect(specViolations(spec)).toEqual([expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'compile', message: expect.stringContaining('missing') })]);
+  });
+
+  it('accepts a draft-07 schema that says so', async () => {
+    const { specViolations } = await import('../../src/registry/validate.js');
+    const spec = { key: 'd7', title: 'D', description: 'd', permissions: { approval: 'never' }, matrixTools: [{ name: 't', description: 'd', inputSchema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { a: { type: 'string' } } }, target: 'app.x', op: '$y' }] };
+    expect(specViolations(spec)).toEqual([]);
+  });
+});
