@@ -32,6 +32,10 @@ export interface BucketWatch {
 }
 
 const RETRY_MS = 250;
+/** How often a watch checks that it is not behind the bucket. */
+const LIVENESS_MS = 2_000;
+/** How long without a delivery, while the bucket is ahead, counts as stalled. */
+const STALL_MS = 3_000;
 
 /** A KV bucket. */
 export class Bucket {
@@ -91,6 +95,7 @@ export class Bucket {
   watch(onEntry: (entry: BucketEntry) => void, onError: (err: unknown) => void = () => {}): BucketWatch {
     let stopped = false;
     let next = 0;
+    let lastDelivery = Date.now();
     let current: { stop(): void } | undefined;
     void (async () => {
       while (!stopped) {
@@ -99,6 +104,7 @@ export class Bucket {
           current = iter;
           if (stopped) iter.stop();
           for await (const e of iter) {
+            lastDelivery = Date.now();
             if (e.revision < next) continue;
             next = e.revision + 1;
             onEntry(toEntry(e));
@@ -109,9 +115,26 @@ export class Bucket {
         if (!stopped) await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
       }
     })();
+    // A watch whose consumer died with its server can stall without ending: when the bucket
+    // holds a revision the watch has not delivered for a while, start it again from there.
+    const liveness = setInterval(() => {
+      if (stopped || Date.now() - lastDelivery < STALL_MS) return;
+      this.lastRevision().then(
+        (last) => {
+          if (!stopped && last >= next && Date.now() - lastDelivery >= STALL_MS) {
+            onError(new Error(`watch of ${this.name} stalled at revision ${next - 1} of ${last}; restarting it`));
+            lastDelivery = Date.now();
+            current?.stop();
+          }
+        },
+        () => {}, // JetStream away: the check runs again later
+      );
+    }, LIVENESS_MS);
+    liveness.unref();
     return {
       stop: () => {
         stopped = true;
+        clearInterval(liveness);
         current?.stop();
       },
     };
