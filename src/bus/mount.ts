@@ -4,7 +4,7 @@
  * against the op's contract, honours `Matrix-Deadline`, and answers every request, errors
  * included, in the encoding the request came in.
  */
-import { headers as newHeaders, nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { Match, headers as newHeaders, nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { contracts as sharedContracts, SchemaId, type Check, type Contracts } from '../contracts/schemas.js';
 import { decodeMap, Encoded, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
 import { Header, readContext, type CallContext } from './context.js';
@@ -158,7 +158,7 @@ export class Mount {
       let ctx: CallContext = {};
       const h = msg.headers;
       if (h !== undefined) {
-        if (h.get(Header.ContentType)?.startsWith(JSON_CONTENT_TYPE)) encoding = Encoding.Json;
+        if (h.get(Header.ContentType, Match.IgnoreCase)?.startsWith(JSON_CONTENT_TYPE)) encoding = Encoding.Json;
         ctx = readContext(h);
       }
       if (bound === undefined) {

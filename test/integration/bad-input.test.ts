@@ -97,6 +97,13 @@ describe('system.tools answering bad input', () => {
     await stillAnswers();
   });
 
+  it('reads the Content-Type header whatever its case', async () => {
+    const h = headers();
+    h.set('content-type', 'application/json');
+    const reply = await nc.request('system.tools.$list', new TextEncoder().encode('{"limit":1}'), { timeout: 5_000, headers: h });
+    expect(JSON.parse(new TextDecoder().decode(reply.data)).contexts).toHaveLength(1);
+  });
+
   it('reads an empty body as {}', async () => {
     const reply = decode((await send('$introspect', new Uint8Array(0))).data) as { mount: string };
     expect(reply.mount).toBe('system.tools');

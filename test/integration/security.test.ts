@@ -4,11 +4,17 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { builtinContexts, MATRIX_INVOKE } from '../../src/registry/builtins.js';
+import { Registry, registryMount } from '../../src/registry/mount.js';
+import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
+import { prng } from '../harness/fuzz.js';
 import { startNatsProcess, type ProcessNats } from '../harness/nats-server.js';
+import { startTarget } from '../harness/targets.js';
 import { contextSpec } from '../harness/registry.js';
 import { cli, startScript, type ServiceProcess } from '../harness/service.js';
 
@@ -158,14 +164,6 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
 
 describe('no unauthorised call ever reaches a target (seeded random calls)', () => {
   it('counts zero at every subject outside the context, reserved or unapproved', async () => {
-    const { inject } = await import('vitest');
-    const { prng } = await import('../harness/fuzz.js');
-    const { startTarget } = await import('../harness/targets.js');
-    const { Dispatcher } = await import('../../src/dispatcher/dispatcher.js');
-    const { Registry, registryMount } = await import('../../src/registry/mount.js');
-    const { StaticStore, storedBuiltin } = await import('../../src/registry/store.js');
-    const { builtinContexts, MATRIX_INVOKE } = await import('../../src/registry/builtins.js');
-
     const nc = await connectBus({ servers: inject('natsUrl') });
     const invoke = builtinContexts.flatMap((c) => c.matrixTools ?? []).find((t) => t.name === MATRIX_INVOKE);
     const narrow = { key: 'narrow', title: 'Narrow', description: 'invoke app.allowed only', matrixTools: [invoke!], permissions: { approval: 'never' as const, allowTargets: ['app.allowed.>'] } };
