@@ -18,6 +18,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ServiceBroker } from 'moleculer';
 import { BusClient } from '../src/bus/client.js';
 import { connectBus } from '../src/bus/connect.js';
+import { newTraceparent, writeContext } from '../src/bus/context.js';
 import { Dispatcher } from '../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../src/dispatcher/types.js';
 import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
@@ -88,11 +89,14 @@ async function main(): Promise<void> {
     await mcp.connect(new StdioClientTransport({ command: process.execPath, args: [here('./mcp-server.js')], stderr: 'ignore' }));
     const middle = await cursorAt(client, 50);
     const ceiling = ceilingClient(nc, 'bench.echo.$echo', payload);
+    // The same, carrying the headers the protocol asks of every call (how much of the gap they are).
+    const ceilingWithHeaders = ceilingClient(nc, 'bench.echo.$echo', payload, true);
     let uncached = 0;
 
     const scenarios: Array<[string, () => Promise<unknown>]> = [
       ['raw nats.js request', () => nc.request('bench.echo.$echo', payload, { timeout: 10_000 })],
       ['ceiling (one inbox, no timer)', ceiling],
+      ['ceiling + context headers', ceilingWithHeaders],
       ['dispatch, in-process library', () => expectOk(dispatcher.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
       ['dispatch, via system.dispatcher', () => expectOk(client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } }))],
       ['$resolve, cached', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] })],
@@ -150,7 +154,7 @@ async function cursorAt(client: BusClient, page: number): Promise<string> {
 }
 
 /** The ceiling: one reply subscription, a callback, no per-request timer, no decoding. */
-function ceilingClient(nc: NatsConnection, subject: string, payload: Uint8Array): () => Promise<void> {
+function ceilingClient(nc: NatsConnection, subject: string, payload: Uint8Array, contextHeaders = false): () => Promise<void> {
   const inbox = `${createInbox()}.`;
   const pending = new Map<string, () => void>();
   let next = 0;
@@ -165,7 +169,8 @@ function ceilingClient(nc: NatsConnection, subject: string, payload: Uint8Array)
     new Promise<void>((resolve) => {
       const reply = inbox + (next++).toString(36);
       pending.set(reply, resolve);
-      nc.publish(subject, payload, { reply });
+      const headers = contextHeaders ? writeContext({ traceparent: newTraceparent(), deadline: Date.now() + 30_000 }) : undefined;
+      nc.publish(subject, payload, { reply, headers });
     });
 }
 

