@@ -7,7 +7,7 @@
  */
 import { createInbox, headers as newHeaders, Match, PermissionViolationError, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { decodeBody, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
-import { Header, writeContext, type CallContext } from './context.js';
+import { deadlineOf, Header, writeContext, type CallContext } from './context.js';
 import {
   codeOfStatus,
   errorFromWire,
@@ -87,8 +87,7 @@ export class BusClient {
   private send(subject: string, args: unknown, options: RequestOptions, raw: boolean): Promise<unknown> {
     const encoding = options.json ? Encoding.Json : Encoding.MsgPack;
     const now = Date.now();
-    const own = now + (options.timeoutMs ?? this.timeoutMs);
-    const deadline = options.deadline === undefined ? own : Math.min(own, options.deadline);
+    const deadline = deadlineOf(options.timeoutMs ?? this.timeoutMs, options.deadline, now);
     if (deadline <= now) {
       return Promise.reject(new TimeoutError(`the deadline passed before ${subject} was called`));
     }

@@ -12,7 +12,6 @@ export const JSON_CONTENT_TYPE = 'application/json';
 export const Encoding = { MsgPack: 'msgpack', Json: 'json' } as const;
 export type Encoding = (typeof Encoding)[keyof typeof Encoding];
 
-const EMPTY = new Uint8Array(0);
 const encoder = new Encoder({ ignoreUndefined: true });
 // Limits keep a hostile body from allocating far beyond its own size.
 const decoder = new Decoder({ maxStrLength: 64 * 1024 * 1024, maxBinLength: 64 * 1024 * 1024 });
@@ -83,8 +82,6 @@ export function nestedDeeperThan(value: object, max: number): boolean {
   }
   return false;
 }
-
-export { EMPTY as EMPTY_BODY };
 
 /**
  * A reply that is sent many times (a cached resolution): its bytes are computed once per

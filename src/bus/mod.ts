@@ -24,8 +24,6 @@ export { silentLogger, stderrLogger, type Logger } from './log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
 export {
   eventSubject,
-  isMountName,
-  isOpName,
   isReservedSubject,
   Mounts,
   mountWildcard,

@@ -14,19 +14,6 @@ export const Mounts = {
   Packages: 'system.packages',
 } as const;
 
-const mountPattern = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*$/;
-const opPattern = /^\$[A-Za-z][A-Za-z0-9_]*$/;
-
-/** Is `name` a valid mount name? */
-export function isMountName(name: string): boolean {
-  return name.length <= 200 && mountPattern.test(name);
-}
-
-/** Is `op` a valid op name? */
-export function isOpName(op: string): boolean {
-  return op.length <= 64 && opPattern.test(op);
-}
-
 /** The subject of one op: `<mount>.<op>`. */
 export function opSubject(mount: string, op: string): string {
   return `${mount}.${op}`;

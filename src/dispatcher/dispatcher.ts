@@ -8,7 +8,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { subscribeEvents } from '../bus/events.js';
-import { newTraceparent, type CallContext } from '../bus/context.js';
+import { deadlineOf, newTraceparent, type CallContext } from '../bus/context.js';
 import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
 import { eventSubject, isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
@@ -213,7 +213,7 @@ export class Dispatcher {
       if (left === 0) this.inFlight.delete(target);
       else this.inFlight.set(target, left);
     };
-    const deadline = Math.min(Date.now() + timeoutMs, ctx.deadline ?? Infinity);
+    const deadline = deadlineOf(timeoutMs, ctx.deadline);
     return this.attempt(request, ctx, deadline, trace, 1).then(
       (reply) => {
         release();
