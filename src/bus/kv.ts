@@ -75,7 +75,7 @@ export class Bucket {
     return this.available(() => this.kv.put(key, value), 'write');
   }
 
-  /** Deletes, only if the key's revision is `revision` when given; resolves with the delete's revision. */
+  /** Deletes, only if the key's revision is `revision` when given (the client does not learn the delete's revision). */
   async delete(key: string, revision?: number): Promise<void> {
     await this.cas(() => this.kv.delete(key, revision === undefined ? undefined : { previousSeq: revision }), key);
   }

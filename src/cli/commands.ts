@@ -3,13 +3,12 @@ import { readFileSync } from 'node:fs';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { newTraceparent, traceIdOf } from '../bus/context.js';
-import { subscribeEvents } from '../bus/events.js';
 import { Mounts } from '../bus/subjects.js';
-import { CALL_EVENTS } from '../dispatcher/audit.js';
-import type { CallEvent, ToolResult } from '../dispatcher/types.js';
+import { watchCalls } from '../dispatcher/audit.js';
+import type { ToolResult } from '../dispatcher/types.js';
 import type { MountDescription } from '../mounts/agents.js';
-import { CHANGED_EVENTS } from '../registry/mount.js';
-import type { ChangedEvent, IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, ResolveRequest, ToolContextSpec } from '../registry/types.js';
+import { watchRegistry } from '../registry/provider.js';
+import type { IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, ResolveRequest, ToolContextSpec } from '../registry/types.js';
 import { ExitCode, jsonFlag, table, UsageError } from './output.js';
 
 /** Flags that pick a session (the `$resolve` request behind `resolve` and `call`). */
@@ -151,12 +150,12 @@ export async function unregister(nc: NatsConnection, key: string, flags: { expec
 export async function watch(nc: NatsConnection, flags: { calls?: boolean; json?: boolean }): Promise<number> {
   const print = (kind: string, event: unknown, text: string) =>
     process.stdout.write(flags.json ? `${JSON.stringify({ kind, event })}\n` : `${new Date().toISOString()} ${text}\n`);
-  const stops = [subscribeEvents<ChangedEvent>(nc, CHANGED_EVENTS, (e) => print('changed', e, `${e.change} ${e.key} (revision ${e.revision})`))];
+  const stops = [watchRegistry(nc, (e) => print('changed', e, `${e.change} ${e.key} (revision ${e.revision})`))];
   if (flags.calls) {
     stops.push(
-      subscribeEvents<CallEvent[]>(nc, CALL_EVENTS, (batch) => {
-        for (const e of batch) print('call', e, `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${e.code ? ` (${e.code})` : ''} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`);
-      }),
+      watchCalls(nc, (e) =>
+        print('call', e, `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${e.code ? ` (${e.code})` : ''} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`),
+      ),
     );
   }
   await nc.flush();

@@ -9,12 +9,11 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { BusClient } from '../bus/client.js';
-import { subscribeEvents } from '../bus/events.js';
 import { Mounts } from '../bus/subjects.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
-import { CHANGED_EVENTS } from '../registry/mount.js';
 import { REGISTRY_VERSION } from '../registry/mount.js';
-import type { ChangedEvent, ResolvedToolContext, ResolveRequest } from '../registry/types.js';
+import { watchRegistry } from '../registry/provider.js';
+import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 
 /** Serves `session`'s tools over MCP stdio until the client disconnects. */
 export async function serveMcp(nc: NatsConnection, session: ResolveRequest): Promise<void> {
@@ -35,7 +34,7 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest): Pro
     return reply;
   });
 
-  const stopWatching = subscribeEvents<ChangedEvent>(nc, CHANGED_EVENTS, () => {
+  const stopWatching = watchRegistry(nc, () => {
     void server.sendToolListChanged().catch(() => {});
   });
   const transport = new StdioServerTransport();

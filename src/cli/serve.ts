@@ -70,12 +70,12 @@ export async function serve(options: ServeOptions): Promise<void> {
 
   const mounts: Mount[] = [];
   const cleanups: Array<() => void> = [];
-  const registry = options.registry ? new Registry(await openStore(nc, options), new Presence(nc)) : new Registry();
-  if (options.registry) mounts.push(registryMount(nc, { registry, logger: stderrLogger }));
+  const registry = options.registry ? new Registry(await openStore(nc, options), new Presence(nc)) : undefined;
+  if (registry !== undefined) mounts.push(registryMount(nc, { registry, logger: stderrLogger }));
   let dispatcher: Dispatcher | undefined;
   if (options.dispatcher) {
     // Beside the registry, resolve in this process: same state, one hop less.
-    dispatcher = new Dispatcher(nc, options.registry ? { source: localToolSource(registry) } : {});
+    dispatcher = new Dispatcher(nc, registry !== undefined ? { source: localToolSource(registry) } : {});
     mounts.push(dispatcherMount(nc, { dispatcher, logger: stderrLogger }));
   }
   if (options.reference) {

@@ -6,6 +6,7 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody } from '../bus/codec.js';
+import { subscribeEvents } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
 import type { CallEvent } from './types.js';
 
@@ -46,4 +47,11 @@ export class AuditLog {
       // Events lost to a closed connection must not fail the calls they describe.
     }
   }
+}
+
+/** Calls `onEvent` for every call event, one at a time, whatever batch it came in; returns a function that stops. */
+export function watchCalls(nc: NatsConnection, onEvent: (event: CallEvent) => void): () => void {
+  return subscribeEvents<CallEvent[] | CallEvent>(nc, CALL_EVENTS, (batch) => {
+    for (const e of Array.isArray(batch) ? batch : [batch]) if (e !== null && typeof e === 'object') onEvent(e);
+  });
 }

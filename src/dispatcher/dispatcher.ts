@@ -7,12 +7,12 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { subscribeEvents } from '../bus/events.js';
 import { deadlineOf, newTraceparent, type CallContext } from '../bus/context.js';
 import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
-import { eventSubject, isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
+import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
 import { sha256Hex } from '../registry/canonical.js';
+import { watchRegistry } from '../registry/provider.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { approvalGate } from './approval.js';
 import { AuditLog } from './audit.js';
@@ -22,8 +22,6 @@ import { DEFAULT_CONTENT_CAP, shapeReply } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
 import type { CallEvent, ToolCall, ToolErrorCode, ToolResult } from './types.js';
 
-/** Subject of the registry's change events, which clear the session cache. */
-export const REGISTRY_CHANGES = eventSubject(Mounts.Tools, 'changed');
 
 /** How a dispatcher behaves; every field has a default. */
 export interface DispatcherOptions {
@@ -88,7 +86,7 @@ export class Dispatcher {
       backoffMs: options.backoffMs ?? 5,
       audit: options.audit ?? true,
     };
-    this.stopWatching = subscribeEvents<{ revision?: unknown }>(nc, REGISTRY_CHANGES, (event) => this.sessions.clear(Number(event?.revision) || 0));
+    this.stopWatching = watchRegistry(nc, (event) => this.sessions.clear(Number(event?.revision) || 0));
   }
 
   /**

@@ -5,11 +5,10 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { traceIdOf } from '../bus/context.js';
-import { subscribeEvents } from '../bus/events.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import { CALL_EVENTS } from '../dispatcher/audit.js';
+import { watchCalls } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
 
 /** A `$query` request. */
@@ -65,9 +64,7 @@ export class TraceBuffer {
 /** Builds the `system.traces` mount; it starts listening at once. */
 export function tracesMount(nc: NatsConnection, options: { capacity?: number } = {}): { mount: Mount; stop(): void } {
   const buffer = new TraceBuffer(options.capacity);
-  const stop = subscribeEvents<CallEvent[] | CallEvent>(nc, CALL_EVENTS, (batch) => {
-    for (const e of Array.isArray(batch) ? batch : [batch]) if (e !== null && typeof e === 'object') buffer.add(e);
-  });
+  const stop = watchCalls(nc, (e) => buffer.add(e));
   const mount = new Mount(nc, {
     name: Mounts.Traces,
     version: '0.1.0',
