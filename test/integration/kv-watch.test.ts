@@ -1,0 +1,32 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { afterAll, describe, expect, it } from 'vitest';
+import { KvContextStore } from '../../src/registry/kv-store.js';
+import { testConnection } from '../harness/bus.js';
+import { contextSpec } from '../harness/registry.js';
+
+describe('the registry’s KV watch', () => {
+  const bucket = `watch-stall-${process.pid}`;
+  let store: KvContextStore | undefined;
+  afterAll(async () => {
+    store?.close();
+    const nc = await testConnection();
+    await (await new Kvm(nc).open(bucket)).destroy();
+  });
+
+  it('starts again when its consumer disappears without the watch ending', async () => {
+    const nc = await testConnection();
+    store = await KvContextStore.open(nc, { bucket });
+    await store.register(contextSpec('before'));
+    // What a cluster node dying with the watch's consumer looks like from here: the consumer is
+    // gone, and the nats.js iterator neither ends nor errs.
+    const jsm = await jetstreamManager(nc);
+    for await (const c of jsm.consumers.list(`KV_${bucket}`)) await jsm.consumers.delete(`KV_${bucket}`, c.name);
+    const writer = await new Kvm(await testConnection()).open(bucket);
+    await writer.put('after', JSON.stringify(contextSpec('after')));
+    const started = performance.now();
+    while (store.get('after') === undefined && performance.now() - started < 10_000) await new Promise((r) => setTimeout(r, 50));
+    expect(store.get('after')).toBeDefined();
+    expect(store.keys()).toEqual(expect.arrayContaining(['before', 'after']));
+  }, 20_000);
+});
