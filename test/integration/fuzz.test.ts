@@ -8,8 +8,8 @@ import { fuzzCase, prng, type FuzzCase } from '../harness/fuzz.js';
 import { startScript, type ServiceProcess } from '../harness/service.js';
 
 const SEED = Number(process.env.FUZZ_SEED) || 20261130;
-const ROUNDS = 3;
-const PER_ROUND = 4_000;
+const ROUNDS = 6;
+const PER_ROUND = 2_000;
 const IN_FLIGHT = 32;
 
 const spec = { key: 'fuzz-ok', title: 'Fuzz', description: 'valid', permissions: { approval: 'never' } };
@@ -109,8 +109,11 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, () => {
     console.info([...tally].sort().map(([k, n]) => `  ${k}: ${n}`).join('\n'));
     expect(failures.length, failures.slice(0, 20).join('\n')).toBe(0);
     expect(served.child.exitCode).toBeNull();
-    // Flat: the last round adds little to what the first one settled at.
-    expect((rss[ROUNDS - 1] as number) - (rss[0] as number)).toBeLessThan(40);
+    // Flat: what the last rounds settle at is little above what the first ones did. One sample
+    // is noisy (the allocator keeps pages of the 900 KB strings for a while): the lower of two
+    // samples at each end lets a passing spike through, and still catches steady growth.
+    const settled = (a: number, b: number) => Math.min(rss[a] as number, rss[b] as number);
+    expect(settled(ROUNDS - 2, ROUNDS - 1) - settled(0, 1)).toBeLessThan(40);
 
     const good = await nc.request('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), { timeout: 5_000, headers: jsonHeaders() });
     expect(good.headers?.get('Nats-Service-Error-Code')).toBe('');
