@@ -1,9 +1,10 @@
+import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/dispatcher/types.js';
 import { describeMounts } from '../../src/mounts/agents.js';
 import { decideByPolicy, loadPolicy } from '../../src/mounts/approvals.js';
 import { validateSpecs } from '../../src/mounts/packages.js';
-import { TraceBuffer } from '../../src/mounts/traces.js';
+import { eventsIn, TraceBuffer } from '../../src/mounts/traces.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore } from '../../src/registry/store.js';
 import { toStrictSchema } from '../../src/registry/strict.js';
@@ -28,6 +29,35 @@ describe('the trace buffer', () => {
     expect(buffer.query({ traceId: '00000000000000000000000000000007' }).events.map((e) => e.callId)).toEqual(['c7']);
     expect(buffer.query({ since: '2026-01-01T00:00:06Z', until: '2026-01-01T00:00:08Z' }).events.map((e) => e.callId)).toEqual(['c7', 'c6']);
     expect(buffer.query({ limit: 2 })).toMatchObject({ matched: 5, kept: 5 });
+  });
+
+  it('keeps batches as they came and drops the oldest events across batch boundaries', () => {
+    const buffer = new TraceBuffer(5);
+    expect(buffer.addEncoded(encode([event(1), event(2), event(3)]))).toBe(true);
+    expect(buffer.addEncoded(encode(event(4)))).toBe(true);
+    expect(buffer.addEncoded(encode([event(5), event(6)]))).toBe(true);
+    expect(buffer.size).toBe(5);
+    expect(buffer.query({}).events.map((e) => e.callId)).toEqual(['c6', 'c5', 'c4', 'c3', 'c2']);
+    buffer.add(event(7));
+    expect(buffer.addEncoded(encode(Array.from({ length: 20 }, (_, i) => event(10 + i))))).toBe(true);
+    expect(buffer.query({}).events.map((e) => e.callId)).toEqual(['c29', 'c28', 'c27', 'c26', 'c25']);
+  });
+
+  it('counts batches of every array size from their header alone', () => {
+    for (const n of [0, 15, 16, 65_535, 65_536]) expect(eventsIn(encode(new Array(n).fill(1)))).toBe(n);
+    expect(eventsIn(encode({ callId: 'x' }))).toBe(1);
+    expect(eventsIn(encode('text'))).toBeUndefined();
+    expect(eventsIn(new Uint8Array())).toBeUndefined();
+  });
+
+  it('refuses what is not a batch and skips entries of a batch that are not events', () => {
+    const buffer = new TraceBuffer(10);
+    expect(buffer.addEncoded(encode('not events'))).toBe(false);
+    expect(buffer.addEncoded(encode([event(1), 'junk', null, event(2)]))).toBe(true);
+    expect(buffer.addEncoded(Uint8Array.of(0x93, 0xc1))).toBe(true); // says 3, holds nothing readable
+    expect(buffer.query({}).events.map((e) => e.callId)).toEqual(['c2', 'c1']);
+    buffer.add(event(3));
+    expect(buffer.query({ tool: 'odd' }).events.map((e) => e.callId)).toEqual(['c3', 'c1']);
   });
 });
 
