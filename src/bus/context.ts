@@ -3,7 +3,8 @@
  * every downstream call.
  */
 import { randomFillSync } from 'node:crypto';
-import { headers as newHeaders, Match, type MsgHdrs } from '@nats-io/nats-core';
+import { MsgHdrsImpl, type MsgHdrs } from '@nats-io/nats-core';
+import { JSON_CONTENT_TYPE } from './codec.js';
 import { BadRequestError } from './errors.js';
 
 /** Header names, spelt as they travel. */
@@ -31,27 +32,83 @@ export interface CallContext {
 
 const traceparentPattern = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
 
+/** What the headers of a request say: its context, and whether its body is JSON. */
+export interface RequestHeaders {
+  context: CallContext;
+  json: boolean;
+}
+
+/**
+ * Reads the headers of a request in one pass, names in any case; a malformed
+ * `Matrix-Deadline` is a bad request.
+ */
+export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
+  const context: CallContext = {};
+  let json = false;
+  if (h === undefined) return { context, json };
+  for (const [name, values] of h) {
+    const value = values[0];
+    if (!value) continue;
+    switch (name.toLowerCase()) {
+      case lower.TraceParent:
+        context.traceparent ??= value;
+        break;
+      case lower.Session:
+        context.session ??= value;
+        break;
+      case lower.Principal:
+        context.principal ??= value;
+        break;
+      case lower.Deadline:
+        context.deadline ??= deadlineHeader(value);
+        break;
+      case lower.ContentType:
+        json ||= value.startsWith(JSON_CONTENT_TYPE);
+        break;
+    }
+  }
+  return { context, json };
+}
+
 /** Reads the context headers of a request; a malformed `Matrix-Deadline` is a bad request. */
 export function readContext(h: MsgHdrs | undefined): CallContext {
-  const ctx: CallContext = {};
-  if (h === undefined) return ctx;
-  const traceparent = h.get(Header.TraceParent, Match.IgnoreCase);
-  if (traceparent) ctx.traceparent = traceparent;
-  const session = h.get(Header.Session, Match.IgnoreCase);
-  if (session) ctx.session = session;
-  const principal = h.get(Header.Principal, Match.IgnoreCase);
-  if (principal) ctx.principal = principal;
-  const deadline = h.get(Header.Deadline, Match.IgnoreCase);
-  if (deadline) {
-    const ms = Number(deadline);
-    if (!Number.isSafeInteger(ms) || ms <= 0) {
-      throw new BadRequestError(`header ${Header.Deadline} must be a Unix time in milliseconds, got '${deadline}'`, {
-        details: { violations: [{ path: '', message: `header ${Header.Deadline} is not a Unix time in ms` }] },
-      });
-    }
-    ctx.deadline = ms;
+  return readRequestHeaders(h).context;
+}
+
+const lower = {
+  TraceParent: Header.TraceParent.toLowerCase(),
+  Session: Header.Session.toLowerCase(),
+  Principal: Header.Principal.toLowerCase(),
+  Deadline: Header.Deadline.toLowerCase(),
+  ContentType: Header.ContentType.toLowerCase(),
+};
+
+function deadlineHeader(value: string): number {
+  const ms = Number(value);
+  if (!Number.isSafeInteger(ms) || ms <= 0) {
+    throw new BadRequestError(`header ${Header.Deadline} must be a Unix time in milliseconds, got '${value}'`, {
+      details: { violations: [{ path: '', message: `header ${Header.Deadline} is not a Unix time in ms` }] },
+    });
   }
-  return ctx;
+  return ms;
+}
+
+/**
+ * Headers this package sends. nats.js checks and canonicalises a name on every `set` and
+ * encodes the block with a `TextEncoder` on every publish, ~1.5 µs for two headers (most of
+ * it the encoder, slow on short strings); here the names are the protocol's constants,
+ * values are checked as nats.js checks them, and `Buffer.from` encodes (~0.3 µs).
+ */
+export class OutgoingHeaders extends MsgHdrsImpl {
+  /** Sets one of the protocol's headers; throws if the value holds CR or LF. */
+  put(name: (typeof Header)[keyof typeof Header], value: string): this {
+    this.headers.set(name, [MsgHdrsImpl.validHeaderValue(value)]);
+    return this;
+  }
+
+  override encode(): Uint8Array {
+    return Buffer.from(this.toString());
+  }
 }
 
 /**
@@ -60,11 +117,19 @@ export function readContext(h: MsgHdrs | undefined): CallContext {
  */
 export function writeContext(ctx: CallContext | undefined, h?: MsgHdrs, deadline = ctx?.deadline): MsgHdrs | undefined {
   if (ctx === undefined) return h;
-  if (ctx.traceparent !== undefined) (h ??= newHeaders()).set(Header.TraceParent, ctx.traceparent);
-  if (deadline !== undefined) (h ??= newHeaders()).set(Header.Deadline, String(deadline));
-  if (ctx.session !== undefined) (h ??= newHeaders()).set(Header.Session, ctx.session);
-  if (ctx.principal !== undefined) (h ??= newHeaders()).set(Header.Principal, ctx.principal);
-  return h;
+  if (h !== undefined && !(h instanceof OutgoingHeaders)) {
+    if (ctx.traceparent !== undefined) h.set(Header.TraceParent, ctx.traceparent);
+    if (deadline !== undefined) h.set(Header.Deadline, String(deadline));
+    if (ctx.session !== undefined) h.set(Header.Session, ctx.session);
+    if (ctx.principal !== undefined) h.set(Header.Principal, ctx.principal);
+    return h;
+  }
+  let out = h;
+  if (ctx.traceparent !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.TraceParent, ctx.traceparent);
+  if (deadline !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.Deadline, String(deadline));
+  if (ctx.session !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.Session, ctx.session);
+  if (ctx.principal !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.Principal, ctx.principal);
+  return out;
 }
 
 /** The trace id of a `traceparent`, or undefined when it is not W3C-shaped. */

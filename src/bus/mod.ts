@@ -1,7 +1,7 @@
 export { BusClient, type BusClientOptions, type RawReply, type RequestOptions } from './client.js';
 export { decodeBody, decodeMap, Encoded, encodedOnce, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
 export { connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL, type ConnectOptions } from './connect.js';
-export { deadlineOf, Header, newTraceparent, readContext, traceIdOf, writeContext, type CallContext } from './context.js';
+export { deadlineOf, Header, newTraceparent, OutgoingHeaders, readContext, readRequestHeaders, traceIdOf, writeContext, type CallContext, type RequestHeaders } from './context.js';
 export { discover, pingServices, type EndpointStats, type ServiceInfo } from './discovery.js';
 export {
   BadRequestError,

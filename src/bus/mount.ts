@@ -4,10 +4,10 @@
  * against the op's contract, honours `Matrix-Deadline`, and answers every request, errors
  * included, in the encoding the request came in.
  */
-import { Match, headers as newHeaders, nuid, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { nuid, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { contracts as sharedContracts, SchemaId, type Check, type Contracts } from '../contracts/schemas.js';
 import { decodeMap, Encoded, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
-import { Header, readContext, type CallContext } from './context.js';
+import { Header, OutgoingHeaders, readRequestHeaders, type CallContext } from './context.js';
 import { serveDiscovery, type EndpointStats } from './discovery.js';
 import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooLargeError, TimeoutError } from './errors.js';
 import { silentLogger, type Logger } from './log.js';
@@ -156,10 +156,10 @@ export class Mount {
     let encoding: Encoding = Encoding.MsgPack;
     try {
       let ctx: CallContext = {};
-      const h = msg.headers;
-      if (h !== undefined) {
-        if (h.get(Header.ContentType, Match.IgnoreCase)?.startsWith(JSON_CONTENT_TYPE)) encoding = Encoding.Json;
-        ctx = readContext(h);
+      if (msg.headers !== undefined) {
+        const read = readRequestHeaders(msg.headers);
+        if (read.json) encoding = Encoding.Json;
+        ctx = read.context;
       }
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
@@ -216,9 +216,9 @@ export class Mount {
 
   private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): void {
     const error = err instanceof MatrixError ? err : this.internal(err, msg.subject);
-    const h = encoding === Encoding.Json ? jsonHeaders() : newHeaders();
-    h.set(Header.ServiceErrorCode, String(error.status));
-    h.set(Header.ServiceError, headerSafe(error.message));
+    const h = encoding === Encoding.Json ? jsonHeaders() : new OutgoingHeaders();
+    h.put(Header.ServiceErrorCode, String(error.status));
+    h.put(Header.ServiceError, headerSafe(error.message));
     msg.respond(encodeBody(error.toBody(), encoding), { headers: h });
     if (bound !== undefined) this.record(bound, started, `${error.status}:${error.message}`);
   }
@@ -279,10 +279,8 @@ function badRequest(op: string, violations: NonNullable<ReturnType<Check>>): Mat
   return new BadRequestError(`invalid ${op} request: ${first}${more}`, { details: { violations: listed } });
 }
 
-function jsonHeaders(): MsgHdrs {
-  const h = newHeaders();
-  h.set(Header.ContentType, JSON_CONTENT_TYPE);
-  return h;
+function jsonHeaders(): OutgoingHeaders {
+  return new OutgoingHeaders().put(Header.ContentType, JSON_CONTENT_TYPE);
 }
 
 /** Header values are one line of limited length. */

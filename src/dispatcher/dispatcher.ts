@@ -15,7 +15,7 @@ import { sha256Hex } from '../registry/canonical.js';
 import { watchRegistry } from '../registry/provider.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { approvalGate } from './approval.js';
-import { AuditLog } from './audit.js';
+import { AuditLog, isoNow } from './audit.js';
 import { ArgumentValidators, argumentsMessage, parseArguments } from './arguments.js';
 import { busToolSource, SessionCache, type Session, type SessionCacheOptions, type ToolSource } from './sessions.js';
 import { DEFAULT_CONTENT_CAP, shapeReply } from './shape.js';
@@ -273,7 +273,7 @@ export class Dispatcher {
     const e = trace.event;
     e.outcome = outcome;
     e.durationMs = durationMs;
-    e.at = new Date().toISOString();
+    e.at = isoNow();
     if (code !== undefined) e.code = code;
     if (ctx.session !== undefined) e.session = ctx.session;
     if (ctx.principal !== undefined) e.principal = ctx.principal;

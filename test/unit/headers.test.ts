@@ -1,0 +1,51 @@
+import { headers, MsgHdrsImpl } from '@nats-io/nats-core';
+import { describe, expect, it } from 'vitest';
+import { BadRequestError } from '../../src/bus/errors.js';
+import { Header, OutgoingHeaders, readRequestHeaders, writeContext } from '../../src/bus/context.js';
+
+const context = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', session: 'sess-1', principal: 'agent:ö' };
+
+describe('the context headers', () => {
+  it('encode to the block nats.js itself writes for the same headers', () => {
+    const ours = writeContext(context, undefined, 1_800_000_000_000) as MsgHdrsImpl;
+    const theirs = headers() as MsgHdrsImpl;
+    theirs.set(Header.TraceParent, context.traceparent);
+    theirs.set(Header.Deadline, '1800000000000');
+    theirs.set(Header.Session, context.session);
+    theirs.set(Header.Principal, context.principal);
+    expect(ours).toBeInstanceOf(OutgoingHeaders);
+    expect(Buffer.from(ours.encode()).toString()).toBe(Buffer.from(theirs.encode()).toString());
+    expect(MsgHdrsImpl.decode(ours.encode()).get(Header.Principal)).toBe('agent:ö');
+  });
+
+  it('read back whatever the case of their names, first value first', () => {
+    const h = headers();
+    h.append('TRACEPARENT', context.traceparent);
+    h.append('matrix-deadline', '1800000000000');
+    h.append('Matrix-Session', 'first');
+    h.append('matrix-session', 'second');
+    h.append('content-type', 'application/json; charset=utf-8');
+    expect(readRequestHeaders(h)).toEqual({
+      context: { traceparent: context.traceparent, deadline: 1_800_000_000_000, session: 'first' },
+      json: true,
+    });
+    expect(readRequestHeaders(undefined)).toEqual({ context: {}, json: false });
+  });
+
+  it('refuse a deadline that is not a Unix time in ms, and a value that would break the block', () => {
+    for (const bad of ['soon', '-5', '1.5']) {
+      const h = headers();
+      h.set(Header.Deadline, bad);
+      expect(() => readRequestHeaders(h)).toThrow(BadRequestError);
+    }
+    expect(() => writeContext({ session: 'a\r\nInjected: yes' })).toThrow(/\\r or \\n/);
+  });
+
+  it('add to headers the caller made, keeping theirs', () => {
+    const h = headers();
+    h.set('X-Mine', '1');
+    const out = writeContext({ traceparent: context.traceparent }, h, 5);
+    expect(out).toBe(h);
+    expect([out?.get('X-Mine'), out?.get(Header.TraceParent), out?.get(Header.Deadline)]).toEqual(['1', context.traceparent, '5']);
+  });
+});
