@@ -5,9 +5,9 @@
  * when calls come one at a time (measured: 45 µs of CPU per call before batching by time).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { encodeBody } from '../bus/codec.js';
 import { subscribeEvents } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
+import { encodeCallEvents } from './events-codec.js';
 import type { CallEvent } from './types.js';
 
 /** Subject of the audit events. */
@@ -42,7 +42,7 @@ export class AuditLog {
     const events = this.batch;
     this.batch = [];
     try {
-      this.nc.publish(CALL_EVENTS, encodeBody(events));
+      this.nc.publish(CALL_EVENTS, encodeCallEvents(events));
     } catch {
       // Events lost to a closed connection must not fail the calls they describe.
     }

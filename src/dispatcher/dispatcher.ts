@@ -97,7 +97,23 @@ export class Dispatcher {
   call(sessionRequest: ResolveRequest, call: ToolCall, ctx: CallContext = {}): Promise<ToolResult> {
     const trace: Trace = {
       started: performance.now(),
-      event: { callId: call.id, name: call.name, outcome: 'ok', durationMs: 0, attempts: 0, at: '' },
+      // Every field from the start: one object shape, however the call ends.
+      event: {
+        callId: call.id,
+        name: call.name,
+        target: undefined,
+        op: undefined,
+        session: undefined,
+        principal: undefined,
+        traceparent: undefined,
+        outcome: 'ok',
+        code: undefined,
+        durationMs: 0,
+        attempts: 0,
+        argumentsDigest: undefined,
+        argumentsBytes: undefined,
+        at: '',
+      },
     };
     const context: CallContext = { ...ctx, traceparent: ctx.traceparent ?? newTraceparent() };
     let session: Session | Promise<Session>;

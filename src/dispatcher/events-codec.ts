@@ -1,0 +1,150 @@
+/**
+ * MessagePack of a batch of call events, written by hand. The generic encoder spends ~1.7 µs
+ * an event, most of it encoding the same dozen key names again; this copies each key's bytes
+ * from a table and writes each value directly. The bytes decode to what the generic encoder's
+ * would (a test holds the two together).
+ */
+import type { CallEvent } from './types.js';
+
+/** The MessagePack bytes of each field's name; a field added to `CallEvent` must be added here. */
+const KEY = {
+  callId: key('callId'),
+  name: key('name'),
+  target: key('target'),
+  op: key('op'),
+  session: key('session'),
+  principal: key('principal'),
+  traceparent: key('traceparent'),
+  outcome: key('outcome'),
+  code: key('code'),
+  durationMs: key('durationMs'),
+  attempts: key('attempts'),
+  argumentsDigest: key('argumentsDigest'),
+  argumentsBytes: key('argumentsBytes'),
+  at: key('at'),
+} satisfies Record<keyof CallEvent, Uint8Array>;
+
+function key(name: string): Uint8Array {
+  return Uint8Array.from([0xa0 | name.length, ...Buffer.from(name)]);
+}
+
+let buf = new Uint8Array(64 * 1024);
+let view = new DataView(buf.buffer);
+const utf8 = new TextEncoder();
+let pos = 0;
+
+/** Encodes events as one MessagePack array of maps; fields that are undefined are left out. */
+export function encodeCallEvents(events: readonly CallEvent[]): Uint8Array {
+  pos = 0;
+  arrayHeader(events.length);
+  for (const event of events) writeEvent(event);
+  return buf.slice(0, pos);
+}
+
+// Each field by name: a loop over names would make every property read a slow keyed one.
+function writeEvent(e: CallEvent): void {
+  ensure(1);
+  const header = pos++;
+  const count =
+    field(KEY.callId, e.callId) +
+    field(KEY.name, e.name) +
+    field(KEY.target, e.target) +
+    field(KEY.op, e.op) +
+    field(KEY.session, e.session) +
+    field(KEY.principal, e.principal) +
+    field(KEY.traceparent, e.traceparent) +
+    field(KEY.outcome, e.outcome) +
+    field(KEY.code, e.code) +
+    field(KEY.durationMs, e.durationMs) +
+    field(KEY.attempts, e.attempts) +
+    field(KEY.argumentsDigest, e.argumentsDigest) +
+    field(KEY.argumentsBytes, e.argumentsBytes) +
+    field(KEY.at, e.at);
+  buf[header] = 0x80 | count; // fixmap: 14 fields at most
+}
+
+/** Writes one field unless its value is undefined; returns how many it wrote. */
+function field(name: Uint8Array, value: string | number | undefined): number {
+  if (value === undefined) return 0;
+  ensure(name.length);
+  const b = buf;
+  let p = pos;
+  for (let i = 0; i < name.length; i++) b[p++] = name[i] as number;
+  pos = p;
+  if (typeof value === 'number') writeNumber(value);
+  else writeString(String(value));
+  return 1;
+}
+
+function ensure(bytes: number): void {
+  if (pos + bytes <= buf.length) return;
+  const bigger = new Uint8Array(Math.max(buf.length * 2, pos + bytes));
+  bigger.set(buf.subarray(0, pos));
+  buf = bigger;
+  view = new DataView(buf.buffer);
+}
+
+/** Formats of a length or unsigned integer: the 1-byte form and its limit, then the 8-, 16- and 32-bit type bytes. */
+const ARRAY = { fix: 0x90, fixLimit: 16, u8: undefined, u16: 0xdc, u32: 0xdd };
+const STR = { fix: 0xa0, fixLimit: 32, u8: 0xd9, u16: 0xda, u32: 0xdb };
+const UINT = { fix: 0x00, fixLimit: 0x80, u8: 0xcc, u16: 0xcd, u32: 0xce };
+
+/** Writes `n` in the smallest form of `format` (n < 2^32). */
+function sized(n: number, format: { fix: number; fixLimit: number; u8: number | undefined; u16: number; u32: number }): void {
+  ensure(5);
+  if (n < format.fixLimit) buf[pos++] = format.fix | n;
+  else if (n < 0x100 && format.u8 !== undefined) {
+    buf[pos++] = format.u8;
+    buf[pos++] = n;
+  } else if (n < 0x10000) {
+    buf[pos++] = format.u16;
+    view.setUint16(pos, n);
+    pos += 2;
+  } else {
+    buf[pos++] = format.u32;
+    view.setUint32(pos, n);
+    pos += 4;
+  }
+}
+
+function arrayHeader(n: number): void {
+  sized(n, ARRAY);
+}
+
+function writeString(s: string): void {
+  const n = s.length;
+  if (n < 0x100) {
+    // Short and, almost always, ASCII: written in a loop, no call into C++.
+    const start = pos;
+    sized(n, STR);
+    ensure(n);
+    const b = buf;
+    let p = pos;
+    let i = 0;
+    for (; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0x80) break;
+      b[p++] = c;
+    }
+    if (i === n) {
+      pos = p;
+      return;
+    }
+    pos = start;
+  }
+  const bytes = Buffer.byteLength(s);
+  sized(bytes, STR);
+  ensure(bytes);
+  pos += utf8.encodeInto(s, buf.subarray(pos)).written;
+}
+
+function writeNumber(n: number): void {
+  if (Number.isInteger(n) && n >= 0 && n <= 0xffffffff) {
+    sized(n, UINT);
+    return;
+  }
+  ensure(9);
+  buf[pos++] = 0xcb;
+  view.setFloat64(pos, n);
+  pos += 8;
+}

@@ -1,0 +1,53 @@
+import { decode, encode } from '@msgpack/msgpack';
+import { describe, expect, it } from 'vitest';
+import { encodeCallEvents } from '../../src/dispatcher/events-codec.js';
+import type { CallEvent } from '../../src/dispatcher/types.js';
+
+// Required<>: a field added to CallEvent must be added here, and then the encoder must write it.
+const full: Required<CallEvent> = {
+  callId: 'call_1',
+  name: 'echo',
+  target: 'bench.echo',
+  op: '$echo',
+  session: 'session-ö',
+  principal: 'agent:🦊',
+  traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+  outcome: 'error',
+  code: 'timeout',
+  durationMs: 12.345,
+  attempts: 3,
+  argumentsDigest: '0123456789abcdef',
+  argumentsBytes: 70_000,
+  at: '2026-11-30T09:30:54.123Z',
+};
+
+describe('the call event encoder', () => {
+  it('writes what the generic MessagePack encoder writes, field for field', () => {
+    expect(decode(encodeCallEvents([full]))).toEqual([full]);
+    expect(decode(encodeCallEvents([full]))).toEqual(decode(encode([full])));
+  });
+
+  it('leaves out undefined fields', () => {
+    const sparse: CallEvent = { callId: 'c', name: 'n', outcome: 'ok', durationMs: 0, at: 'now', code: undefined };
+    expect(decode(encodeCallEvents([sparse]))).toEqual([{ callId: 'c', name: 'n', outcome: 'ok', durationMs: 0, at: 'now' }]);
+  });
+
+  it('keeps numbers and strings of every size exact', () => {
+    const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 53 - 1, -1, -200, 1.5, 1e-9, Number.MAX_VALUE];
+    const strings = ['', 'a', 'x'.repeat(31), 'x'.repeat(32), 'y'.repeat(255), 'y'.repeat(256), 'z'.repeat(65_536), 'é'.repeat(20), 'é'.repeat(200), `${'a'.repeat(30)}😀`];
+    const events = [
+      ...numbers.map((n, i): CallEvent => ({ ...full, callId: String(i), durationMs: n, argumentsBytes: n })),
+      ...strings.map((s): CallEvent => ({ ...full, callId: s, name: s })),
+    ];
+    expect(decode(encodeCallEvents(events))).toEqual(events);
+  });
+
+  it('writes batches of every array size, growing past its first buffer', () => {
+    for (const n of [0, 15, 16, 65_536]) {
+      const events = Array.from({ length: n }, (_, i): CallEvent => ({ ...full, callId: `c${i}` }));
+      const decoded = decode(encodeCallEvents(events)) as CallEvent[];
+      expect(decoded.length).toBe(n);
+      if (n > 0) expect(decoded[n - 1]).toEqual(events[n - 1]);
+    }
+  });
+});
