@@ -3,7 +3,7 @@
  * every downstream call.
  */
 import { randomFillSync } from 'node:crypto';
-import { MsgHdrsImpl, type MsgHdrs } from '@nats-io/nats-core';
+import { InvalidArgumentError, MsgHdrsImpl, type MsgHdrs } from '@nats-io/nats-core';
 import { JSON_CONTENT_TYPE } from './codec.js';
 import { BadRequestError } from './errors.js';
 
@@ -93,6 +93,8 @@ function deadlineHeader(value: string): number {
   return ms;
 }
 
+const LINE_BREAK = /[\r\n]/;
+
 /**
  * Headers this package sends. nats.js checks and canonicalises a name on every `set` and
  * encodes the block with a `TextEncoder` on every publish, ~1.5 µs for two headers (most of
@@ -102,7 +104,8 @@ function deadlineHeader(value: string): number {
 export class OutgoingHeaders extends MsgHdrsImpl {
   /** Sets one of the protocol's headers; throws if the value holds CR or LF. */
   put(name: (typeof Header)[keyof typeof Header], value: string): this {
-    this.headers.set(name, [MsgHdrsImpl.validHeaderValue(value)]);
+    if (LINE_BREAK.test(value)) throw InvalidArgumentError.format('header', 'values cannot contain \\r or \\n');
+    this.headers.set(name, [value.trim()]);
     return this;
   }
 

@@ -165,9 +165,11 @@ export class Dispatcher {
       return refuse('bad_request', `The arguments of "${call.name}" could not be read: ${parsed.reason}. Send a JSON object that matches the tool's schema.`);
     }
     const args = parsed.value;
-    const argumentsText = JSON.stringify(args);
-    trace.event.argumentsDigest = sha256Hex(argumentsText).slice(0, 16);
-    trace.event.argumentsBytes = Buffer.byteLength(argumentsText);
+    if (this.options.audit) {
+      const argumentsText = JSON.stringify(args);
+      trace.event.argumentsDigest = sha256Hex(argumentsText).slice(0, 16);
+      trace.event.argumentsBytes = Buffer.byteLength(argumentsText);
+    }
     let violations: ReturnType<ReturnType<ArgumentValidators['check']>>;
     try {
       violations = this.validators.check(tool.inputSchema)(args);
@@ -228,36 +230,42 @@ export class Dispatcher {
       else this.inFlight.set(target, left);
     };
     const deadline = deadlineOf(timeoutMs, ctx.deadline);
-    return this.attempt(request, ctx, deadline, trace, 1).then(
-      (reply) => {
-        release();
-        const shaped = shapeReply(reply, request.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
-        const durationMs = this.audit(trace, ctx, 'ok');
-        const result: ToolResult = { callId: call.id, name: call.name, isError: false, content: shaped.content, durationMs };
-        if (shaped.structured !== undefined) result.structured = shaped.structured;
-        if (shaped.truncated !== undefined) result.truncated = shaped.truncated;
-        return result;
-      },
-      (err: unknown) => {
+    const shape = (reply: unknown): ToolResult => {
+      release();
+      const shaped = shapeReply(reply, request.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
+      const durationMs = this.audit(trace, ctx, 'ok');
+      const result: ToolResult = { callId: call.id, name: call.name, isError: false, content: shaped.content, durationMs };
+      if (shaped.structured !== undefined) result.structured = shaped.structured;
+      if (shaped.truncated !== undefined) result.truncated = shaped.truncated;
+      return result;
+    };
+    // One handler pair for every attempt: a reply that comes at once takes no extra promise.
+    const attempt = (n: number): Promise<ToolResult> => {
+      trace.event.attempts = n;
+      const options = { traceparent: ctx.traceparent, session: ctx.session, principal: ctx.principal, deadline };
+      return this.client.request(target, op, request.body, options).then(shape, (err: unknown) => {
+        const wait = this.retryWait(request.tool, err, n, deadline);
+        if (wait !== undefined) return new Promise<void>((resolve) => setTimeout(resolve, wait)).then(() => attempt(n + 1));
         release();
         return this.targetFailed(trace, ctx, call, target, op, timeoutMs, err);
-      },
-    );
+      });
+    };
+    return attempt(1);
   }
 
-  /** One request; retries no-responders always, and internal/unavailable failures of idempotent tools. */
-  private attempt(request: Forward, ctx: CallContext, deadline: number, trace: Trace, attempt: number): Promise<unknown> {
-    trace.event.attempts = attempt;
-    const options = { traceparent: ctx.traceparent, session: ctx.session, principal: ctx.principal, deadline };
-    return this.client.request(request.target, request.op, request.body, options).catch((err: unknown) => {
-      const idempotent = request.tool.annotations?.idempotent === true && !isInvokeTool(request.tool);
-      const code = err instanceof MatrixError ? err.code : ErrorCode.Internal;
-      const retryable = err instanceof UnavailableError || (idempotent && code === ErrorCode.Internal);
-      if (!retryable || attempt >= this.options.maxAttempts) throw err;
-      const wait = this.options.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
-      if (Date.now() + wait >= deadline) throw err;
-      return new Promise((resolve) => setTimeout(resolve, wait)).then(() => this.attempt(request, ctx, deadline, trace, attempt + 1));
-    });
+  /**
+   * How long to wait before attempt `n + 1`, or undefined to give up: no responders are
+   * retried always, internal/unavailable failures only for idempotent tools, never a timeout,
+   * never past the deadline.
+   */
+  private retryWait(tool: ResolvedTool, err: unknown, n: number, deadline: number): number | undefined {
+    if (n >= this.options.maxAttempts) return undefined;
+    const idempotent = tool.annotations?.idempotent === true && !isInvokeTool(tool);
+    const code = err instanceof MatrixError ? err.code : ErrorCode.Internal;
+    const retryable = err instanceof UnavailableError || (idempotent && code === ErrorCode.Internal);
+    if (!retryable) return undefined;
+    const wait = this.options.backoffMs * 2 ** (n - 1) * (0.5 + Math.random() / 2);
+    return Date.now() + wait < deadline ? wait : undefined;
   }
 
   private targetFailed(trace: Trace, ctx: CallContext, call: ToolCall, target: string, op: string, timeoutMs: number, err: unknown): ToolResult {
