@@ -4,6 +4,8 @@
  * machine (other processes, frequency changes) falls on every scenario alike.
  */
 
+import { readFileSync } from 'node:fs';
+
 /** What one scenario at one concurrency measured; p50 and p99 in µs. */
 export interface Figures {
   p50: number;
@@ -11,18 +13,26 @@ export interface Figures {
   /** Completed operations per second. */
   rps: number;
   errors: number;
+  /** CPU time per completed operation, in µs, by process (when a CPU probe was given). */
+  cpu?: Record<string, number>;
 }
+
+/** Cumulative CPU time in µs of each process measured, by name. */
+export type CpuProbe = () => Record<string, number>;
 
 /** Samples gathered over the rounds of one scenario at one concurrency. */
 class Samples {
   latencies: number[] = [];
   seconds = 0;
   errors = 0;
+  cpu: Record<string, number> | undefined;
 
   figures(): Figures {
     const sorted = [...this.latencies].sort((a, b) => a - b);
     const at = (q: number) => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN) * 1000;
-    return { p50: at(0.5), p99: at(0.99), rps: sorted.length / this.seconds, errors: this.errors };
+    const figures: Figures = { p50: at(0.5), p99: at(0.99), rps: sorted.length / this.seconds, errors: this.errors };
+    if (this.cpu !== undefined) figures.cpu = Object.fromEntries(Object.entries(this.cpu).map(([name, us]) => [name, us / sorted.length]));
+    return figures;
   }
 }
 
@@ -32,16 +42,18 @@ export async function measureInterleaved(
   inFlight: number,
   seconds: number,
   rounds: number,
+  cpu?: CpuProbe,
 ): Promise<Figures[]> {
   const samples = ops.map(() => new Samples());
   for (const op of ops) await run(op, inFlight, 0.3, new Samples()); // warm-up
   for (let round = 0; round < rounds; round++) {
-    for (const [i, op] of ops.entries()) await run(op, inFlight, seconds / rounds, samples[i] as Samples);
+    for (const [i, op] of ops.entries()) await run(op, inFlight, seconds / rounds, samples[i] as Samples, cpu);
   }
   return samples.map((s) => s.figures());
 }
 
-async function run(op: () => Promise<unknown>, inFlight: number, seconds: number, into: Samples): Promise<void> {
+async function run(op: () => Promise<unknown>, inFlight: number, seconds: number, into: Samples, cpu?: CpuProbe): Promise<void> {
+  const before = cpu?.();
   const started = performance.now();
   const end = started + seconds * 1000;
   const worker = async () => {
@@ -57,4 +69,23 @@ async function run(op: () => Promise<unknown>, inFlight: number, seconds: number
   };
   await Promise.all(Array.from({ length: inFlight }, worker));
   into.seconds += (performance.now() - started) / 1000;
+  if (cpu !== undefined && before !== undefined) {
+    const after = cpu();
+    into.cpu ??= {};
+    for (const name of Object.keys(after)) into.cpu[name] = (into.cpu[name] ?? 0) + (after[name] as number) - (before[name] ?? 0);
+  }
 }
+
+/** CPU time in µs a process has used so far (Linux `/proc`); NaN where it cannot be read. */
+export function processCpu(pid: number | undefined | null): number {
+  if (pid === undefined || pid === null) return NaN;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return (Number(fields[11]) + Number(fields[12])) * (1e6 / CLOCK_TICKS);
+  } catch {
+    return NaN;
+  }
+}
+
+/** Linux reports process CPU in clock ticks of 1/100 s. */
+const CLOCK_TICKS = 100;

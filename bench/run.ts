@@ -23,11 +23,12 @@ import { Dispatcher } from '../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../src/dispatcher/types.js';
 import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
-import { measureInterleaved, type Figures } from './measure.js';
+import { measureInterleaved, processCpu, type CpuProbe, type Figures } from './measure.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS) || 3;
 const ROUNDS = 5;
 const CONCURRENCY = [1, 64, 256] as const;
+const CPU_TABLE_IN_FLIGHT = 64;
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
 const echoTool = {
@@ -73,10 +74,10 @@ async function main(): Promise<void> {
     await populate(nc, 'bench-tools', 10_000, 1, [benchContext]);
     await populate(nc, 'bench-big', 10_000, 20, []);
 
-    children.push(await spawnReady(here('./echo.js'), url, 'stdout', 'ready'));
+    const echo = await spawnReady(here('./echo.js'), url, 'stdout', 'ready');
     const service = await spawnReady(here('../src/main.js'), url, 'stderr', ' ready ', { MATRIX_TOOLS_BUCKET: 'bench-tools' });
-    children.push(service);
-    children.push(await spawnReady(here('./moleculer-server.js'), url, 'stdout', 'ready'));
+    const moleculerServer = await spawnReady(here('./moleculer-server.js'), url, 'stdout', 'ready');
+    children.push(echo, service, moleculerServer);
 
     const client = new BusClient(nc, { timeoutMs: 10_000 });
     const payload = encode({ q: 'hello' });
@@ -86,7 +87,19 @@ async function main(): Promise<void> {
     await molecular.start();
     await molecular.waitForServices(['echo']);
     const mcp = new McpClient({ name: 'bench', version: '1.0.0' });
-    await mcp.connect(new StdioClientTransport({ command: process.execPath, args: [here('./mcp-server.js')], stderr: 'ignore' }));
+    const mcpTransport = new StdioClientTransport({ command: process.execPath, args: [here('./mcp-server.js')], stderr: 'ignore' });
+    await mcp.connect(mcpTransport);
+    const cpu: CpuProbe = () => {
+      const own = process.cpuUsage();
+      return {
+        bench: own.user + own.system,
+        'nats-server': processCpu(nats.pid),
+        echo: processCpu(echo.pid),
+        service: processCpu(service.pid),
+        'Moleculer server': processCpu(moleculerServer.pid),
+        'MCP server': processCpu(mcpTransport.pid),
+      };
+    };
     const middle = await cursorAt(client, 50);
     const ceiling = ceilingClient(nc, 'bench.echo.$echo', payload);
     // The same, carrying the headers the protocol asks of every call (how much of the gap they are).
@@ -108,7 +121,7 @@ async function main(): Promise<void> {
 
     const rows: Row[] = [];
     for (const inFlight of CONCURRENCY) {
-      const figures = await measureInterleaved(scenarios.map(([, op]) => op), inFlight, SECONDS, ROUNDS);
+      const figures = await measureInterleaved(scenarios.map(([, op]) => op), inFlight, SECONDS, ROUNDS, cpu);
       for (const [i, [scenario]] of scenarios.entries()) {
         const f = figures[i] as Figures;
         rows.push({ scenario, inFlight, figures: f });
@@ -231,6 +244,15 @@ function render(rows: Row[], rss: { big: number; empty: number }): { text: strin
     { what: '$resolve cached p50 ÷ raw request (1 in flight)', ratio: get('$resolve, cached', 1).p50 / raw(1).p50, bound: 1.2, kind: 'max' },
     { what: '$resolve uncached, 10k contexts, p50 ÷ raw request (1 in flight)', ratio: get('$resolve, uncached, 10k contexts', 1).p50 / raw(1).p50, bound: 2, kind: 'max' },
   ];
+  const cpuAt = CPU_TABLE_IN_FLIGHT;
+  const processes = Object.keys(rows.find((r) => r.figures.cpu !== undefined)?.figures.cpu ?? {});
+  const cpuLines = rows
+    .filter((r) => r.inFlight === cpuAt && r.figures.cpu !== undefined)
+    .map(({ scenario, figures }) => {
+      const cpu = figures.cpu as Record<string, number>;
+      const total = processes.reduce((sum, p) => sum + (Number.isFinite(cpu[p]) ? (cpu[p] as number) : 0), 0);
+      return `| ${scenario} | ${processes.map((p) => (cpu[p] as number).toFixed(1)).join(' | ')} | ${total.toFixed(1)} |`;
+    });
   const met = (t: Target) => (t.kind === 'max' ? t.ratio <= t.bound : t.ratio >= t.bound);
   const targetLines = targets.map((t) => `| ${t.what} | ${t.ratio.toFixed(2)} | ${t.kind === 'max' ? '≤' : '≥'} ${t.bound} | ${met(t) ? 'met' : 'MISSED'} |`);
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
@@ -242,6 +264,14 @@ function render(rows: Row[], rss: { big: number; empty: number }): { text: strin
     header,
     '|---|---|---|---|---|---|---|---|',
     ...lines,
+    '',
+    `## CPU per call at ${cpuAt} in flight`,
+    '',
+    'µs of CPU each process spent per completed call (from `/proc` and `process.cpuUsage`, whole rounds); the bench process is the caller: raw request, ceiling, the in-process dispatcher, and the Moleculer and MCP clients run in it. With every process on the same cores, the total bounds throughput.',
+    '',
+    `| scenario | ${processes.join(' | ')} | total |`,
+    `|---|${processes.map(() => '---').join('|')}|---|`,
+    ...cpuLines,
     '',
     '## Targets (ratios from this run)',
     '',

@@ -65,19 +65,22 @@ export function decodeMap(data: Uint8Array, encoding: Encoding = Encoding.MsgPac
   return value as Record<string, unknown>;
 }
 
-/** Whether maps and arrays in `value` nest deeper than `max` (iterative: deep input cannot overflow it). */
+/**
+ * Whether maps and arrays in `value` nest deeper than `max`. Recursive but bounded: it never
+ * descends past `max + 1` levels, however deep the input, and allocates nothing.
+ */
 export function nestedDeeperThan(value: object, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop() as [unknown, number];
-    if (depth > max) return true;
-    if (Array.isArray(node)) {
-      for (const child of node) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
-    } else if (node !== null && typeof node === 'object' && !(node instanceof Uint8Array)) {
-      for (const key in node) {
-        const child = (node as Record<string, unknown>)[key];
-        if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
-      }
+  return depthExceeds(value, 1, max);
+}
+
+function depthExceeds(node: object, depth: number, max: number): boolean {
+  if (depth > max) return true;
+  if (Array.isArray(node)) {
+    for (const child of node) if (child !== null && typeof child === 'object' && depthExceeds(child, depth + 1, max)) return true;
+  } else if (!(node instanceof Uint8Array)) {
+    for (const key in node) {
+      const child = (node as Record<string, unknown>)[key];
+      if (child !== null && typeof child === 'object' && depthExceeds(child, depth + 1, max)) return true;
     }
   }
   return false;

@@ -47,6 +47,8 @@ interface Entry {
   /** The session, once resolved. */
   value?: Session;
   expires: number;
+  /** The request object of the latest lookup by key. */
+  lastRequest: object;
 }
 
 /** Sessions by request, valid until the registry changes. */
@@ -78,13 +80,15 @@ export class SessionCache {
     const key = JSON.stringify(request);
     const hit = this.entries.get(key);
     if (hit !== undefined && hit.expires > now) {
-      this.byObject.set(request, hit);
+      // Indexed by object only once the object comes back: requests decoded from the bus are
+      // new each call, and a weak map entry for each would cost the collector more than it saves.
+      if (hit.lastRequest === request) this.byObject.set(request, hit);
+      else hit.lastRequest = request;
       return hit.value ?? hit.session;
     }
     const session = this.source.resolve(request, ctx).then(indexSession);
-    const entry: Entry = { key, session, expires: now + this.ttlMs };
+    const entry: Entry = { key, session, expires: now + this.ttlMs, lastRequest: request };
     this.entries.set(key, entry);
-    this.byObject.set(request, entry);
     const forget = () => {
       if (this.entries.get(key) === entry) this.entries.delete(key);
     };

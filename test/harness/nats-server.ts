@@ -23,6 +23,8 @@ export interface TestNats {
 export interface ProcessNats extends TestNats {
   kind: 'process';
   port: number;
+  /** Its process id while it runs. */
+  readonly pid: number | undefined;
   /** Kills the process (SIGKILL), keeping its store. */
   kill(): Promise<void>;
   /** Starts it again after `kill()`. */
@@ -82,6 +84,9 @@ export async function startNatsProcess(extraArgs: string[] = []): Promise<Proces
     url: `nats://127.0.0.1:${port}`,
     kind: 'process',
     port,
+    get pid() {
+      return child?.pid;
+    },
     kill,
     restart: launch,
     stop: async () => {
