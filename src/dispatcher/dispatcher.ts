@@ -18,7 +18,7 @@ import { approvalGate } from './approval.js';
 import { AuditLog, isoNow } from './audit.js';
 import { ArgumentValidators, argumentsMessage, parseArguments } from './arguments.js';
 import { busToolSource, SessionCache, type Session, type SessionCacheOptions, type ToolSource } from './sessions.js';
-import { DEFAULT_CONTENT_CAP, shapeReply } from './shape.js';
+import { DEFAULT_CONTENT_CAP, shapeReply, type Shaped } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
 import type { CallEvent, ToolCall, ToolErrorCode, ToolResult } from './types.js';
 
@@ -232,7 +232,13 @@ export class Dispatcher {
     const deadline = deadlineOf(timeoutMs, ctx.deadline);
     const shape = (reply: unknown): ToolResult => {
       release();
-      const shaped = shapeReply(reply, request.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
+      let shaped: Shaped;
+      try {
+        shaped = shapeReply(reply, request.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
+      } catch (err) {
+        // A reply nested thousands of levels deep overflows JSON.stringify: still a result.
+        return this.fail(trace, ctx, call, 'internal', `"${call.name}" answered with a reply that cannot be shown as text (${(err as Error).message}); its service must fix it. Use another tool.`);
+      }
       const durationMs = this.audit(trace, ctx, 'ok');
       const result: ToolResult = { callId: call.id, name: call.name, isError: false, content: shaped.content, durationMs };
       if (shaped.structured !== undefined) result.structured = shaped.structured;

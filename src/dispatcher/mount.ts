@@ -1,11 +1,12 @@
 /** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { MAX_DEPTH, nestedDeeperThan } from '../bus/codec.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { Dispatcher } from './dispatcher.js';
-import type { CallRequest } from './types.js';
+import type { CallRequest, ToolResult } from './types.js';
 
 /** Version of the dispatcher implementation. */
 export const DISPATCHER_VERSION = '0.1.0';
@@ -33,13 +34,26 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         request: SchemaId.CallRequest,
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) =>
-          dispatcher.call(request.session, request.call, {
-            traceparent: ctx.traceparent,
-            deadline: ctx.deadline,
-            session: ctx.session,
-            principal: ctx.principal,
-          }),
+          dispatcher
+            .call(request.session, request.call, {
+              traceparent: ctx.traceparent,
+              deadline: ctx.deadline,
+              session: ctx.session,
+              principal: ctx.principal,
+            })
+            .then(travelling),
       },
     },
   });
+}
+
+/**
+ * A result as it can travel: a `structured` reply nested deeper than a body may be (it could
+ * not be encoded, or read back) is left out; `content` still holds its text.
+ */
+function travelling(result: ToolResult): ToolResult {
+  const structured = result.structured;
+  if (structured === null || typeof structured !== 'object' || !nestedDeeperThan(structured, MAX_DEPTH - 1)) return result;
+  const { structured: _dropped, ...rest } = result;
+  return rest;
 }

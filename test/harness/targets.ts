@@ -12,7 +12,7 @@ export interface Seen {
   headers: Record<string, string>;
 }
 
-/** A handler's answer: a value, an error to send back, or `silence` to never answer. */
+/** A handler's answer: a value, raw bytes to send as they are, an error to send back, or `silence` to never answer. */
 export type Answer = unknown;
 export const silence = Symbol('silence');
 export class TargetError {
@@ -55,7 +55,7 @@ export async function startTarget(
           msg.respond(encode({ error: { code: answer.code, message: answer.message } }), { headers: h });
           return;
         }
-        msg.respond(encode(answer));
+        msg.respond(answer instanceof Uint8Array ? answer : encode(answer));
       });
     },
   });

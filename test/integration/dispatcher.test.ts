@@ -48,6 +48,8 @@ const testContexts: ToolContextSpec[] = [
       tool('stall', '$never', { timeoutMs: 300 }),
       tool('flaky', '$flaky', { annotations: { idempotent: true } }),
       tool('big', '$big'),
+      tool('abyss', '$abyss', { resultMode: 'json' }),
+      tool('deep', '$deep', { resultMode: 'json' }),
       tool('nobody', '$x', { target: uniqueMount('nobody') }),
       tool('gated', '$echo'),
     ],
@@ -68,6 +70,16 @@ const session: ResolveRequest = { profile: 'test', toolContextRefs: ['dispatch-t
 const invokeSession: ResolveRequest = { profile: 'test', toolContextRefs: ['invoke-narrow'] };
 
 type Approver = 'approve' | 'reject' | 'slow' | 'none';
+
+/** `levels` arrays, each holding the next. */
+function nestedArrays(levels: number): unknown {
+  let value: unknown = [];
+  for (let i = 1; i < levels; i++) value = [value];
+  return value;
+}
+
+/** MessagePack of arrays nested 100,000 deep: decodable, too deep for JSON.stringify. */
+const abyss = Uint8Array.from({ length: 100_001 }, (_, i) => (i < 100_000 ? 0x91 : 0x90));
 
 describe('the dispatcher', () => {
   let nc: NatsConnection;
@@ -103,6 +115,7 @@ describe('the dispatcher', () => {
       $never: () => silence,
       $flaky: () => (flakyFailures-- > 0 ? new TargetError(500, 'internal', 'transient') : { ok: true }),
       $big: () => ({ blob: 'z'.repeat(200_000) }),
+      $abyss: () => abyss,
     });
     nc.subscribe(CALL_EVENTS, {
       callback: (_e, msg) => {
@@ -253,6 +266,11 @@ describe('the dispatcher', () => {
       expect(r.error?.code).toBe('timeout');
       expect(performance.now() - started).toBeLessThan(100 + 50);
     });
+
+    it('answers a reply too deep to show as text with a result, not a throw', async () => {
+      const r = await call('abyss');
+      expect(r).toMatchObject({ isError: true, error: { code: 'internal' }, content: expect.stringContaining('cannot be shown as text') });
+    });
   });
 
   describe('matrix_invoke', () => {
@@ -326,7 +344,7 @@ describe('system.dispatcher', () => {
   beforeAll(async () => {
     nc = await testConnection();
     const store = new StaticStore([...builtinContexts.map(storedBuiltin), ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 }))], 1);
-    target = await startTarget(nc, T, { $echo: (args, seen) => ({ args, traceparent: seen.headers.traceparent }) });
+    target = await startTarget(nc, T, { $echo: (args, seen) => ({ args, traceparent: seen.headers.traceparent }), $deep: () => nestedArrays(80) });
     mounts = await Promise.all([registryMount(nc, { registry: new Registry(store) }).start(), dispatcherMount(nc).start()]);
     client = new BusClient(nc, { timeoutMs: 10_000 });
   });
@@ -351,6 +369,12 @@ describe('system.dispatcher', () => {
     await expect(failure).rejects.toMatchObject({ code: 'bad_request' });
     const err = (await failure.catch((e: unknown) => e)) as { violations: Array<{ path: string }> };
     expect(err.violations.map((v) => v.path).sort()).toEqual(['/call/id', '/call/name', '/extra', '/session']);
+  });
+
+  it('leaves out a structured reply too deep to travel, keeping its text', async () => {
+    const r = await client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'w3', name: 'deep' } });
+    expect(r).toMatchObject({ isError: false, content: JSON.stringify(nestedArrays(80)) });
+    expect(r).not.toHaveProperty('structured');
   });
 
   it('answers a failed tool as a result, not an error', async () => {
