@@ -3,9 +3,12 @@
  * `ConflictError`, and a watch that keeps going through disconnects and server restarts
  * (it resumes from the revision after the last one it delivered).
  */
-import type { NatsConnection } from '@nats-io/nats-core';
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { Empty, headers, type NatsConnection } from '@nats-io/nats-core';
+import { jetstream, JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+
+/** The header that marks a KV delete (the KV client's own constant is not exported). */
+const KV_OPERATION = 'KV-Operation';
 import { ConflictError, UnavailableError } from './errors.js';
 
 /** One change of one key. */
@@ -41,6 +44,7 @@ const STALL_MS = 3_000;
 export class Bucket {
   private constructor(
     private readonly kv: KV,
+    private readonly js: JetStreamClient,
     readonly name: string,
   ) {}
 
@@ -48,7 +52,7 @@ export class Bucket {
   static async open(nc: NatsConnection, name: string, options: BucketOptions = {}): Promise<Bucket> {
     try {
       const kv = await new Kvm(nc).create(name, { replicas: options.replicas ?? 1, history: options.history ?? 5 });
-      return new Bucket(kv, name);
+      return new Bucket(kv, jetstream(nc), name);
     } catch (err) {
       throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, { cause: err });
     }
@@ -75,9 +79,15 @@ export class Bucket {
     return this.available(() => this.kv.put(key, value), 'write');
   }
 
-  /** Deletes, only if the key's revision is `revision` when given (the client does not learn the delete's revision). */
-  async delete(key: string, revision?: number): Promise<void> {
-    await this.cas(() => this.kv.delete(key, revision === undefined ? undefined : { previousSeq: revision }), key);
+  /**
+   * Deletes (writes a delete marker, as the KV client does), only if the key's revision is
+   * `revision` when given; returns the delete's own revision, which the KV client keeps to itself.
+   */
+  delete(key: string, revision?: number): Promise<number> {
+    const h = headers();
+    h.set(KV_OPERATION, 'DEL');
+    if (revision !== undefined) h.set('Nats-Expected-Last-Subject-Sequence', String(revision));
+    return this.cas(async () => (await this.js.publish(`$KV.${this.name}.${key}`, Empty, { headers: h })).seq, key);
   }
 
   /** The current entry of a key, or null (deleted keys are null). */

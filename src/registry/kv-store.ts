@@ -119,8 +119,7 @@ export class KvContextStore implements ToolContextStore {
     if (expectedRevision !== undefined && expectedRevision !== current.revision) {
       throw new ConflictError(`${key} is at revision ${current.revision}, not ${expectedRevision}`);
     }
-    await this.bucket.delete(key, expectedRevision);
-    const revision = await this.bucket.lastRevision();
+    const revision = await this.bucket.delete(key, expectedRevision);
     await this.waitForRevision(revision);
     return { key, change: 'unregistered', revision };
   }

@@ -94,6 +94,28 @@ describe('run-time registration', () => {
     ]);
   });
 
+  it('reports the revision of the unregistration itself while other writes land', async () => {
+    const bucket = uniqueBucket();
+    await start(bucket);
+    const kv = await new Kvm(nc).open(bucket);
+    for (let round = 0; round < 5; round++) {
+      const key = `gone-${round}`;
+      await register(contextSpec(key), 0);
+      // Other writers keep the bucket moving while the delete is acknowledged.
+      let writing = true;
+      const writer = (async () => {
+        for (let i = 0; writing; i++) await kv.put(`busy-${round}-${i % 20}`, JSON.stringify(contextSpec(`busy-${round}-${i % 20}`)));
+      })();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const gone = await client.request<RegisterReply>('system.tools', '$unregister', { key });
+      writing = false;
+      await writer;
+      const marker = await kv.get(key);
+      expect(marker?.operation).toBe('DEL');
+      expect(gone.revision).toBe(marker?.revision);
+    }
+  });
+
   it('keeps registrations across a restart of every registry instance', async () => {
     const bucket = uniqueBucket();
     const a = await start(bucket);
