@@ -83,6 +83,8 @@ async function main(): Promise<void> {
     const payload = encode({ q: 'hello' });
     const session = { profile: 'bench', toolContextRefs: ['bench'] };
     const dispatcher = new Dispatcher(nc, { audit: true });
+    // The same without audit events (what the audit trail costs; the protocol requires it).
+    const unaudited = new Dispatcher(nc, { audit: false });
     const molecular = new ServiceBroker({ nodeID: 'bench-moleculer-client', transporter: url, logger: false });
     await molecular.start();
     await molecular.waitForServices(['echo']);
@@ -111,6 +113,7 @@ async function main(): Promise<void> {
       ['ceiling (one inbox, no timer)', ceiling],
       ['ceiling + context headers', ceilingWithHeaders],
       ['dispatch, in-process library', () => expectOk(dispatcher.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
+      ['dispatch, in-process, audit off', () => expectOk(unaudited.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
       ['dispatch, via system.dispatcher', () => expectOk(client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } }))],
       ['$resolve, cached', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] })],
       ['$resolve, uncached, 10k contexts', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: [`ctx-${String(uncached++ % 10_000).padStart(5, '0')}`, 'bench'] })],
@@ -134,6 +137,7 @@ async function main(): Promise<void> {
     await mcp.close();
     await molecular.stop();
     dispatcher.close();
+    unaudited.close();
     client.close();
     await nc.drain();
 
