@@ -55,14 +55,32 @@ async function main(): Promise<void> {
     }],
     ['bad request', false, () => client.request('system.tools', '$resolve', { profile: 42 })],
     ['unknown tool', true, () => dispatcher.call(session, { id: 'c', name: 'nope' })],
+    ['trace query', true, () => client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo', limit: 5 }).then(mustHaveFound)],
   ];
+  // A model asks for traces now and then, not as often as it calls tools: 1 pick in ~150.
+  const weights = mix.map(([name]) => (name === 'trace query' ? 0.05 : 1));
+  const totalWeight = weights.reduce((a, b) => a + b, 0);
+  const pick = (): (typeof mix)[number] => {
+    let r = Math.random() * totalWeight;
+    for (const [i, w] of weights.entries()) if ((r -= w) < 0) return mix[i] as (typeof mix)[number];
+    return mix[0] as (typeof mix)[number];
+  };
+  const mustHaveFound = (r: { matched: number }) => {
+    if (r.matched === 0) throw new Error('system.traces holds no echo call');
+  };
+  // Trace queries expect echo calls on record: make one and wait until system.traces has it.
+  await dispatcher.call(session, { id: 'first', name: 'echo', arguments: {} }).then(mustSucceed);
+  for (let waited = 0; (await client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo' })).matched === 0; waited += 20) {
+    if (waited > 5_000) throw new Error('system.traces never heard of the first call');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
   const calls = new Map<string, number>();
   const errors = new Map<string, number>();
   let unexpected = 0;
   let running = true;
   const worker = async () => {
     while (running) {
-      const [name, shouldSucceed, op] = mix[Math.floor(Math.random() * mix.length)] as (typeof mix)[number];
+      const [name, shouldSucceed, op] = pick();
       calls.set(name, (calls.get(name) ?? 0) + 1);
       try {
         await op();
