@@ -32,6 +32,15 @@ export interface CallContext {
 
 const traceparentPattern = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
 
+/** Header names in lower case, as a request's are compared. */
+const lower = {
+  TraceParent: Header.TraceParent.toLowerCase(),
+  Session: Header.Session.toLowerCase(),
+  Principal: Header.Principal.toLowerCase(),
+  Deadline: Header.Deadline.toLowerCase(),
+  ContentType: Header.ContentType.toLowerCase(),
+};
+
 /** What the headers of a request say: its context, and whether its body is JSON. */
 export interface RequestHeaders {
   context: CallContext;
@@ -74,14 +83,6 @@ export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
 export function readContext(h: MsgHdrs | undefined): CallContext {
   return readRequestHeaders(h).context;
 }
-
-const lower = {
-  TraceParent: Header.TraceParent.toLowerCase(),
-  Session: Header.Session.toLowerCase(),
-  Principal: Header.Principal.toLowerCase(),
-  Deadline: Header.Deadline.toLowerCase(),
-  ContentType: Header.ContentType.toLowerCase(),
-};
 
 function deadlineHeader(value: string): number {
   const ms = Number(value);

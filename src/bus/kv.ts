@@ -6,10 +6,10 @@
 import { Empty, headers, type NatsConnection } from '@nats-io/nats-core';
 import { jetstream, JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import { ConflictError, UnavailableError } from './errors.js';
 
 /** The header that marks a KV delete (the KV client's own constant is not exported). */
 const KV_OPERATION = 'KV-Operation';
-import { ConflictError, UnavailableError } from './errors.js';
 
 /** One change of one key. */
 export interface BucketEntry {
@@ -82,6 +82,7 @@ export class Bucket {
   /**
    * Deletes (writes a delete marker, as the KV client does), only if the key's revision is
    * `revision` when given; returns the delete's own revision, which the KV client keeps to itself.
+   * Keys are subjects as they are (no key codec), and the bucket is local (no mirror prefix).
    */
   delete(key: string, revision?: number): Promise<number> {
     const h = headers();

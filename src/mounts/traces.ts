@@ -138,15 +138,21 @@ function decoded(segment: Segment): CallEvent[] {
 /** The place of an entry that was not an event; queries skip it. */
 const NOT_AN_EVENT: CallEvent = { callId: '', name: '', outcome: 'error', durationMs: 0, at: '' };
 
-/** How many events a message holds, from its MessagePack header: an array's length, 1 for a map. */
+/**
+ * How many events a message holds, from its MessagePack header: an array's length, 1 for a map.
+ * Undefined when it is neither, or claims more events than it has bytes (each takes at least one).
+ */
 export function eventsIn(bytes: Uint8Array): number | undefined {
   const first = bytes[0];
   if (first === undefined) return undefined;
-  if (first >= 0x90 && first <= 0x9f) return first - 0x90; // fixarray
-  if (first === 0xdc && bytes.length >= 3) return (bytes[1] as number) * 0x100 + (bytes[2] as number); // array 16
-  if (first === 0xdd && bytes.length >= 5) return new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1); // array 32
   if ((first >= 0x80 && first <= 0x8f) || first === 0xde || first === 0xdf) return 1; // one event, a map
-  return undefined;
+  let count: number;
+  let header: number;
+  if (first >= 0x90 && first <= 0x9f) [count, header] = [first - 0x90, 1]; // fixarray
+  else if (first === 0xdc && bytes.length >= 3) [count, header] = [(bytes[1] as number) * 0x100 + (bytes[2] as number), 3]; // array 16
+  else if (first === 0xdd && bytes.length >= 5) [count, header] = [new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1), 5]; // array 32
+  else return undefined;
+  return count <= bytes.length - header ? count : undefined;
 }
 
 /** Builds the `system.traces` mount; it starts listening at once. */

@@ -47,6 +47,7 @@ describe('the trace buffer', () => {
     for (const n of [0, 15, 16, 65_535, 65_536]) expect(eventsIn(encode(new Array(n).fill(1)))).toBe(n);
     expect(eventsIn(encode({ callId: 'x' }))).toBe(1);
     expect(eventsIn(encode('text'))).toBeUndefined();
+    expect(eventsIn(Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff, 0x80))).toBeUndefined(); // claims 4 billion events in 6 bytes
     expect(eventsIn(new Uint8Array())).toBeUndefined();
   });
 
@@ -54,7 +55,8 @@ describe('the trace buffer', () => {
     const buffer = new TraceBuffer(10);
     expect(buffer.addEncoded(encode('not events'))).toBe(false);
     expect(buffer.addEncoded(encode([event(1), 'junk', null, event(2)]))).toBe(true);
-    expect(buffer.addEncoded(Uint8Array.of(0x93, 0xc1))).toBe(true); // says 3, holds nothing readable
+    expect(buffer.addEncoded(Uint8Array.of(0x93, 0xc1))).toBe(false); // says 3, has bytes for 1 at most
+    expect(buffer.addEncoded(Uint8Array.of(0x93, 0xc1, 0xc1, 0xc1))).toBe(true); // says 3, holds nothing readable
     expect(buffer.query({}).events.map((e) => e.callId)).toEqual(['c2', 'c1']);
     buffer.add(event(3));
     expect(buffer.query({ tool: 'odd' }).events.map((e) => e.callId)).toEqual(['c3', 'c1']);
