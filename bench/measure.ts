@@ -76,6 +76,9 @@ async function run(op: () => Promise<unknown>, inFlight: number, seconds: number
   }
 }
 
+/** Linux reports process CPU in clock ticks of 1/100 s. */
+const CLOCK_TICKS = 100;
+
 /** CPU time in µs a process has used so far (Linux `/proc`); NaN where it cannot be read. */
 export function processCpu(pid: number | undefined | null): number {
   if (pid === undefined || pid === null) return NaN;
@@ -86,6 +89,3 @@ export function processCpu(pid: number | undefined | null): number {
     return NaN;
   }
 }
-
-/** Linux reports process CPU in clock ticks of 1/100 s. */
-const CLOCK_TICKS = 100;
