@@ -57,7 +57,7 @@ async function main(): Promise<void> {
     ['unknown tool', true, () => dispatcher.call(session, { id: 'c', name: 'nope' })],
     ['trace query', true, () => client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo', limit: 5 }).then(mustHaveFound)],
   ];
-  // A model asks for traces now and then, not as often as it calls tools: 1 pick in ~150.
+  // A model asks for traces now and then, not as often as it calls tools: 1 pick in ~160.
   const weights = mix.map(([name]) => (name === 'trace query' ? 0.05 : 1));
   const totalWeight = weights.reduce((a, b) => a + b, 0);
   const pick = (): (typeof mix)[number] => {
