@@ -7,7 +7,7 @@
  */
 import { createInbox, Match, PermissionViolationError, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { decodeBody, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
-import { deadlineOf, Header, OutgoingHeaders, writeContext, type CallContext } from './context.js';
+import { deadlineOf, Header, putHeader, writeContext, type CallContext } from './context.js';
 import {
   codeOfStatus,
   errorFromWire,
@@ -99,7 +99,7 @@ export class BusClient {
       );
     }
     let h = writeContext(options, undefined, deadline);
-    if (encoding === Encoding.Json) h = (h instanceof OutgoingHeaders ? h : new OutgoingHeaders()).put(Header.ContentType, JSON_CONTENT_TYPE);
+    if (encoding === Encoding.Json) h = putHeader(h, Header.ContentType, JSON_CONTENT_TYPE);
     this.ensureSubscribed();
     const token = (this.next++).toString(36);
     return new Promise<unknown>((resolve, reject) => {

@@ -121,19 +121,20 @@ export class OutgoingHeaders extends MsgHdrsImpl {
  */
 export function writeContext(ctx: CallContext | undefined, h?: MsgHdrs, deadline = ctx?.deadline): MsgHdrs | undefined {
   if (ctx === undefined) return h;
-  if (h !== undefined && !(h instanceof OutgoingHeaders)) {
-    if (ctx.traceparent !== undefined) h.set(Header.TraceParent, ctx.traceparent);
-    if (deadline !== undefined) h.set(Header.Deadline, String(deadline));
-    if (ctx.session !== undefined) h.set(Header.Session, ctx.session);
-    if (ctx.principal !== undefined) h.set(Header.Principal, ctx.principal);
-    return h;
-  }
   let out = h;
-  if (ctx.traceparent !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.TraceParent, ctx.traceparent);
-  if (deadline !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.Deadline, String(deadline));
-  if (ctx.session !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.Session, ctx.session);
-  if (ctx.principal !== undefined) out = (out ?? new OutgoingHeaders()).put(Header.Principal, ctx.principal);
+  if (ctx.traceparent !== undefined) out = putHeader(out, Header.TraceParent, ctx.traceparent);
+  if (deadline !== undefined) out = putHeader(out, Header.Deadline, String(deadline));
+  if (ctx.session !== undefined) out = putHeader(out, Header.Session, ctx.session);
+  if (ctx.principal !== undefined) out = putHeader(out, Header.Principal, ctx.principal);
   return out;
+}
+
+/** Sets one of the protocol's headers: on new `OutgoingHeaders` when there are none, else on those given. */
+export function putHeader(h: MsgHdrs | undefined, name: (typeof Header)[keyof typeof Header], value: string): MsgHdrs {
+  if (h === undefined) return new OutgoingHeaders().put(name, value);
+  if (h instanceof OutgoingHeaders) return h.put(name, value);
+  h.set(name, value);
+  return h;
 }
 
 /** The trace id of a `traceparent`, or undefined when it is not W3C-shaped. */
