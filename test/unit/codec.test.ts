@@ -17,6 +17,13 @@ describe('the nesting bound', () => {
     expect(decodeMap(encodeBody({ deep: nested(MAX_DEPTH - 1) }))).toHaveProperty('deep');
   });
 
+  it('refuses a JSON body nested deeper than 64 levels, without recursing', () => {
+    const json = (depth: number) => new TextEncoder().encode(`{"a":${'['.repeat(depth - 1)}1${']'.repeat(depth - 1)}}`);
+    expect(() => decodeMap(json(MAX_DEPTH), 'json')).not.toThrow();
+    expect(() => decodeMap(json(MAX_DEPTH + 1), 'json')).toThrow(/nests deeper than 64 levels/);
+    expect(() => decodeMap(json(200_000), 'json')).toThrow(/nests deeper than 64 levels/);
+  });
+
   it('answers for input far deeper than the stack without descending into it', () => {
     expect(nestedDeeperThan(nested(200_000), MAX_DEPTH)).toBe(true);
   });
