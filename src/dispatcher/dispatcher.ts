@@ -304,10 +304,11 @@ export class Dispatcher {
     e.outcome = outcome;
     e.durationMs = durationMs;
     e.at = isoNow();
-    if (code !== undefined) e.code = code;
-    if (ctx.session !== undefined) e.session = ctx.session;
-    if (ctx.principal !== undefined) e.principal = ctx.principal;
-    if (ctx.traceparent !== undefined) e.traceparent = ctx.traceparent;
+    // Every field exists from the start (undefined ones are left out on the wire).
+    e.code = code;
+    e.session = ctx.session;
+    e.principal = ctx.principal;
+    e.traceparent = ctx.traceparent;
     this.auditLog.record(e);
     return durationMs;
   }
