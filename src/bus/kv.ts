@@ -29,6 +29,14 @@ export interface BucketOptions {
   history?: number;
 }
 
+/** How a watch checks that it is not behind its bucket; defaults for production. */
+export interface WatchTiming {
+  /** How often to check, in ms; default 2000. */
+  checkMs?: number;
+  /** How long without a delivery, while the bucket is ahead, counts as stalled, in ms; default 3000. */
+  stallMs?: number;
+}
+
 /** A running watch; `stop()` ends it. */
 export interface BucketWatch {
   stop(): void;
@@ -103,7 +111,8 @@ export class Bucket {
    * When the watch ends or fails (server restart, lost consumer) it starts again from the
    * revision after the last one delivered, so nothing is missed or repeated.
    */
-  watch(onEntry: (entry: BucketEntry) => void, onError: (err: unknown) => void = () => {}): BucketWatch {
+  watch(onEntry: (entry: BucketEntry) => void, onError: (err: unknown) => void = () => {}, timing: WatchTiming = {}): BucketWatch {
+    const stallMs = timing.stallMs ?? STALL_MS;
     let stopped = false;
     let next = 0;
     let lastDelivery = Date.now();
@@ -129,10 +138,11 @@ export class Bucket {
     // A watch whose consumer died with its server can stall without ending: when the bucket
     // holds a revision the watch has not delivered for a while, start it again from there.
     const liveness = setInterval(() => {
-      if (stopped || Date.now() - lastDelivery < STALL_MS) return;
+      if (stopped || Date.now() - lastDelivery < stallMs) return;
       this.lastRevision().then(
         (last) => {
-          if (!stopped && last >= next && Date.now() - lastDelivery >= STALL_MS) {
+          // Behind means the bucket holds a revision not delivered: none at all is not behind.
+          if (!stopped && last >= Math.max(next, 1) && Date.now() - lastDelivery >= stallMs) {
             onError(new Error(`watch of ${this.name} stalled at revision ${next - 1} of ${last}; restarting it`));
             lastDelivery = Date.now();
             current?.stop();
@@ -140,7 +150,7 @@ export class Bucket {
         },
         () => {}, // JetStream away: the check runs again later
       );
-    }, LIVENESS_MS);
+    }, timing.checkMs ?? LIVENESS_MS);
     liveness.unref();
     return {
       stop: () => {

@@ -33,5 +33,5 @@ export {
   serviceName,
   subjectMatches,
 } from './subjects.js';
-export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch } from './kv.js';
+export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { subscribeEvents } from './events.js';

@@ -1,6 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { afterAll, describe, expect, it } from 'vitest';
+import { Bucket } from '../../src/bus/kv.js';
 import { KvContextStore } from '../../src/registry/kv-store.js';
 import { testConnection } from '../harness/bus.js';
 import { contextSpec } from '../harness/registry.js';
@@ -29,4 +30,16 @@ describe('the registry’s KV watch', () => {
     expect(store.get('after')).toBeDefined();
     expect(store.keys()).toEqual(expect.arrayContaining(['before', 'after']));
   }, 20_000);
+
+  it('does not take an empty bucket for a stalled watch', async () => {
+    const nc = await testConnection();
+    const name = `watch-empty-${process.pid}`;
+    const empty = await Bucket.open(nc, name);
+    const errors: unknown[] = [];
+    const watch = empty.watch(() => {}, (err) => errors.push(err), { checkMs: 50, stallMs: 150 });
+    await new Promise((r) => setTimeout(r, 1_000));
+    watch.stop();
+    await (await new Kvm(nc).open(name)).destroy();
+    expect(errors).toEqual([]);
+  });
 });
