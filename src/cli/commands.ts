@@ -7,7 +7,7 @@ import { Mounts } from '../bus/subjects.js';
 import { watchCalls } from '../dispatcher/audit.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import type { MountDescription } from '../mounts/agents.js';
-import { watchRegistry } from '../registry/provider.js';
+import { watchRegistry } from '../registry/events.js';
 import type { IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, ResolveRequest, ToolContextSpec } from '../registry/types.js';
 import { ExitCode, jsonFlag, table, UsageError } from './output.js';
 

@@ -12,7 +12,7 @@ import { BusClient } from '../bus/client.js';
 import { Mounts } from '../bus/subjects.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { REGISTRY_VERSION } from '../registry/mount.js';
-import { watchRegistry } from '../registry/provider.js';
+import { watchRegistry } from '../registry/events.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 
 /** Serves `session`'s tools over MCP stdio until the client disconnects. */

@@ -15,7 +15,8 @@ import { packagesMount } from '../mounts/packages.js';
 import { DEFAULT_SESSIONS_BUCKET, sessionsMount } from '../mounts/sessions.js';
 import { tracesMount } from '../mounts/traces.js';
 import { DEFAULT_BUCKET, KvContextStore } from '../registry/kv-store.js';
-import { Registry, registryMount } from '../registry/mount.js';
+import { registryMount } from '../registry/mount.js';
+import { Registry } from '../registry/registry.js';
 import { Presence } from '../registry/presence.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 

@@ -12,7 +12,7 @@ import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
 import { sha256Hex } from '../registry/canonical.js';
-import { watchRegistry } from '../registry/provider.js';
+import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { approvalGate } from './approval.js';
 import { AuditLog, isoNow } from './audit.js';

@@ -6,7 +6,7 @@
 import type { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
 import { Mounts } from '../bus/subjects.js';
-import type { Registry } from '../registry/mount.js';
+import type { Registry } from '../registry/registry.js';
 import type { ResolvedTool, ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 
 /** Where resolutions come from: the registry over the bus, or one in this process. */

@@ -1,12 +1,14 @@
 export { BuiltinKey, builtinContexts, builtinRefsFor, MATRIX_INVOKE } from './builtins.js';
 export { canonicalJson, digestOf } from './canonical.js';
 export { DEFAULT_PAGE_SIZE, listContexts } from './list.js';
-export { CHANGED_EVENTS, Registry, REGISTRY_VERSION, registryMount, type RegistryMountOptions, type WritableToolContextStore } from './mount.js';
+export { CHANGED_EVENTS, watchRegistry } from './events.js';
+export { REGISTRY_VERSION, registryMount, type RegistryMountOptions } from './mount.js';
+export { Registry, type WritableToolContextStore } from './registry.js';
 export { DEFAULT_BUCKET, KvContextStore, type KvStoreOptions, type StoreChange } from './kv-store.js';
 export { Presence, type PresenceSnapshot } from './presence.js';
 export { assertRegistrable, reservedTargets, schemaCompiler, specViolations } from './validate.js';
-export { renderProviderTools } from './providers.js';
+export { renderProviderTools } from './provider-formats.js';
 export { DEFAULT_TIMEOUT_MS, resolveToolContext, unmetRequirements, type ResolveOptions } from './resolver.js';
 export { compareKeys, StaticStore, storedBuiltin, type StoredContext, type ToolContextStore } from './store.js';
 export * from './types.js';
-export { ToolProvider, watchRegistry, type ToolProviderOptions } from './provider.js';
+export { ToolProvider, type ToolProviderOptions } from './tool-provider.js';

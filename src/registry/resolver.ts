@@ -6,7 +6,7 @@
 import { NotFoundError } from '../bus/errors.js';
 import { builtinRefsFor } from './builtins.js';
 import { canonicalJson, digestOf } from './canonical.js';
-import { renderProviderTools } from './providers.js';
+import { renderProviderTools } from './provider-formats.js';
 import type { StoredContext, ToolContextStore } from './store.js';
 import {
   ProviderFormat,

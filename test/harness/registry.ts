@@ -2,7 +2,8 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Mount } from '../../src/bus/mount.js';
 import { KvContextStore } from '../../src/registry/kv-store.js';
-import { Registry, registryMount } from '../../src/registry/mount.js';
+import { registryMount } from '../../src/registry/mount.js';
+import { Registry } from '../../src/registry/registry.js';
 import { Presence } from '../../src/registry/presence.js';
 import type { ToolContextSpec } from '../../src/registry/types.js';
 

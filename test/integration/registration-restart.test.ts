@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import { CHANGED_EVENTS } from '../../src/registry/mount.js';
+import { CHANGED_EVENTS } from '../../src/registry/events.js';
 import type { ListReply, RegisterReply } from '../../src/registry/types.js';
 import { startNatsProcess, type ProcessNats } from '../harness/nats-server.js';
 import { contextSpec, startInstance, type Instance } from '../harness/registry.js';

@@ -5,10 +5,8 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { MatrixError, UnavailableError } from '../bus/errors.js';
-import { subscribeEvents } from '../bus/events.js';
 import { Mounts } from '../bus/subjects.js';
-import { CHANGED_EVENTS } from './mount.js';
-import type { ChangedEvent, RegisterReply, ToolContextSpec } from './types.js';
+import type { RegisterReply, ToolContextSpec } from './types.js';
 
 /** How a provider behaves. */
 export interface ToolProviderOptions {
@@ -62,9 +60,4 @@ export class ToolProvider {
     }
     this.client.close();
   }
-}
-
-/** Calls `onChange` for every change of the registry; returns a function that stops watching. */
-export function watchRegistry(nc: NatsConnection, onChange: (event: ChangedEvent) => void): () => void {
-  return subscribeEvents(nc, CHANGED_EVENTS, onChange);
 }
