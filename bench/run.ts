@@ -6,15 +6,15 @@
  * BENCH_SECONDS (default 3) sets how long each scenario runs at each concurrency, in 5
  * interleaved rounds.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { encode } from '@msgpack/msgpack';
-import { createInbox, type NatsConnection } from '@nats-io/nats-core';
-import { Kvm } from '@nats-io/kv';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { encode } from '@msgpack/msgpack';
+import { Kvm } from '@nats-io/kv';
+import { createInbox, type NatsConnection } from '@nats-io/nats-core';
 import { ServiceBroker } from 'moleculer';
 import { BusClient } from '../src/bus/client.js';
 import { connectBus } from '../src/bus/connect.js';
@@ -23,7 +23,7 @@ import { Dispatcher } from '../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../src/dispatcher/types.js';
 import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
-import { measureInterleaved, processCpu, type CpuProbe, type Figures } from './measure.js';
+import { type CpuProbe, type Figures, measureInterleaved, processCpu } from './measure.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS) || 3;
 const ROUNDS = 5;
@@ -38,7 +38,13 @@ const echoTool = {
   target: 'bench.echo',
   op: '$echo',
 };
-const benchContext: ToolContextSpec = { key: 'bench', title: 'Bench', description: 'the benchmark tool', matrixTools: [echoTool], permissions: { approval: 'never' } };
+const benchContext: ToolContextSpec = {
+  key: 'bench',
+  title: 'Bench',
+  description: 'the benchmark tool',
+  matrixTools: [echoTool],
+  permissions: { approval: 'never' },
+};
 const smallContext = (key: string, tools: number): ToolContextSpec => ({
   key,
   title: `Context ${key}`,
@@ -114,9 +120,16 @@ async function main(): Promise<void> {
       ['ceiling + context headers', ceilingWithHeaders],
       ['dispatch, in-process library', () => expectOk(dispatcher.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
       ['dispatch, in-process, audit off', () => expectOk(unaudited.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
-      ['dispatch, via system.dispatcher', () => expectOk(client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } }))],
+      [
+        'dispatch, via system.dispatcher',
+        () => expectOk(client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } })),
+      ],
       ['$resolve, cached', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] })],
-      ['$resolve, uncached, 10k contexts', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: [`ctx-${String(uncached++ % 10_000).padStart(5, '0')}`, 'bench'] })],
+      [
+        '$resolve, uncached, 10k contexts',
+        () =>
+          client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: [`ctx-${String(uncached++ % 10_000).padStart(5, '0')}`, 'bench'] }),
+      ],
       ['$list page of 100 of 10k', () => client.request('system.tools', '$list', { limit: 100, cursor: middle })],
       ['Moleculer 0.14 broker.call', () => molecular.call('echo.echo', { q: 'hello' })],
       ['MCP SDK tools/call, stdio', () => mcp.callTool({ name: 'echo', arguments: { q: 'hello' } })],
@@ -124,7 +137,13 @@ async function main(): Promise<void> {
 
     const rows: Row[] = [];
     for (const inFlight of CONCURRENCY) {
-      const figures = await measureInterleaved(scenarios.map(([, op]) => op), inFlight, SECONDS, ROUNDS, cpu);
+      const figures = await measureInterleaved(
+        scenarios.map(([, op]) => op),
+        inFlight,
+        SECONDS,
+        ROUNDS,
+        cpu,
+      );
       for (const [i, [scenario]] of scenarios.entries()) {
         const f = figures[i] as Figures;
         rows.push({ scenario, inFlight, figures: f });
@@ -208,7 +227,14 @@ async function registryRss(url: string): Promise<{ big: number; empty: number }>
   return { big: await read('bench-big'), empty: await read('bench-empty') };
 }
 
-function spawnReady(script: string, url: string, stream: 'stdout' | 'stderr', ready: string, env: Record<string, string> = {}, args: string[] = []): Promise<ChildProcess> {
+function spawnReady(
+  script: string,
+  url: string,
+  stream: 'stdout' | 'stderr',
+  ready: string,
+  env: Record<string, string> = {},
+  args: string[] = [],
+): Promise<ChildProcess> {
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env, NATS_URL: url }, stdio: ['ignore', 'pipe', 'pipe'] });
   let seen = '';
   return new Promise((resolve, reject) => {
@@ -237,16 +263,32 @@ function render(rows: Row[], rss: { big: number; empty: number }): { text: strin
   const raw = (n: number) => get('raw nats.js request', n);
   const ceil = (n: number) => get('ceiling (one inbox, no timer)', n);
   const header = '| scenario | in flight | p50 µs | p99 µs | req/s | p50 ÷ raw | req/s ÷ raw | req/s ÷ ceiling |';
-  const lines = rows.map(({ scenario, inFlight, figures: f }) =>
-    `| ${scenario} | ${inFlight} | ${f.p50.toFixed(0)} | ${f.p99.toFixed(0)} | ${f.rps.toFixed(0)}${f.errors ? ` (${f.errors} errors)` : ''} | ${(f.p50 / raw(inFlight).p50).toFixed(2)} | ${(f.rps / raw(inFlight).rps).toFixed(2)} | ${(f.rps / ceil(inFlight).rps).toFixed(2)} |`,
+  const lines = rows.map(
+    ({ scenario, inFlight, figures: f }) =>
+      `| ${scenario} | ${inFlight} | ${f.p50.toFixed(0)} | ${f.p99.toFixed(0)} | ${f.rps.toFixed(0)}${f.errors ? ` (${f.errors} errors)` : ''} | ${(f.p50 / raw(inFlight).p50).toFixed(2)} | ${(f.rps / raw(inFlight).rps).toFixed(2)} | ${(f.rps / ceil(inFlight).rps).toFixed(2)} |`,
   );
   const targets: Target[] = [
     { what: 'in-process dispatch p50 ÷ raw request (1 in flight)', ratio: get('dispatch, in-process library', 1).p50 / raw(1).p50, bound: 1.15, kind: 'max' },
-    { what: 'in-process dispatch req/s ÷ Moleculer (64 in flight)', ratio: get('dispatch, in-process library', 64).rps / get('Moleculer 0.14 broker.call', 64).rps, bound: 1.2, kind: 'min' },
+    {
+      what: 'in-process dispatch req/s ÷ Moleculer (64 in flight)',
+      ratio: get('dispatch, in-process library', 64).rps / get('Moleculer 0.14 broker.call', 64).rps,
+      bound: 1.2,
+      kind: 'min',
+    },
     { what: 'in-process dispatch req/s ÷ ceiling (64 in flight)', ratio: get('dispatch, in-process library', 64).rps / ceil(64).rps, bound: 0.8, kind: 'min' },
-    { what: 'system.dispatcher req/s ÷ ceiling (64 in flight)', ratio: get('dispatch, via system.dispatcher', 64).rps / ceil(64).rps, bound: 0.45, kind: 'min' },
+    {
+      what: 'system.dispatcher req/s ÷ ceiling (64 in flight)',
+      ratio: get('dispatch, via system.dispatcher', 64).rps / ceil(64).rps,
+      bound: 0.45,
+      kind: 'min',
+    },
     { what: '$resolve cached p50 ÷ raw request (1 in flight)', ratio: get('$resolve, cached', 1).p50 / raw(1).p50, bound: 1.2, kind: 'max' },
-    { what: '$resolve uncached, 10k contexts, p50 ÷ raw request (1 in flight)', ratio: get('$resolve, uncached, 10k contexts', 1).p50 / raw(1).p50, bound: 2, kind: 'max' },
+    {
+      what: '$resolve uncached, 10k contexts, p50 ÷ raw request (1 in flight)',
+      ratio: get('$resolve, uncached, 10k contexts', 1).p50 / raw(1).p50,
+      bound: 2,
+      kind: 'max',
+    },
   ];
   const cpuAt = CPU_TABLE_IN_FLIGHT;
   const processes = Object.keys(rows.find((r) => r.figures.cpu !== undefined)?.figures.cpu ?? {});

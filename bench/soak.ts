@@ -4,7 +4,7 @@
  * Exits 1 if any call that should succeed failed, or if RSS grew by more than a quarter after
  * warming up (from the first sample past a fifth of the run to the last).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { BusClient } from '../src/bus/client.js';
@@ -38,21 +38,35 @@ async function main(): Promise<void> {
   const nc = await connectBus({ servers: nats.url });
   const client = new BusClient(nc, { timeoutMs: 5_000 });
   const dispatcher = new Dispatcher(nc);
-  const echoSpec = { key: 'soak-echo', title: 'Echo', description: 'echo', matrixTools: [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target: 'bench.echo', op: '$echo' }], permissions: { approval: 'never' } };
+  const echoSpec = {
+    key: 'soak-echo',
+    title: 'Echo',
+    description: 'echo',
+    matrixTools: [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target: 'bench.echo', op: '$echo' }],
+    permissions: { approval: 'never' },
+  };
   await client.request('system.tools', '$register', { spec: echoSpec });
   const session = { profile: 'p', toolContextRefs: ['soak-echo', 'actor-readonly'] };
 
   let n = 0;
   const mix: Array<[string, boolean, () => Promise<unknown>]> = [
     ['dispatch (library)', true, () => dispatcher.call(session, { id: 'a', name: 'echo', arguments: { i: n++ } }).then(mustSucceed)],
-    ['dispatch (mount)', true, () => client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'b', name: 'echo', arguments: { i: n++ } } }).then(mustSucceed)],
+    [
+      'dispatch (mount)',
+      true,
+      () => client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'b', name: 'echo', arguments: { i: n++ } } }).then(mustSucceed),
+    ],
     ['$resolve', true, () => client.request('system.tools', '$resolve', { profile: 'default', skills: [{ name: `s${n++ % 50}` }] })],
     ['$list', true, () => client.request('system.tools', '$list', { limit: 50 })],
-    ['register churn', true, async () => {
-      const key = `soak-${n++}`;
-      await client.request('system.tools', '$register', { spec: { ...echoSpec, key } });
-      await client.request('system.tools', '$unregister', { key });
-    }],
+    [
+      'register churn',
+      true,
+      async () => {
+        const key = `soak-${n++}`;
+        await client.request('system.tools', '$register', { spec: { ...echoSpec, key } });
+        await client.request('system.tools', '$unregister', { key });
+      },
+    ],
     ['bad request', false, () => client.request('system.tools', '$resolve', { profile: 42 })],
     ['unknown tool', true, () => dispatcher.call(session, { id: 'c', name: 'nope' })],
     ['trace query', true, () => client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo', limit: 5 }).then(mustHaveFound)],
@@ -104,7 +118,9 @@ async function main(): Promise<void> {
     if (warmRss === undefined && Date.now() - started >= SECONDS * 200) warmRss = lastRss;
     const total = [...calls.values()].reduce((a, b) => a + b, 0);
     const errs = [...errors].map(([k, v]) => `${k} ${v}`).join('; ') || 'none';
-    console.log(`${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s  calls ${total}  unexpected ${unexpected}  RSS ${lastRss.toFixed(0)} MiB  errors: ${errs}`);
+    console.log(
+      `${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s  calls ${total}  unexpected ${unexpected}  RSS ${lastRss.toFixed(0)} MiB  errors: ${errs}`,
+    );
   }
   running = false;
   await Promise.all(workers);
@@ -115,7 +131,9 @@ async function main(): Promise<void> {
   echo.kill('SIGTERM');
   await nats.stop();
   const grew = lastRss / (warmRss ?? firstRss);
-  console.log(`done: ${unexpected} unexpected outcomes; RSS ${firstRss.toFixed(0)} at start, ${(warmRss ?? firstRss).toFixed(0)} warm, ${lastRss.toFixed(0)} MiB at the end (×${grew.toFixed(2)} since warm)`);
+  console.log(
+    `done: ${unexpected} unexpected outcomes; RSS ${firstRss.toFixed(0)} at start, ${(warmRss ?? firstRss).toFixed(0)} warm, ${lastRss.toFixed(0)} MiB at the end (×${grew.toFixed(2)} since warm)`,
+  );
   process.exitCode = unexpected > 0 || grew > 1.25 ? 1 : 0;
 }
 

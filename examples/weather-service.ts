@@ -4,7 +4,7 @@
  *
  *   npm run build && node dist/examples/weather-service.js
  */
-import { connectBus, connectOptionsFromEnv, Mount, ToolProvider, type ToolContextSpec } from '../src/index.js';
+import { connectBus, connectOptionsFromEnv, Mount, type ToolContextSpec, ToolProvider } from '../src/index.js';
 
 const forecastRequest = {
   type: 'object' as const,

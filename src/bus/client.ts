@@ -5,11 +5,12 @@
  * no responders → `UnavailableError`, no answer by the deadline → `TimeoutError`, an
  * error reply → the error class of its code.
  */
-import { createInbox, Match, PermissionViolationError, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import { decodeBody, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
-import { deadlineOf, Header, putHeader, writeContext, type CallContext } from './context.js';
+import { createInbox, Match, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
+import { decodeBody, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
+import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
 import {
   codeOfStatus,
+  type ErrorDetails,
   errorFromWire,
   ForbiddenError,
   isErrorCode,
@@ -17,7 +18,6 @@ import {
   PayloadTooLargeError,
   TimeoutError,
   UnavailableError,
-  type ErrorDetails,
 } from './errors.js';
 import { opSubject } from './subjects.js';
 
@@ -94,9 +94,7 @@ export class BusClient {
     const data = encodeBody(args ?? {}, encoding);
     const max = this.nc.info?.max_payload;
     if (max !== undefined && data.length > max) {
-      return Promise.reject(
-        new PayloadTooLargeError(`request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`),
-      );
+      return Promise.reject(new PayloadTooLargeError(`request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`));
     }
     let h = writeContext(options, undefined, deadline);
     if (encoding === Encoding.Json) h = putHeader(h, Header.ContentType, JSON_CONTENT_TYPE);
@@ -139,7 +137,10 @@ export class BusClient {
         if (err === null) this.onReply(msg);
       },
     });
-    this.nc.closed().then(() => this.close(), () => this.close());
+    this.nc.closed().then(
+      () => this.close(),
+      () => this.close(),
+    );
     void this.watchPermissions();
   }
 
@@ -172,9 +173,7 @@ export class BusClient {
       return;
     }
     try {
-      const encoding = h?.get(Header.ContentType, Match.IgnoreCase)?.startsWith(JSON_CONTENT_TYPE)
-        ? Encoding.Json
-        : p.encoding;
+      const encoding = h?.get(Header.ContentType, Match.IgnoreCase)?.startsWith(JSON_CONTENT_TYPE) ? Encoding.Json : p.encoding;
       const value = decodeBody(msg.data, encoding);
       const status = h?.get(Header.ServiceErrorCode);
       if (status) {

@@ -4,7 +4,7 @@
  * environment (user/password, token, nkey seed or creds file).
  */
 import { readFileSync } from 'node:fs';
-import { credsAuthenticator, nkeyAuthenticator, type Authenticator, type NatsConnection } from '@nats-io/nats-core';
+import { type Authenticator, credsAuthenticator, type NatsConnection, nkeyAuthenticator } from '@nats-io/nats-core';
 import { connect as natsConnect } from '@nats-io/transport-node';
 
 /** Where and how to connect. Every field has an environment variable, named beside it. */

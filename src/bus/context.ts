@@ -3,7 +3,7 @@
  * every downstream call.
  */
 import { randomFillSync } from 'node:crypto';
-import { InvalidArgumentError, MsgHdrsImpl, type MsgHdrs } from '@nats-io/nats-core';
+import { InvalidArgumentError, type MsgHdrs, MsgHdrsImpl } from '@nats-io/nats-core';
 import { JSON_CONTENT_TYPE } from './codec.js';
 import { BadRequestError } from './errors.js';
 

@@ -3,9 +3,10 @@
  * `ConflictError`, and a watch that keeps going through disconnects and server restarts
  * (it resumes from the revision after the last one it delivered).
  */
+
+import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { type KV, Kvm, type KvWatchEntry } from '@nats-io/kv';
 import { Empty, headers, type NatsConnection } from '@nats-io/nats-core';
-import { jetstream, JetStreamApiCodes, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
-import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { ConflictError, UnavailableError } from './errors.js';
 
 /** The header that marks a KV delete (the KV client's own constant is not exported). */

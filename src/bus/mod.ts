@@ -1,12 +1,25 @@
 export { BusClient, type BusClientOptions, type RawReply, type RequestOptions } from './client.js';
-export { decodeBody, decodeMap, Encoded, encodedOnce, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
-export { connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL, type ConnectOptions } from './connect.js';
-export { deadlineOf, Header, newTraceparent, OutgoingHeaders, readContext, readRequestHeaders, traceIdOf, writeContext, type CallContext, type RequestHeaders } from './context.js';
-export { discover, pingServices, type EndpointStats, type ServiceInfo } from './discovery.js';
+export { decodeBody, decodeMap, Encoded, Encoding, encodeBody, encodedOnce, JSON_CONTENT_TYPE } from './codec.js';
+export { type ConnectOptions, connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL } from './connect.js';
+export {
+  type CallContext,
+  deadlineOf,
+  Header,
+  newTraceparent,
+  OutgoingHeaders,
+  type RequestHeaders,
+  readContext,
+  readRequestHeaders,
+  traceIdOf,
+  writeContext,
+} from './context.js';
+export { discover, type EndpointStats, pingServices, type ServiceInfo } from './discovery.js';
 export {
   BadRequestError,
   ConflictError,
+  type ErrorBody,
   ErrorCode,
+  type ErrorDetails,
   errorFromWire,
   errorStatus,
   ForbiddenError,
@@ -16,11 +29,11 @@ export {
   PayloadTooLargeError,
   TimeoutError,
   UnavailableError,
-  type ErrorBody,
-  type ErrorDetails,
   type Violation,
 } from './errors.js';
-export { silentLogger, stderrLogger, type Logger } from './log.js';
+export { subscribeEvents } from './events.js';
+export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
+export { type Logger, silentLogger, stderrLogger } from './log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
 export {
   eventSubject,
@@ -33,5 +46,3 @@ export {
   serviceName,
   subjectMatches,
 } from './subjects.js';
-export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
-export { subscribeEvents } from './events.js';

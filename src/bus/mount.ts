@@ -4,13 +4,13 @@
  * against the op's contract, honours `Matrix-Deadline`, and answers every request, errors
  * included, in the encoding the request came in.
  */
-import { nuid, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import { contracts as sharedContracts, SchemaId, type Check, type Contracts } from '../contracts/schemas.js';
-import { decodeMap, Encoded, encodeBody, Encoding, JSON_CONTENT_TYPE } from './codec.js';
-import { Header, OutgoingHeaders, readRequestHeaders, type CallContext } from './context.js';
-import { serveDiscovery, type EndpointStats } from './discovery.js';
+import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
+import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
+import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
+import { type CallContext, Header, OutgoingHeaders, readRequestHeaders } from './context.js';
+import { type EndpointStats, serveDiscovery } from './discovery.js';
 import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooLargeError, TimeoutError } from './errors.js';
-import { silentLogger, type Logger } from './log.js';
+import { type Logger, silentLogger } from './log.js';
 import { mountWildcard, opSubject, queueGroup } from './subjects.js';
 
 /** A schema: the `$id` of one in `contracts/`, or the schema itself. */
@@ -47,6 +47,7 @@ export interface MountOptions {
   /** One line on what the mount is. */
   description: string;
   /** The ops by name (`$resolve`, …); `$introspect` is added unless given. */
+  // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
   ops: Record<string, OpSpec<any, unknown>>;
   /** Extra fields for the `$introspect` reply (revision, counts, …). */
   describe?: () => Record<string, unknown>;
@@ -59,6 +60,7 @@ export interface MountOptions {
 }
 
 interface BoundOp {
+  // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
   spec: OpSpec<any, unknown>;
   check: Check;
   stats: EndpointStats;
@@ -92,6 +94,7 @@ export class Mount {
     this.prefixLength = options.name.length + 1;
     this.logger = options.logger ?? silentLogger;
     this.contracts = options.contracts ?? sharedContracts();
+    // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
     const ops: Record<string, OpSpec<any, unknown>> = { $introspect: this.introspectOp(), ...options.ops };
     for (const [op, spec] of Object.entries(ops)) {
       this.ops.set(op, {
@@ -165,9 +168,7 @@ export class Mount {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
       if (msg.data.length > this.maxRequestBytes) {
-        throw new PayloadTooLargeError(
-          `request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`,
-        );
+        throw new PayloadTooLargeError(`request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`);
       }
       const request = decodeMap(msg.data, encoding);
       const violations = bound.check(request);
@@ -274,7 +275,10 @@ export class Mount {
 
 function badRequest(op: string, violations: NonNullable<ReturnType<Check>>): MatrixError {
   const listed = violations.slice(0, MAX_LISTED_VIOLATIONS);
-  const first = listed.map((v) => `${v.path || '(body)'} ${v.message}`).slice(0, 3).join('; ');
+  const first = listed
+    .map((v) => `${v.path || '(body)'} ${v.message}`)
+    .slice(0, 3)
+    .join('; ');
   const more = violations.length > 3 ? ` (and ${violations.length - 3} more)` : '';
   return new BadRequestError(`invalid ${op} request: ${first}${more}`, { details: { violations: listed } });
 }

@@ -24,7 +24,13 @@ export interface SessionFlags {
   strict?: boolean;
 }
 
-const csv = (text: string | undefined) => (text === undefined ? undefined : text.split(',').map((s) => s.trim()).filter(Boolean));
+const csv = (text: string | undefined) =>
+  text === undefined
+    ? undefined
+    : text
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
 
 /** The `$resolve` request the flags describe. */
 export function sessionRequest(flags: SessionFlags): ResolveRequest {
@@ -56,13 +62,23 @@ export async function list(nc: NatsConnection, flags: { tool?: string; json?: bo
   let cursor: string | undefined;
   let revision = 0;
   do {
-    const page = await client.request<ListReply>(Mounts.Tools, '$list', { limit: 500, ...(cursor ? { cursor } : {}), ...(flags.tool ? { tool: flags.tool } : {}) });
+    const page = await client.request<ListReply>(Mounts.Tools, '$list', {
+      limit: 500,
+      ...(cursor ? { cursor } : {}),
+      ...(flags.tool ? { tool: flags.tool } : {}),
+    });
     contexts.push(...page.contexts);
     cursor = page.nextCursor;
     revision = page.revision;
   } while (cursor !== undefined);
   if (flags.json) process.stdout.write(`${JSON.stringify({ contexts, revision }, null, 2)}\n`);
-  else process.stdout.write(`${table(['KEY', 'SOURCE', 'REV', 'TOOLS'], contexts.map((c) => [c.key, c.source, String(c.revision), c.tools.join(', ')]))}\n(${contexts.length} contexts, registry revision ${revision})\n`);
+  else
+    process.stdout.write(
+      `${table(
+        ['KEY', 'SOURCE', 'REV', 'TOOLS'],
+        contexts.map((c) => [c.key, c.source, String(c.revision), c.tools.join(', ')]),
+      )}\n(${contexts.length} contexts, registry revision ${revision})\n`,
+    );
   return ExitCode.Ok;
 }
 
@@ -73,7 +89,14 @@ export async function resolve(nc: NatsConnection, flags: SessionFlags & { json?:
     process.stdout.write(`${JSON.stringify(reply, null, 2)}\n`);
     return ExitCode.Ok;
   }
-  const rows = reply.matrixTools.map((t) => [t.name, t.context, `${t.target} ${t.op}`, t.requiresApproval ? 'approval' : '', t.resultMode, String(t.timeoutMs ?? reply.timeoutMs)]);
+  const rows = reply.matrixTools.map((t) => [
+    t.name,
+    t.context,
+    `${t.target} ${t.op}`,
+    t.requiresApproval ? 'approval' : '',
+    t.resultMode,
+    String(t.timeoutMs ?? reply.timeoutMs),
+  ]);
   for (const name of reply.sdkTools) rows.push([name, '', '(worker SDK)', '', '', '']);
   const out = [
     `contexts: ${reply.contexts.join(', ') || '(none)'}   timeout ${reply.timeoutMs} ms   revision ${reply.revision}   digest ${reply.digest.slice(0, 16)}`,
@@ -93,7 +116,12 @@ export async function call(
   const args = flags.args === undefined ? {} : jsonFlag('--args', flags.args);
   if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new UsageError('--args must be a JSON object');
   const traceparent = flags.traceparent ?? newTraceparent();
-  const ctx = { traceparent, timeoutMs: Number(flags.timeout) || 65_000, ...(flags.session ? { session: flags.session } : {}), ...(flags.principal ? { principal: flags.principal } : {}) };
+  const ctx = {
+    traceparent,
+    timeoutMs: Number(flags.timeout) || 65_000,
+    ...(flags.session ? { session: flags.session } : {}),
+    ...(flags.principal ? { principal: flags.principal } : {}),
+  };
   const result = await new BusClient(nc).request<ToolResult>(
     Mounts.Dispatcher,
     '$call',
@@ -111,12 +139,24 @@ export async function introspect(nc: NatsConnection, mount: string | undefined, 
   if (mount !== undefined) {
     const reply = await client.request<IntrospectReply>(mount, '$introspect', {});
     if (flags.json) process.stdout.write(`${JSON.stringify(reply, null, 2)}\n`);
-    else process.stdout.write(`${reply.mount} ${reply.version} (instance ${reply.instance.id})\n${table(['OP', 'DESCRIPTION'], reply.ops.map((o) => [o.op, o.description]))}\n`);
+    else
+      process.stdout.write(
+        `${reply.mount} ${reply.version} (instance ${reply.instance.id})\n${table(
+          ['OP', 'DESCRIPTION'],
+          reply.ops.map((o) => [o.op, o.description]),
+        )}\n`,
+      );
     return ExitCode.Ok;
   }
   const reply = await client.request<{ mounts: MountDescription[] }>(Mounts.Agents, '$introspect', {});
   if (flags.json) process.stdout.write(`${JSON.stringify(reply, null, 2)}\n`);
-  else process.stdout.write(`${table(['MOUNT', 'INSTANCES', 'VERSION', 'OPS'], reply.mounts.map((m) => [m.mount, String(m.instances), m.version ?? '', m.ops.map((o) => o.op).join(' ')]))}\n`);
+  else
+    process.stdout.write(
+      `${table(
+        ['MOUNT', 'INSTANCES', 'VERSION', 'OPS'],
+        reply.mounts.map((m) => [m.mount, String(m.instances), m.version ?? '', m.ops.map((o) => o.op).join(' ')]),
+      )}\n`,
+    );
   return ExitCode.Ok;
 }
 
@@ -154,7 +194,11 @@ export async function watch(nc: NatsConnection, flags: { calls?: boolean; json?:
   if (flags.calls) {
     stops.push(
       watchCalls(nc, (e) =>
-        print('call', e, `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${e.code ? ` (${e.code})` : ''} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`),
+        print(
+          'call',
+          e,
+          `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${e.code ? ` (${e.code})` : ''} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`,
+        ),
       ),
     );
   }

@@ -1,12 +1,12 @@
 #!/usr/bin/env node
+import type { NatsConnection } from '@nats-io/nats-core';
 /**
  * `matrix-tools`: the command line. `serve` runs the system (as `npm start` does); the other
  * verbs talk to a running one. Exit codes: 0 done; 1 the op or the tool call failed;
  * 2 wrong usage; 3 NATS or the mount unreachable in time.
  */
 import { Command, CommanderError, Option } from 'commander';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { connectBus, connectOptionsFromEnv, type ConnectOptions } from '../bus/connect.js';
+import { type ConnectOptions, connectBus, connectOptionsFromEnv } from '../bus/connect.js';
 import * as verbs from './commands.js';
 import { serveMcp } from './mcp.js';
 import { ExitCode, reportError } from './output.js';
@@ -47,6 +47,7 @@ function connectOptions(flags: Record<string, string | undefined>): ConnectOptio
 }
 
 /** Connects, runs a verb, drains, and exits with the verb's code. */
+// biome-ignore lint/suspicious/noExplicitAny: commander passes each verb its own argument types
 function run(action: (nc: NatsConnection, ...args: any[]) => Promise<number>) {
   return async (...args: unknown[]): Promise<void> => {
     const cmd = args[args.length - 1] as Command;
@@ -70,10 +71,7 @@ function run(action: (nc: NatsConnection, ...args: any[]) => Promise<number>) {
   };
 }
 
-const program = new Command('matrix-tools')
-  .description('The tool registry and dispatcher of an agent system on NATS.')
-  .showHelpAfterError()
-  .exitOverride();
+const program = new Command('matrix-tools').description('The tool registry and dispatcher of an agent system on NATS.').showHelpAfterError().exitOverride();
 
 withConnection(
   program
@@ -99,37 +97,53 @@ withConnection(
   });
 });
 
-withConnection(program.command('list').description('list the tool contexts').option('--tool <name>', 'only contexts with this tool').option('--json', 'print JSON')).action(
-  run((nc, flags) => verbs.list(nc, flags)),
-);
+withConnection(
+  program.command('list').description('list the tool contexts').option('--tool <name>', 'only contexts with this tool').option('--json', 'print JSON'),
+).action(run((nc, flags) => verbs.list(nc, flags)));
 
-withConnection(withSession(program.command('resolve').description("show the tools a profile gets"))
-  .addOption(new Option('--format <format>', 'add providerTools in this format').choices(['matrix', 'openai', 'anthropic', 'mcp']))
-  .option('--json', 'print the whole ResolvedToolContext')).action(run((nc, flags) => verbs.resolve(nc, flags)));
+withConnection(
+  withSession(program.command('resolve').description('show the tools a profile gets'))
+    .addOption(new Option('--format <format>', 'add providerTools in this format').choices(['matrix', 'openai', 'anthropic', 'mcp']))
+    .option('--json', 'print the whole ResolvedToolContext'),
+).action(run((nc, flags) => verbs.resolve(nc, flags)));
 
-withConnection(withSession(program.command('call').description('call a tool through system.dispatcher').argument('<tool>', 'tool name'))
-  .option('-a, --args <json>', 'the arguments, a JSON object', '{}')
-  .option('--session <id>', 'Matrix-Session')
-  .option('--principal <id>', 'Matrix-Principal')
-  .option('--traceparent <traceparent>', 'W3C traceparent (a new trace by default)')
-  .option('--timeout <ms>', 'how long to wait', '65000')
-  .option('--json', 'print the whole ToolResult')).action(run((nc, tool, flags) => verbs.call(nc, tool, flags)));
+withConnection(
+  withSession(program.command('call').description('call a tool through system.dispatcher').argument('<tool>', 'tool name'))
+    .option('-a, --args <json>', 'the arguments, a JSON object', '{}')
+    .option('--session <id>', 'Matrix-Session')
+    .option('--principal <id>', 'Matrix-Principal')
+    .option('--traceparent <traceparent>', 'W3C traceparent (a new trace by default)')
+    .option('--timeout <ms>', 'how long to wait', '65000')
+    .option('--json', 'print the whole ToolResult'),
+).action(run((nc, tool, flags) => verbs.call(nc, tool, flags)));
 
-withConnection(program.command('introspect').description('the live mounts, or one mount in full').argument('[mount]', 'a mount, e.g. system.tools').option('--json', 'print JSON')).action(
-  run((nc, mount, flags) => verbs.introspect(nc, mount, flags)),
-);
+withConnection(
+  program
+    .command('introspect')
+    .description('the live mounts, or one mount in full')
+    .argument('[mount]', 'a mount, e.g. system.tools')
+    .option('--json', 'print JSON'),
+).action(run((nc, mount, flags) => verbs.introspect(nc, mount, flags)));
 
-withConnection(program.command('register').description('register tool contexts from a JSON file (a spec or an array)').argument('<file>').option('--expected-revision <n>', 'compare-and-set: 0 = only if new')).action(
-  run((nc, file, flags) => verbs.register(nc, file, flags)),
-);
+withConnection(
+  program
+    .command('register')
+    .description('register tool contexts from a JSON file (a spec or an array)')
+    .argument('<file>')
+    .option('--expected-revision <n>', 'compare-and-set: 0 = only if new'),
+).action(run((nc, file, flags) => verbs.register(nc, file, flags)));
 
-withConnection(program.command('unregister').description('remove a registered tool context').argument('<key>').option('--expected-revision <n>', 'compare-and-set')).action(
-  run((nc, key, flags) => verbs.unregister(nc, key, flags)),
-);
+withConnection(
+  program.command('unregister').description('remove a registered tool context').argument('<key>').option('--expected-revision <n>', 'compare-and-set'),
+).action(run((nc, key, flags) => verbs.unregister(nc, key, flags)));
 
-withConnection(program.command('watch').description('print registry changes until Ctrl-C').option('--calls', 'also print every tool call').option('--json', 'one JSON object per line')).action(
-  run((nc, flags) => verbs.watch(nc, flags)),
-);
+withConnection(
+  program
+    .command('watch')
+    .description('print registry changes until Ctrl-C')
+    .option('--calls', 'also print every tool call')
+    .option('--json', 'one JSON object per line'),
+).action(run((nc, flags) => verbs.watch(nc, flags)));
 
 withConnection(withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)"))).action(
   run(async (nc, flags) => {

@@ -4,15 +4,16 @@
  * format), `tools/call` goes through the dispatcher, and a registry change sends
  * `notifications/tools/list_changed`. Stdout is the MCP channel: logs go to stderr.
  */
-import type { NatsConnection } from '@nats-io/nats-core';
+
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { Mounts } from '../bus/subjects.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
-import { REGISTRY_VERSION } from '../registry/mount.js';
 import { watchRegistry } from '../registry/events.js';
+import { REGISTRY_VERSION } from '../registry/mount.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 
 /** Serves `session`'s tools over MCP stdio until the client disconnects. */

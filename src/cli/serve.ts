@@ -3,7 +3,7 @@
  * mounts (each can be turned off), logs one line when ready, drains on SIGINT/SIGTERM.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { connectBus, type ConnectOptions } from '../bus/connect.js';
+import { type ConnectOptions, connectBus } from '../bus/connect.js';
 import { stderrLogger } from '../bus/log.js';
 import type { Mount } from '../bus/mount.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
@@ -16,8 +16,8 @@ import { DEFAULT_SESSIONS_BUCKET, sessionsMount } from '../mounts/sessions.js';
 import { tracesMount } from '../mounts/traces.js';
 import { DEFAULT_BUCKET, KvContextStore } from '../registry/kv-store.js';
 import { registryMount } from '../registry/mount.js';
-import { Registry } from '../registry/registry.js';
 import { Presence } from '../registry/presence.js';
+import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 
 /** What `serve` runs. */

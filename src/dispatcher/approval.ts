@@ -15,12 +15,7 @@ export const DECIDE_OP = '$decide';
 export type Verdict = { approved: true; by?: string } | { approved: false; reason: string };
 
 /** Asks for a decision and waits at most `timeoutMs` (and never past the caller's deadline). */
-export async function approvalGate(
-  client: BusClient,
-  request: ApprovalRequest,
-  ctx: CallContext,
-  timeoutMs: number,
-): Promise<Verdict> {
+export async function approvalGate(client: BusClient, request: ApprovalRequest, ctx: CallContext, timeoutMs: number): Promise<Verdict> {
   let reply: unknown;
   try {
     reply = await client.request(Mounts.Approvals, DECIDE_OP, request, { ...ctx, timeoutMs });

@@ -5,7 +5,7 @@
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { Violation } from '../bus/errors.js';
-import { violationsOf, type Check } from '../contracts/schemas.js';
+import { type Check, violationsOf } from '../contracts/schemas.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 
 /** Parsed arguments, or why they could not be parsed. */

@@ -7,7 +7,7 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { deadlineOf, newTraceparent, type CallContext } from '../bus/context.js';
+import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError, UnavailableError } from '../bus/errors.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
@@ -15,13 +15,12 @@ import { sha256Hex } from '../registry/canonical.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { approvalGate } from './approval.js';
-import { AuditLog, isoNow } from './audit.js';
 import { ArgumentValidators, argumentsMessage, parseArguments } from './arguments.js';
-import { busToolSource, SessionCache, type Session, type SessionCacheOptions, type ToolSource } from './sessions.js';
-import { DEFAULT_CONTENT_CAP, shapeReply, type Shaped } from './shape.js';
+import { AuditLog, isoNow } from './audit.js';
+import { busToolSource, type Session, SessionCache, type SessionCacheOptions, type ToolSource } from './sessions.js';
+import { DEFAULT_CONTENT_CAP, type Shaped, shapeReply } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
 import type { CallEvent, ToolCall, ToolErrorCode, ToolResult } from './types.js';
-
 
 /** How a dispatcher behaves; every field has a default. */
 export interface DispatcherOptions {
@@ -174,7 +173,10 @@ export class Dispatcher {
     try {
       violations = this.validators.check(tool.inputSchema)(args);
     } catch (err) {
-      return refuse('internal', `"${call.name}" cannot be called: its input schema does not compile (${(err as Error).message}). Use another tool; the context's owner must fix it.`);
+      return refuse(
+        'internal',
+        `"${call.name}" cannot be called: its input schema does not compile (${(err as Error).message}). Use another tool; the context's owner must fix it.`,
+      );
     }
     if (violations !== undefined) return refuse('bad_request', argumentsMessage(call.name, violations));
 
@@ -212,7 +214,13 @@ export class Dispatcher {
     ).then((verdict) =>
       verdict.approved
         ? this.forwardAndShape(request, call, ctx, trace)
-        : this.fail(trace, ctx, call, 'approval_denied', `The call to "${call.name}" was not made: ${verdict.reason}. Do not retry it unchanged; ask the user how to proceed.`),
+        : this.fail(
+            trace,
+            ctx,
+            call,
+            'approval_denied',
+            `The call to "${call.name}" was not made: ${verdict.reason}. Do not retry it unchanged; ask the user how to proceed.`,
+          ),
     );
   }
 
@@ -221,7 +229,15 @@ export class Dispatcher {
     const { target, op, timeoutMs } = request;
     const inFlight = this.inFlight.get(target) ?? 0;
     if (inFlight >= this.options.maxInFlightPerTarget) {
-      return Promise.resolve(this.fail(trace, ctx, call, 'unavailable', `${target} already has ${inFlight} calls in flight, the most allowed; try "${call.name}" again in a moment.`));
+      return Promise.resolve(
+        this.fail(
+          trace,
+          ctx,
+          call,
+          'unavailable',
+          `${target} already has ${inFlight} calls in flight, the most allowed; try "${call.name}" again in a moment.`,
+        ),
+      );
     }
     this.inFlight.set(target, inFlight + 1);
     const release = () => {
@@ -237,7 +253,13 @@ export class Dispatcher {
         shaped = shapeReply(reply, request.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
       } catch (err) {
         // A reply nested thousands of levels deep overflows JSON.stringify: still a result.
-        return this.fail(trace, ctx, call, 'internal', `"${call.name}" answered with a reply that cannot be shown as text (${(err as Error).message}); its service must fix it. Use another tool.`);
+        return this.fail(
+          trace,
+          ctx,
+          call,
+          'internal',
+          `"${call.name}" answered with a reply that cannot be shown as text (${(err as Error).message}); its service must fix it. Use another tool.`,
+        );
       }
       const durationMs = this.audit(trace, ctx, 'ok');
       const result: ToolResult = { callId: call.id, name: call.name, isError: false, content: shaped.content, durationMs };
@@ -281,9 +303,21 @@ export class Dispatcher {
     }
     switch (err.code) {
       case ErrorCode.Timeout:
-        return this.fail(trace, ctx, call, 'timeout', `"${call.name}" did not answer in time (${subject}, at most ${timeoutMs} ms or the caller's deadline). It may still be running: check its effect before repeating a call that changes things.`);
+        return this.fail(
+          trace,
+          ctx,
+          call,
+          'timeout',
+          `"${call.name}" did not answer in time (${subject}, at most ${timeoutMs} ms or the caller's deadline). It may still be running: check its effect before repeating a call that changes things.`,
+        );
       case ErrorCode.Unavailable:
-        return this.fail(trace, ctx, call, 'unavailable', `No service is answering "${call.name}" right now (${subject} has no responders). Try again later, or use another tool.`);
+        return this.fail(
+          trace,
+          ctx,
+          call,
+          'unavailable',
+          `No service is answering "${call.name}" right now (${subject} has no responders). Try again later, or use another tool.`,
+        );
       case ErrorCode.BadRequest:
         return this.fail(trace, ctx, call, 'bad_request', `"${call.name}" refused its arguments: ${err.message}. Fix them and call again.`);
       default:

@@ -30,7 +30,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     logger: options.logger,
     ops: {
       $call: {
-        description: "Runs one LLM tool call for a session and returns the result the model reads.",
+        description: 'Runs one LLM tool call for a session and returns the result the model reads.',
         request: SchemaId.CallRequest,
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) =>

@@ -34,7 +34,8 @@ export function shapeReply(reply: unknown, mode: ResultMode, options: ShapeOptio
       return shaped;
     }
     case 'text': {
-      const text = typeof reply === 'string' ? reply : typeof (reply as { text?: unknown })?.text === 'string' ? (reply as { text: string }).text : jsonText(reply);
+      const text =
+        typeof reply === 'string' ? reply : typeof (reply as { text?: unknown })?.text === 'string' ? (reply as { text: string }).text : jsonText(reply);
       return capContent(text, options.cap);
     }
     case 'summary':

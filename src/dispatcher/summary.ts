@@ -78,9 +78,7 @@ function render(value: unknown, limits: Limits, depth: number, state: { used: nu
   }
   const keys = Object.keys(value);
   if (depth >= limits.depth) return leaf(`{…${keys.length} keys}`);
-  const shown = keys
-    .slice(0, limits.items)
-    .map((k) => `${leaf(k)}: ${render((value as Record<string, unknown>)[k], limits, depth + 1, state)}`);
+  const shown = keys.slice(0, limits.items).map((k) => `${leaf(k)}: ${render((value as Record<string, unknown>)[k], limits, depth + 1, state)}`);
   const more = keys.length > limits.items ? [`…(+${keys.length - limits.items} more keys)`] : [];
   return `{${[...shown, ...more].join(', ')}}`;
 }

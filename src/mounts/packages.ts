@@ -7,9 +7,9 @@ import type { Violation } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import { builtinContexts } from '../registry/builtins.js';
 import type { ToolContextSpec } from '../registry/types.js';
 import { reservedTargets, schemaCompiler, specViolations } from '../registry/validate.js';
-import { builtinContexts } from '../registry/builtins.js';
 
 /** The verdict on one spec. */
 export interface SpecVerdict {

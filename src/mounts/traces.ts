@@ -148,9 +148,12 @@ export function eventsIn(bytes: Uint8Array): number | undefined {
   if ((first >= 0x80 && first <= 0x8f) || first === 0xde || first === 0xdf) return 1; // one event, a map
   let count: number;
   let header: number;
-  if (first >= 0x90 && first <= 0x9f) [count, header] = [first - 0x90, 1]; // fixarray
-  else if (first === 0xdc && bytes.length >= 3) [count, header] = [(bytes[1] as number) * 0x100 + (bytes[2] as number), 3]; // array 16
-  else if (first === 0xdd && bytes.length >= 5) [count, header] = [new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1), 5]; // array 32
+  if (first >= 0x90 && first <= 0x9f)
+    [count, header] = [first - 0x90, 1]; // fixarray
+  else if (first === 0xdc && bytes.length >= 3)
+    [count, header] = [(bytes[1] as number) * 0x100 + (bytes[2] as number), 3]; // array 16
+  else if (first === 0xdd && bytes.length >= 5)
+    [count, header] = [new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1), 5]; // array 32
   else return undefined;
   return count <= bytes.length - header ? count : undefined;
 }

@@ -27,8 +27,7 @@ export const MATRIX_INVOKE = 'matrix_invoke';
 
 const matrixIntrospect: MatrixToolProjection = {
   name: 'matrix_introspect',
-  description:
-    'Describe the live mounts on the bus: each mount, its ops and their request schemas. Give `mount` to describe one mount only.',
+  description: 'Describe the live mounts on the bus: each mount, its ops and their request schemas. Give `mount` to describe one mount only.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -45,8 +44,7 @@ const matrixIntrospect: MatrixToolProjection = {
 
 const sessionStateRead: MatrixToolProjection = {
   name: 'session_state_read',
-  description:
-    "Read the state of a session: its keys and values. Defaults to the calling session; give `keys` to read only some.",
+  description: 'Read the state of a session: its keys and values. Defaults to the calling session; give `keys` to read only some.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -83,8 +81,7 @@ const matrixInvoke: MatrixToolProjection = {
 
 const traceQuery: MatrixToolProjection = {
   name: 'trace_query',
-  description:
-    'Find recent tool calls made through the dispatcher, by trace id, tool, outcome or time; newest first.',
+  description: 'Find recent tool calls made through the dispatcher, by trace id, tool, outcome or time; newest first.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -106,8 +103,7 @@ const traceQuery: MatrixToolProjection = {
 
 const packageValidate: MatrixToolProjection = {
   name: 'package_validate',
-  description:
-    'Validate tool context specs (ToolContextSpec) against the contracts; lists every violation with its path.',
+  description: 'Validate tool context specs (ToolContextSpec) against the contracts; lists every violation with its path.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -164,8 +160,7 @@ export const builtinContexts: readonly ToolContextSpec[] = [
     key: BuiltinKey.TestRunner,
     title: 'Test running',
     description: 'Evaluate work by its tests and by the traces of the tool calls it made.',
-    instructions:
-      'Judge by evidence: run the tests, read the traces with trace_query, and report what passed and what failed with the output that shows it.',
+    instructions: 'Judge by evidence: run the tests, read the traces with trace_query, and report what passed and what failed with the output that shows it.',
     matrixTools: [traceQuery],
     permissions: { approval: 'never' },
     verification: { checks: ['tests-pass'] },

@@ -6,9 +6,9 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { ConflictError, ForbiddenError, NotFoundError, TimeoutError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
-import { silentLogger, type Logger } from '../bus/log.js';
+import { type Logger, silentLogger } from '../bus/log.js';
 import { builtinContexts } from './builtins.js';
-import { compareKeys, storedBuiltin, type StoredContext, type ToolContextStore } from './store.js';
+import { compareKeys, type StoredContext, storedBuiltin, type ToolContextStore } from './store.js';
 import type { ToolContextSpec } from './types.js';
 
 /** Default bucket name (`MATRIX_TOOLS_BUCKET`). */

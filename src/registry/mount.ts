@@ -4,7 +4,7 @@
  * `system.tools.events.changed`.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { encodedOnce, encodeBody } from '../bus/codec.js';
+import { encodeBody, encodedOnce } from '../bus/codec.js';
 import type { Logger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';

@@ -3,7 +3,7 @@
  * Anthropic tools, MCP `Tool`s. SDK tools are the worker's own and are not rendered.
  */
 import { toStrictSchema } from './strict.js';
-import { ProviderFormat, type Diagnostic, type ResolvedTool } from './types.js';
+import { type Diagnostic, ProviderFormat, type ResolvedTool } from './types.js';
 
 /**
  * The tools in `format`, or undefined for `matrix` (the projections are the format). With
@@ -23,11 +23,23 @@ export function renderProviderTools(
         if (!strict) return { type: 'function', function: { name: t.name, description: t.description, parameters: t.inputSchema } };
         const made = toStrictSchema(t.inputSchema);
         if (!made.strict) {
-          diagnostics.push({ level: 'warning', code: 'strict_unavailable', message: `tool '${t.name}' is not strict: ${made.reason}`, context: t.context, tool: t.name });
+          diagnostics.push({
+            level: 'warning',
+            code: 'strict_unavailable',
+            message: `tool '${t.name}' is not strict: ${made.reason}`,
+            context: t.context,
+            tool: t.name,
+          });
           return { type: 'function', function: { name: t.name, description: t.description, parameters: t.inputSchema, strict: false } };
         }
         if (made.removed.length > 0) {
-          diagnostics.push({ level: 'info', code: 'strict_removed', message: `tool '${t.name}': strict mode does not support ${made.removed.join(', ')}; removed`, context: t.context, tool: t.name });
+          diagnostics.push({
+            level: 'info',
+            code: 'strict_removed',
+            message: `tool '${t.name}': strict mode does not support ${made.removed.join(', ')}; removed`,
+            context: t.context,
+            tool: t.name,
+          });
         }
         return { type: 'function', function: { name: t.name, description: t.description, parameters: made.schema, strict: true } };
       });

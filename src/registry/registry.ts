@@ -6,17 +6,9 @@ import { UnavailableError } from '../bus/errors.js';
 import type { StoreChange } from './kv-store.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
-import { resolveToolContext, type ResolveOptions } from './resolver.js';
+import { type ResolveOptions, resolveToolContext } from './resolver.js';
 import { StaticStore, type ToolContextStore } from './store.js';
-import type {
-  ListReply,
-  ListRequest,
-  RegisterRequest,
-  ResolvedToolContext,
-  ResolveRequest,
-  ToolContextSpec,
-  UnregisterRequest,
-} from './types.js';
+import type { ListReply, ListRequest, RegisterRequest, ResolvedToolContext, ResolveRequest, ToolContextSpec, UnregisterRequest } from './types.js';
 import { assertRegistrable } from './validate.js';
 
 /** A store that can take registrations. */
@@ -100,4 +92,3 @@ export class Registry {
     return this.store;
   }
 }
-

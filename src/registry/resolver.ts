@@ -9,11 +9,11 @@ import { canonicalJson, digestOf } from './canonical.js';
 import { renderProviderTools } from './provider-formats.js';
 import type { StoredContext, ToolContextStore } from './store.js';
 import {
-  ProviderFormat,
   type Diagnostic,
   type Environment,
-  type MatrixToolProjection,
   type EnvironmentRequirements,
+  type MatrixToolProjection,
+  ProviderFormat,
   type ResolvedTool,
   type ResolvedToolContext,
   type ResolveRequest,
@@ -206,17 +206,13 @@ function select(request: ResolveRequest, store: ToolContextStore, diagnostics: D
  */
 function pickProvider(store: ToolContextStore, capability: string, admit: (key: string) => boolean): string | undefined {
   const keys = store.providersOf(capability);
-  const ordered = [
-    ...keys.filter((k) => store.get(k)?.source === 'built-in'),
-    ...keys.filter((k) => store.get(k)?.source !== 'built-in'),
-  ];
+  const ordered = [...keys.filter((k) => store.get(k)?.source === 'built-in'), ...keys.filter((k) => store.get(k)?.source !== 'built-in')];
   return ordered.find((key) => admit(key));
 }
 
 function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): ResolvedTool {
   const approval = spec.permissions.approval;
-  const requiresApproval =
-    approval === 'always' || (typeof approval === 'object' && approval.tools.includes(projection.name));
+  const requiresApproval = approval === 'always' || (typeof approval === 'object' && approval.tools.includes(projection.name));
   const tool: ResolvedTool = {
     ...projection,
     resultMode: projection.resultMode ?? 'json',
@@ -230,10 +226,7 @@ function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): 
 }
 
 /** What of `requirements` the environment lacks, by name; none when no environment is given. */
-export function unmetRequirements(
-  requirements: EnvironmentRequirements | undefined,
-  environment: Environment | undefined,
-): string[] {
+export function unmetRequirements(requirements: EnvironmentRequirements | undefined, environment: Environment | undefined): string[] {
   if (requirements === undefined || environment === undefined) return [];
   const unmet: string[] = [];
   if (requirements.cwd && !environment.cwd) unmet.push('cwd');

@@ -6,15 +6,33 @@
  */
 
 const unsupported = new Set([
-  'minLength', 'maxLength', 'patternProperties', 'unevaluatedProperties', 'propertyNames', 'minProperties', 'maxProperties',
-  'unevaluatedItems', 'contains', 'minContains', 'maxContains', 'uniqueItems', 'default', 'examples', '$schema',
-  'allOf', 'oneOf', 'not', 'if', 'then', 'else', 'dependentRequired', 'dependentSchemas',
+  'minLength',
+  'maxLength',
+  'patternProperties',
+  'unevaluatedProperties',
+  'propertyNames',
+  'minProperties',
+  'maxProperties',
+  'unevaluatedItems',
+  'contains',
+  'minContains',
+  'maxContains',
+  'uniqueItems',
+  'default',
+  'examples',
+  '$schema',
+  'allOf',
+  'oneOf',
+  'not',
+  'if',
+  'then',
+  'else',
+  'dependentRequired',
+  'dependentSchemas',
 ]);
 
 /** The outcome of making one schema strict. */
-export type StrictResult =
-  | { strict: true; schema: Record<string, unknown>; removed: string[] }
-  | { strict: false; reason: string };
+export type StrictResult = { strict: true; schema: Record<string, unknown>; removed: string[] } | { strict: false; reason: string };
 
 /** Makes a tool's parameters schema strict, or says why it cannot be. */
 export function toStrictSchema(schema: Record<string, unknown>): StrictResult {

@@ -82,7 +82,10 @@ export function reservedTargets(spec: ToolContextSpec, prefix = ''): Violation[]
 export function assertRegistrable(spec: unknown, prefix = '/spec'): asserts spec is ToolContextSpec {
   const violations = specViolations(spec, prefix);
   if (violations.length > 0) {
-    const first = violations.slice(0, 3).map((v) => `${v.path} ${v.message}`).join('; ');
+    const first = violations
+      .slice(0, 3)
+      .map((v) => `${v.path} ${v.message}`)
+      .join('; ');
     throw new BadRequestError(`invalid tool context spec: ${first}${violations.length > 3 ? ` (and ${violations.length - 3} more)` : ''}`, {
       details: { violations },
     });

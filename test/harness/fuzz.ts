@@ -29,7 +29,11 @@ const kinds: Record<string, (r: () => number, valid: Record<string, unknown>) =>
     const full = encode({ ...valid, pad: 'x'.repeat(20) });
     return { kind: 'truncated msgpack', json: false, body: full.subarray(0, Math.max(1, Math.floor(r() * (full.length - 1)))) };
   },
-  'random JSON text': (r) => ({ kind: 'random JSON text', json: true, body: text.encode(['{', '{"a":', '[1,2', 'null', '"str"', '{"x":}', '}{'][Math.floor(r() * 7)] as string) }),
+  'random JSON text': (r) => ({
+    kind: 'random JSON text',
+    json: true,
+    body: text.encode(['{', '{"a":', '[1,2', 'null', '"str"', '{"x":}', '}{'][Math.floor(r() * 7)] as string),
+  }),
   'deep nesting': (r, valid) => {
     const depth = 100 + Math.floor(r() * 5000);
     const key = firstKey(valid, r);
@@ -53,8 +57,16 @@ const kinds: Record<string, (r: () => number, valid: Record<string, unknown>) =>
     body[body.length - 1] = 0xc0;
     return { kind: 'deep nesting', json: false, body };
   },
-  'huge string': (r, valid) => ({ kind: 'huge string', json: false, body: encode({ ...valid, [firstKey(valid, r)]: 'h'.repeat(100_000 + Math.floor(r() * 800_000)) }) }),
-  'huge array': (r, valid) => ({ kind: 'huge array', json: false, body: encode({ ...valid, [firstKey(valid, r)]: Array.from({ length: 10_000 + Math.floor(r() * 50_000) }, (_, i) => i) }) }),
+  'huge string': (r, valid) => ({
+    kind: 'huge string',
+    json: false,
+    body: encode({ ...valid, [firstKey(valid, r)]: 'h'.repeat(100_000 + Math.floor(r() * 800_000)) }),
+  }),
+  'huge array': (r, valid) => ({
+    kind: 'huge array',
+    json: false,
+    body: encode({ ...valid, [firstKey(valid, r)]: Array.from({ length: 10_000 + Math.floor(r() * 50_000) }, (_, i) => i) }),
+  }),
   'wrong types': (r, valid) => {
     const wrong = [42, -1.5, true, null, [], 'text', { nested: 1 }, new Uint8Array([1, 2])];
     const body: Record<string, unknown> = { ...valid };
@@ -67,7 +79,10 @@ const kinds: Record<string, (r: () => number, valid: Record<string, unknown>) =>
   'prototype keys': (r, valid) => {
     const key = ['__proto__', 'constructor', 'prototype'][Math.floor(r() * 3)] as string;
     const inner = `{"${key}": {"polluted": true}}`;
-    const json = `{${Object.entries(valid).map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).concat(`"${key}": {"polluted": true}`, `"nested": ${inner}`).join(',')}}`;
+    const json = `{${Object.entries(valid)
+      .map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`)
+      .concat(`"${key}": {"polluted": true}`, `"nested": ${inner}`)
+      .join(',')}}`;
     return { kind: 'prototype keys', json: true, body: text.encode(json) };
   },
   'not a map': (r) => ({ kind: 'not a map', json: false, body: encode([[1, 2], 'string', 12, null, true][Math.floor(r() * 5)]) }),

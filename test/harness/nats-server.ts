@@ -3,7 +3,7 @@
  * NATS module when a Docker engine answers; else a `nats-server` child process on a free
  * port with JetStream in a temporary directory.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';

@@ -3,8 +3,8 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Mount } from '../../src/bus/mount.js';
 import { KvContextStore } from '../../src/registry/kv-store.js';
 import { registryMount } from '../../src/registry/mount.js';
-import { Registry } from '../../src/registry/registry.js';
 import { Presence } from '../../src/registry/presence.js';
+import { Registry } from '../../src/registry/registry.js';
 import type { ToolContextSpec } from '../../src/registry/types.js';
 
 /** One registry instance. */
@@ -46,7 +46,9 @@ export function contextSpec(key: string, extra: Partial<ToolContextSpec> = {}): 
     key,
     title: `Title of ${key}`,
     description: `The ${key} context`,
-    matrixTools: [{ name: `${key.replaceAll(/[^a-z0-9_]/g, '_')}_tool`, description: 'a tool', inputSchema: { type: 'object' }, target: 'app.things', op: '$do' }],
+    matrixTools: [
+      { name: `${key.replaceAll(/[^a-z0-9_]/g, '_')}_tool`, description: 'a tool', inputSchema: { type: 'object' }, target: 'app.things', op: '$do' },
+    ],
     permissions: { approval: 'never' },
     ...extra,
   };

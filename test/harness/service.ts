@@ -1,5 +1,5 @@
 /** Built scripts as a user runs them: `node dist/...` in a child process. */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -18,7 +18,12 @@ export function startService(natsUrl: string, env: Record<string, string> = {}):
 }
 
 /** Runs a built script (`dist/...`) to its end; resolves with its exit code and output. */
-export function runScript(path: string, natsUrl: string, timeoutMs = 15_000, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runScript(
+  path: string,
+  natsUrl: string,
+  timeoutMs = 15_000,
+  args: string[] = [],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, NATS_URL: natsUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -35,7 +40,13 @@ export function runScript(path: string, natsUrl: string, timeoutMs = 15_000, arg
 }
 
 /** Starts a built script that stays up, resolving once its stderr contains `ready`. */
-export async function startScript(path: string, natsUrl: string, ready: string, env: Record<string, string> = {}, args: string[] = []): Promise<ServiceProcess> {
+export async function startScript(
+  path: string,
+  natsUrl: string,
+  ready: string,
+  env: Record<string, string> = {},
+  args: string[] = [],
+): Promise<ServiceProcess> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does) first`);
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env, NATS_URL: natsUrl }, stdio: ['ignore', 'ignore', 'pipe'] });

@@ -1,5 +1,5 @@
-import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { decode, encode } from '@msgpack/msgpack';
+import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
@@ -26,7 +26,9 @@ describe('system.tools answering bad input', () => {
 
   /** The error of a reply, checked for both halves: headers and body agree and match the contract. */
   const errorOf = (msg: Msg, json = false) => {
-    const body = (json ? JSON.parse(new TextDecoder().decode(msg.data)) : decode(msg.data)) as { error: { code: string; message: string; details?: { violations?: Array<{ path: string; message: string }> } } };
+    const body = (json ? JSON.parse(new TextDecoder().decode(msg.data)) : decode(msg.data)) as {
+      error: { code: string; message: string; details?: { violations?: Array<{ path: string; message: string }> } };
+    };
     expect(contracts().check(SchemaId.Error)(body)).toBeUndefined();
     expect(msg.headers?.get('Nats-Service-Error')).toBe(body.error.message);
     expect(body.error.message).not.toMatch(/\n\s+at /);

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { Svcm } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
-import { newTraceparent, type CallContext } from '../../src/bus/context.js';
+import { type CallContext, newTraceparent } from '../../src/bus/context.js';
 import { InternalError, NotFoundError, PayloadTooLargeError, TimeoutError, UnavailableError } from '../../src/bus/errors.js';
 import { Mount, type OpContext } from '../../src/bus/mount.js';
 import { SchemaId } from '../../src/contracts/schemas.js';
@@ -128,9 +128,7 @@ describe('a mount and the bus client', () => {
     expect(pings).toEqual([expect.objectContaining({ name: serviceName, id: mount.id, version: '1.2.3' })]);
     const infos = [];
     for await (const i of await svc.info(serviceName)) infos.push(i);
-    expect(infos[0]?.endpoints.map((e) => e.subject)).toEqual(
-      ['$introspect', '$echo', '$crash', '$silent', '$huge'].map((op) => `${name}.${op}`),
-    );
+    expect(infos[0]?.endpoints.map((e) => e.subject)).toEqual(['$introspect', '$echo', '$crash', '$silent', '$huge'].map((op) => `${name}.${op}`));
     expect(infos[0]?.endpoints[1]?.queue_group).toBe(serviceName);
     const stats = [];
     for await (const s of await svc.stats(serviceName, mount.id)) stats.push(s);

@@ -1,14 +1,14 @@
-import type { NatsConnection } from '@nats-io/nats-core';
 import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { ListReply } from '../../src/registry/types.js';
-import { freePort, startNatsProcess, type ProcessNats } from '../harness/nats-server.js';
 import { sleep, startLoad } from '../harness/load.js';
+import { freePort, type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec } from '../harness/registry.js';
-import { startScript, type ServiceProcess } from '../harness/service.js';
+import { type ServiceProcess, startScript } from '../harness/service.js';
 import { startTarget } from '../harness/targets.js';
 
 describe('a 3-node NATS cluster losing a node under load', () => {
@@ -25,7 +25,9 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     const routes = await Promise.all([freePort(), freePort(), freePort()]);
     const routeList = routes.map((p) => `nats://127.0.0.1:${p}`).join(',');
     for (const [i, port] of routes.entries()) {
-      nodes.push(await startNatsProcess(['--server_name', `n${i}`, '--cluster_name', 'matrix-test', '--cluster', `nats://127.0.0.1:${port}`, '--routes', routeList]));
+      nodes.push(
+        await startNatsProcess(['--server_name', `n${i}`, '--cluster_name', 'matrix-test', '--cluster', `nats://127.0.0.1:${port}`, '--routes', routeList]),
+      );
     }
     const all = nodes.map((n) => n.url).join(',');
     const setup = await connectBus({ servers: all });
@@ -43,15 +45,25 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     }
 
     // The service knows only node 0: losing it, it must fail over to what the cluster told it.
-    service = await startScript('dist/src/cli/main.js', nodes[0]?.url ?? '', ' ready ', { MATRIX_TOOLS_BUCKET: 'cluster-tools', MATRIX_TOOLS_REPLICAS: '3' }, ['serve', '--no-reference']);
-    const targetNc = await connectBus({ servers: nodes.slice(1).map((n) => n.url).join(',') });
+    service = await startScript('dist/src/cli/main.js', nodes[0]?.url ?? '', ' ready ', { MATRIX_TOOLS_BUCKET: 'cluster-tools', MATRIX_TOOLS_REPLICAS: '3' }, [
+      'serve',
+      '--no-reference',
+    ]);
+    const targetNc = await connectBus({
+      servers: nodes
+        .slice(1)
+        .map((n) => n.url)
+        .join(','),
+    });
     const clientNc = await connectBus({ servers: [nodes[2]?.url, nodes[1]?.url].join(',') });
     connections.push(targetNc, clientNc);
     await startTarget(targetNc, 'app.echo', { $echo: (args) => args });
     const client = new BusClient(clientNc, { timeoutMs: 2_000 });
     for (let i = 0; i < 20; i++) {
       await client.request('system.tools', '$register', {
-        spec: contextSpec(`cl-${i}`, { matrixTools: [{ name: `echo_${i}`, description: 'echo', inputSchema: { type: 'object' }, target: 'app.echo', op: '$echo' }] }),
+        spec: contextSpec(`cl-${i}`, {
+          matrixTools: [{ name: `echo_${i}`, description: 'echo', inputSchema: { type: 'object' }, target: 'app.echo', op: '$echo' }],
+        }),
       });
     }
     const session = { profile: 'p', toolContextRefs: ['cl-7'] };
@@ -85,12 +97,16 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     const writeFrom = performance.now();
     const errors = new Set<string>();
     while (more === undefined && performance.now() - writeFrom < 30_000) {
-      more = await client.request<{ revision: number }>('system.tools', '$register', { spec: contextSpec('cl-after') }, { timeoutMs: 6_000 }).catch((err: unknown) => {
-        errors.add((err as { code?: string }).code ?? String(err));
-        return undefined;
-      });
+      more = await client
+        .request<{ revision: number }>('system.tools', '$register', { spec: contextSpec('cl-after') }, { timeoutMs: 6_000 })
+        .catch((err: unknown) => {
+          errors.add((err as { code?: string }).code ?? String(err));
+          return undefined;
+        });
     }
-    console.info(`cluster node loss: a new registration took ${(performance.now() - writeFrom).toFixed(0)} ms after the calls resumed (errors meanwhile: ${[...errors].join(', ') || 'none'})`);
+    console.info(
+      `cluster node loss: a new registration took ${(performance.now() - writeFrom).toFixed(0)} ms after the calls resumed (errors meanwhile: ${[...errors].join(', ') || 'none'})`,
+    );
     expect([...errors].every((e) => e === 'unavailable' || e === 'timeout')).toBe(true);
     expect(more?.revision).toBeGreaterThan(0);
     client.close();

@@ -17,7 +17,7 @@ import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
-import { silence, startTarget, TargetError, type Target } from '../harness/targets.js';
+import { silence, startTarget, type Target, TargetError } from '../harness/targets.js';
 
 const T = uniqueMount('app');
 const tool = (name: string, op: string, extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
@@ -106,10 +106,18 @@ describe('the dispatcher', () => {
 
   beforeAll(async () => {
     nc = await testConnection();
-    const store = new StaticStore([...builtinContexts.map(storedBuiltin), ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 }))], 1);
+    const store = new StaticStore(
+      [...builtinContexts.map(storedBuiltin), ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 }))],
+      1,
+    );
     registry = await registryMount(nc, { registry: new Registry(store) }).start();
     target = await startTarget(nc, T, {
-      $echo: (args, seen) => ({ args, traceparent: seen.headers.traceparent, deadline: seen.headers['Matrix-Deadline'], session: seen.headers['Matrix-Session'] }),
+      $echo: (args, seen) => ({
+        args,
+        traceparent: seen.headers.traceparent,
+        deadline: seen.headers['Matrix-Deadline'],
+        session: seen.headers['Matrix-Session'],
+      }),
       $text: () => ({ text: 'plain words', extra: 1 }),
       $nested: () => ({ rows: Array.from({ length: 2_000 }, (_, i) => ({ i, name: `row ${i}`, tags: ['x', 'y'], deep: { a: { b: { c: i } } } })) }),
       $throw: () => new TargetError(500, 'internal', 'the database is down'),
@@ -305,7 +313,9 @@ describe('the dispatcher', () => {
 
   describe('under load', () => {
     it('answers 1,000 calls in flight at once through the library', async () => {
-      const results = await Promise.all(Array.from({ length: 1_000 }, (_, i) => dispatcher.call(session, { id: `l${i}`, name: 'search', arguments: { q: `q${i}` } })));
+      const results = await Promise.all(
+        Array.from({ length: 1_000 }, (_, i) => dispatcher.call(session, { id: `l${i}`, name: 'search', arguments: { q: `q${i}` } })),
+      );
       expect(results.filter((r) => !r.isError)).toHaveLength(1_000);
       expect(results.map((r) => (r.structured as { args: { q: string } }).args.q)).toEqual(results.map((_, i) => `q${i}`));
     });
@@ -344,7 +354,10 @@ describe('system.dispatcher', () => {
 
   beforeAll(async () => {
     nc = await testConnection();
-    const store = new StaticStore([...builtinContexts.map(storedBuiltin), ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 }))], 1);
+    const store = new StaticStore(
+      [...builtinContexts.map(storedBuiltin), ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 }))],
+      1,
+    );
     target = await startTarget(nc, T, { $echo: (args, seen) => ({ args, traceparent: seen.headers.traceparent }), $deep: () => nestedArrays(80) });
     mounts = await Promise.all([registryMount(nc, { registry: new Registry(store) }).start(), dispatcherMount(nc).start()]);
     client = new BusClient(nc, { timeoutMs: 10_000 });
@@ -358,7 +371,12 @@ describe('system.dispatcher', () => {
   it('runs $call over the wire with the caller’s trace, in MessagePack and JSON', async () => {
     const traceparent = newTraceparent();
     for (const json of [false, true]) {
-      const r = await client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'w1', name: 'search', arguments: { q: 'wire' } } }, { traceparent, json });
+      const r = await client.request<ToolResult>(
+        'system.dispatcher',
+        '$call',
+        { session, call: { id: 'w1', name: 'search', arguments: { q: 'wire' } } },
+        { traceparent, json },
+      );
       expect(contracts().check(SchemaId.ToolResult)(r)).toBeUndefined();
       expect(r).toMatchObject({ callId: 'w1', isError: false, structured: { args: { q: 'wire' } } });
       expect(traceIdOf((r.structured as { traceparent: string }).traceparent)).toBe(traceIdOf(traceparent));
@@ -385,7 +403,9 @@ describe('system.dispatcher', () => {
 
   it('answers 1,000 calls in flight at once', async () => {
     const results = await Promise.all(
-      Array.from({ length: 1_000 }, (_, i) => client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: `m${i}`, name: 'search', arguments: { q: `m${i}` } } })),
+      Array.from({ length: 1_000 }, (_, i) =>
+        client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: `m${i}`, name: 'search', arguments: { q: `m${i}` } } }),
+      ),
     );
     expect(results.filter((r) => !r.isError)).toHaveLength(1_000);
     expect(new Set(results.map((r) => r.callId)).size).toBe(1_000);

@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { cli, startScript, type ServiceProcess } from '../harness/service.js';
+import { cli, type ServiceProcess, startScript } from '../harness/service.js';
 
 describe('the whole system, as a user runs it', () => {
   let url: string;

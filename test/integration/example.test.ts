@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { runScript, startScript, startService, type ServiceProcess } from '../harness/service.js';
+import { runScript, type ServiceProcess, startScript, startService } from '../harness/service.js';
 
 describe('the registration example, as a user runs it', () => {
   const running: ServiceProcess[] = [];

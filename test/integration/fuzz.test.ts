@@ -4,8 +4,8 @@ import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { testConnection } from '../harness/bus.js';
-import { fuzzCase, prng, type FuzzCase } from '../harness/fuzz.js';
-import { startScript, type ServiceProcess } from '../harness/service.js';
+import { type FuzzCase, fuzzCase, prng } from '../harness/fuzz.js';
+import { type ServiceProcess, startScript } from '../harness/service.js';
 
 const SEED = Number(process.env.FUZZ_SEED) || 20261130;
 const ROUNDS = 6;
@@ -20,7 +20,11 @@ const ops: Array<{ subject: string; valid: Record<string, unknown>; schema?: str
   { subject: 'system.tools.$register', valid: { spec }, schema: SchemaId.RegisterRequest },
   { subject: 'system.tools.$unregister', valid: { key: 'fuzz-gone' }, schema: SchemaId.UnregisterRequest },
   { subject: 'system.tools.$introspect', valid: {}, schema: SchemaId.IntrospectRequest },
-  { subject: 'system.dispatcher.$call', valid: { session: { profile: 'default' }, call: { id: '1', name: 'session_state_read' } }, schema: SchemaId.CallRequest },
+  {
+    subject: 'system.dispatcher.$call',
+    valid: { session: { profile: 'default' }, call: { id: '1', name: 'session_state_read' } },
+    schema: SchemaId.CallRequest,
+  },
   { subject: 'system.dispatcher.$introspect', valid: {}, schema: SchemaId.IntrospectRequest },
   { subject: 'system.agents.$introspect', valid: { mount: 'system.tools' }, schema: SchemaId.AgentsIntrospectRequest },
   { subject: 'system.sessions.$read', valid: { session: 'fuzz' }, schema: SchemaId.SessionReadRequest },
@@ -55,7 +59,13 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, () => {
 
   beforeAll(async () => {
     nc = await testConnection();
-    served = await startScript('dist/src/cli/main.js', inject('natsUrl'), ' ready ', { MATRIX_TOOLS_BUCKET: `fuzz-${process.pid}`, MATRIX_SESSIONS_BUCKET: `fuzz-sessions-${process.pid}` }, ['serve']);
+    served = await startScript(
+      'dist/src/cli/main.js',
+      inject('natsUrl'),
+      ' ready ',
+      { MATRIX_TOOLS_BUCKET: `fuzz-${process.pid}`, MATRIX_SESSIONS_BUCKET: `fuzz-sessions-${process.pid}` },
+      ['serve'],
+    );
   });
   afterAll(async () => {
     await served.stop('SIGTERM');
@@ -89,7 +99,9 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, () => {
         if (expected === 'error') failures.push(`${op.subject} ${c.kind}: accepted a body its contract refuses`);
         return;
       }
-      const body = (msg.headers?.get('Content-Type') === 'application/json' ? JSON.parse(new TextDecoder().decode(msg.data)) : decode(msg.data)) as { error?: { code?: string; message?: string } };
+      const body = (msg.headers?.get('Content-Type') === 'application/json' ? JSON.parse(new TextDecoder().decode(msg.data)) : decode(msg.data)) as {
+        error?: { code?: string; message?: string };
+      };
       if (!codes.has(String(body.error?.code))) failures.push(`${op.subject} ${c.kind}: untyped error ${JSON.stringify(body).slice(0, 200)}`);
       if (/\n\s+at |\.ts:\d+|\.js:\d+/.test(String(body.error?.message))) failures.push(`${op.subject} ${c.kind}: a stack trace in the reply`);
       if (expected === 'error' && !['400', '404', '413'].includes(status)) failures.push(`${op.subject} ${c.kind}: ${status} for a malformed body`);
@@ -106,7 +118,12 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, () => {
     }
 
     console.info(`fuzz seed ${SEED}: ${ROUNDS * PER_ROUND} requests; RSS after each round ${rss.map((x) => x.toFixed(0)).join(' → ')} MiB`);
-    console.info([...tally].sort().map(([k, n]) => `  ${k}: ${n}`).join('\n'));
+    console.info(
+      [...tally]
+        .sort()
+        .map(([k, n]) => `  ${k}: ${n}`)
+        .join('\n'),
+    );
     expect(failures.length, failures.slice(0, 20).join('\n')).toBe(0);
     expect(served.child.exitCode).toBeNull();
     // Flat: what the last rounds settle at is little above what the first ones did. One sample

@@ -36,7 +36,11 @@ describe('the registry’s KV watch', () => {
     const name = `watch-empty-${process.pid}`;
     const empty = await Bucket.open(nc, name);
     const errors: unknown[] = [];
-    const watch = empty.watch(() => {}, (err) => errors.push(err), { checkMs: 50, stallMs: 150 });
+    const watch = empty.watch(
+      () => {},
+      (err) => errors.push(err),
+      { checkMs: 50, stallMs: 150 },
+    );
     await new Promise((r) => setTimeout(r, 1_000));
     watch.stop();
     await (await new Kvm(nc).open(name)).destroy();

@@ -1,8 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NatsConnection } from '@nats-io/nats-core';
 import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../src/bus/errors.js';
@@ -31,7 +31,16 @@ describe('the reference mounts', () => {
     nc = await testConnection();
     client = new BusClient(nc, { timeoutMs: 5_000 });
     const policyFile = join(dir, 'policy.json');
-    writeFileSync(policyFile, JSON.stringify({ rules: [{ tool: 'matrix_invoke', target: `${app}`, op: '$echo', decision: 'allow' }, { tool: 'matrix_invoke', decision: 'deny', reason: 'only echo' }], default: 'ask' }));
+    writeFileSync(
+      policyFile,
+      JSON.stringify({
+        rules: [
+          { tool: 'matrix_invoke', target: `${app}`, op: '$echo', decision: 'allow' },
+          { tool: 'matrix_invoke', decision: 'deny', reason: 'only echo' },
+        ],
+        default: 'ask',
+      }),
+    );
     target = await startTarget(nc, app, { $echo: (args) => args, $delete: () => ({ deleted: true }) });
     mounts.push(
       await registryMount(nc).start(),
@@ -53,12 +62,17 @@ describe('the reference mounts', () => {
   it('system.sessions keeps state that session_state_read reads back', async () => {
     const first = await client.request<{ revision: number }>('system.sessions', '$write', { values: { goal: 'ship it', step: 1 } }, { session: 'sess-1' });
     await client.request('system.sessions', '$write', { session: 'sess-1', values: { step: 2, goal: null } });
-    await expect(client.request('system.sessions', '$write', { session: 'sess-1', values: { x: 1 }, expectedRevision: first.revision })).rejects.toBeInstanceOf(ConflictError);
+    await expect(client.request('system.sessions', '$write', { session: 'sess-1', values: { x: 1 }, expectedRevision: first.revision })).rejects.toBeInstanceOf(
+      ConflictError,
+    );
     await expect(client.request('system.sessions', '$read', {})).rejects.toBeInstanceOf(BadRequestError);
 
     const r = await dispatcher.call({ profile: 'default' }, { id: '1', name: 'session_state_read', arguments: {} }, { session: 'sess-1' });
     expect(r).toMatchObject({ isError: false, structured: { session: 'sess-1', state: { step: 2 } } });
-    const picked = await dispatcher.call({ profile: 'default' }, { id: '2', name: 'session_state_read', arguments: { session: 'sess-1', keys: ['step', 'absent'] } });
+    const picked = await dispatcher.call(
+      { profile: 'default' },
+      { id: '2', name: 'session_state_read', arguments: { session: 'sess-1', keys: ['step', 'absent'] } },
+    );
     expect(picked.structured).toMatchObject({ state: { step: 2 } });
     expect(contracts().check(SchemaId.SessionReadReply)(picked.structured)).toBeUndefined();
   });
@@ -70,7 +84,13 @@ describe('the reference mounts', () => {
     const denied = await dispatcher.call(session, { id: 'b', name: 'matrix_invoke', arguments: { target: app, op: '$delete' } });
     expect(denied).toMatchObject({ isError: true, error: { code: 'approval_denied' }, content: expect.stringContaining('only echo') });
     expect(target.count('$delete')).toBe(0);
-    const asked = await client.request<{ decision: string; reason: string }>('system.approvals', '$decide', { callId: 'x', tool: 'other', target: 'app.y', op: '$z', arguments: {} });
+    const asked = await client.request<{ decision: string; reason: string }>('system.approvals', '$decide', {
+      callId: 'x',
+      tool: 'other',
+      target: 'app.y',
+      op: '$z',
+      arguments: {},
+    });
     expect(asked).toMatchObject({ decision: 'reject', reason: expect.stringContaining('no one at a terminal') });
   });
 
@@ -82,7 +102,14 @@ describe('the reference mounts', () => {
   });
 
   it('system.packages validates specs as $register would (package_validate)', async () => {
-    const r = await dispatcher.call({ profile: 'propose', worker: 'codex' }, { id: 'p', name: 'package_validate', arguments: { specs: [{ key: 'ok', title: 'Ok', description: 'd', permissions: { approval: 'never' } }, { key: 'NO' }] } });
+    const r = await dispatcher.call(
+      { profile: 'propose', worker: 'codex' },
+      {
+        id: 'p',
+        name: 'package_validate',
+        arguments: { specs: [{ key: 'ok', title: 'Ok', description: 'd', permissions: { approval: 'never' } }, { key: 'NO' }] },
+      },
+    );
     expect(r.isError).toBe(false);
     const verdict = r.structured as { valid: boolean; results: Array<{ valid: boolean; violations: Array<{ path: string }> }> };
     expect(contracts().check(SchemaId.PackageValidateReply)(verdict)).toBeUndefined();
@@ -95,7 +122,9 @@ describe('the reference mounts', () => {
     const all = await client.request<{ mounts: Array<{ mount: string; instances: number }> }>('system.agents', '$introspect', {});
     expect(contracts().check(SchemaId.AgentsIntrospectReply)(all)).toBeUndefined();
     expect(all.mounts.map((m) => m.mount)).toEqual(expect.arrayContaining(['system.tools', 'system.sessions', 'system.approvals']));
-    const one = await client.request<{ mounts: Array<{ ops: Array<{ op: string; requestSchema?: { $id?: string } }> }> }>('system.agents', '$introspect', { mount: 'system.tools' });
+    const one = await client.request<{ mounts: Array<{ ops: Array<{ op: string; requestSchema?: { $id?: string } }> }> }>('system.agents', '$introspect', {
+      mount: 'system.tools',
+    });
     expect(one.mounts[0]?.ops.find((o) => o.op === '$resolve')?.requestSchema?.$id).toBe(SchemaId.ResolveRequest);
     await expect(client.request('system.agents', '$introspect', { mount: 'system.nowhere' })).rejects.toBeInstanceOf(NotFoundError);
   });

@@ -5,8 +5,8 @@ import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { CHANGED_EVENTS } from '../../src/registry/events.js';
 import type { ListReply, RegisterReply } from '../../src/registry/types.js';
-import { startNatsProcess, type ProcessNats } from '../harness/nats-server.js';
-import { contextSpec, startInstance, type Instance } from '../harness/registry.js';
+import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+import { contextSpec, type Instance, startInstance } from '../harness/registry.js';
 
 async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -90,7 +90,9 @@ describe('registrations and watches across a nats-server restart', () => {
     await until(() => appliedAt.size === n && eventAt.size === n, 10_000, 'every change to reach B and the listener');
     const lags = [...eventAt].map(([key, t]) => (appliedAt.get(key) ?? Infinity) - t).sort((x, y) => x - y);
     const at = (q: number) => (lags[Math.min(lags.length - 1, Math.floor(q * lags.length))] ?? NaN).toFixed(2);
-    console.info(`registration propagation, event seen → served by another instance: p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms (negative: served before the event arrived)`);
+    console.info(
+      `registration propagation, event seen → served by another instance: p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms (negative: served before the event arrived)`,
+    );
     expect(lags.every(Number.isFinite)).toBe(true);
     client.close();
   }, 30_000);

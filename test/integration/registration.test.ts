@@ -1,16 +1,16 @@
 import { decode } from '@msgpack/msgpack';
-import type { NatsConnection } from '@nats-io/nats-core';
 import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../../src/bus/errors.js';
 import { Mount } from '../../src/bus/mount.js';
-import { SchemaId, contracts } from '../../src/contracts/schemas.js';
+import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { CHANGED_EVENTS, watchRegistry } from '../../src/registry/events.js';
 import { ToolProvider } from '../../src/registry/tool-provider.js';
 import type { ChangedEvent, ListReply, RegisterReply, ResolvedToolContext, ToolContextSpec } from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
-import { contextSpec, startInstance, uniqueBucket, type Instance } from '../harness/registry.js';
+import { contextSpec, type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
 
 describe('run-time registration', () => {
   let nc: NatsConnection;
@@ -67,7 +67,10 @@ describe('run-time registration', () => {
     expect(resolved).toMatchObject({ contexts: ['weather'], revision: reply.revision, instructions: '## Title of weather\n\nCheck the weather first.' });
     const byCapability = await resolve({ profile: 'default', requires: ['weather.read'] });
     expect(byCapability.contexts).toEqual(['actor-readonly', 'weather']);
-    await expect(resolve({ profile: 'default', requires: ['weather.write'] })).rejects.toMatchObject({ code: 'not_found', message: expect.stringContaining("'weather.write'") });
+    await expect(resolve({ profile: 'default', requires: ['weather.write'] })).rejects.toMatchObject({
+      code: 'not_found',
+      message: expect.stringContaining("'weather.write'"),
+    });
   });
 
   it('updates with the right revision, refuses a stale one, and unregisters', async () => {
@@ -130,7 +133,12 @@ describe('run-time registration', () => {
 
   it('refuses invalid specs, listing every violation', async () => {
     await start(uniqueBucket());
-    const schemaFailure = register({ key: 'Bad Key', title: '', permissions: { approval: 'sometimes' }, matrixTools: [{ name: 'has space', description: 'd', inputSchema: { type: 'string' }, target: 'App', op: 'run' }] });
+    const schemaFailure = register({
+      key: 'Bad Key',
+      title: '',
+      permissions: { approval: 'sometimes' },
+      matrixTools: [{ name: 'has space', description: 'd', inputSchema: { type: 'string' }, target: 'App', op: 'run' }],
+    });
     await expect(schemaFailure).rejects.toBeInstanceOf(BadRequestError);
     const violations = ((await schemaFailure.catch((e: unknown) => e)) as BadRequestError).violations.map((v) => v.path);
     expect(violations).toEqual(

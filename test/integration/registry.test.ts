@@ -4,10 +4,10 @@ import { BusClient } from '../../src/bus/client.js';
 import { NotFoundError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
+import { builtinContexts } from '../../src/registry/builtins.js';
 import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
-import { builtinContexts } from '../../src/registry/builtins.js';
 import type { IntrospectReply, ListReply, ResolvedToolContext, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 import { testConnection } from '../harness/bus.js';
 
@@ -79,7 +79,10 @@ describe.each([
     const reply = await resolve({
       profile: 'default',
       toolContextRefs: ['test-runner'],
-      skills: [{ name: 'inspect', toolContextRefs: ['actor-readonly'] }, { name: 'again', toolContextRefs: ['test-runner'] }],
+      skills: [
+        { name: 'inspect', toolContextRefs: ['actor-readonly'] },
+        { name: 'again', toolContextRefs: ['test-runner'] },
+      ],
     });
     expect(reply.contexts).toEqual(['test-runner', 'actor-readonly']);
     expect(reply.instructions.split('\n').filter((l) => l.startsWith('## '))).toEqual(['## Test running', '## Actor inspection']);
@@ -94,7 +97,11 @@ describe.each([
   it('$resolve answers not_found naming every unknown ref', async () => {
     const failure = resolve({ profile: 'p', toolContextRefs: ['ghost', 'lookup-a'], skills: [{ name: 's', toolContextRefs: ['phantom'] }] });
     await expect(failure).rejects.toBeInstanceOf(NotFoundError);
-    await expect(failure).rejects.toMatchObject({ code: 'not_found', message: expect.stringContaining('ghost, phantom'), details: { unknown: ['ghost', 'phantom'] } });
+    await expect(failure).rejects.toMatchObject({
+      code: 'not_found',
+      message: expect.stringContaining('ghost, phantom'),
+      details: { unknown: ['ghost', 'phantom'] },
+    });
   });
 
   it('$resolve leaves out contexts the environment cannot serve', async () => {
@@ -118,7 +125,9 @@ describe.each([
     const first = await resolve(request);
     const second = await resolve(request);
     expect(second).toEqual(first);
-    const fresh = new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), ...registered.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 }))], 3));
+    const fresh = new Registry(
+      new StaticStore([...builtinContexts.map(storedBuiltin), ...registered.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 }))], 3),
+    );
     expect((await fresh.resolve(request)).digest).toBe(first.digest);
   });
 

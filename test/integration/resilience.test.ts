@@ -4,12 +4,12 @@ import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { pingServices } from '../../src/bus/discovery.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
-import { startNatsProcess, type ProcessNats } from '../harness/nats-server.js';
-import { sleep, startLoad } from '../harness/load.js';
-import { contextSpec } from '../harness/registry.js';
-import { startScript, type ServiceProcess } from '../harness/service.js';
-import { startTarget } from '../harness/targets.js';
 import { testConnection } from '../harness/bus.js';
+import { sleep, startLoad } from '../harness/load.js';
+import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+import { contextSpec } from '../harness/registry.js';
+import { type ServiceProcess, startScript } from '../harness/service.js';
+import { startTarget } from '../harness/targets.js';
 
 const DEADLINE_MS = 1_000;
 
@@ -85,7 +85,13 @@ describe('losing one of three registry instances under load', () => {
   it('fails only the requests that instance held', async () => {
     const url = inject('natsUrl');
     for (let i = 0; i < 3; i++) {
-      instances.push(await startScript('dist/src/cli/main.js', url, ' ready ', { MATRIX_TOOLS_BUCKET: `loss-${process.pid}` }, ['serve', '--no-dispatcher', '--no-reference']));
+      instances.push(
+        await startScript('dist/src/cli/main.js', url, ' ready ', { MATRIX_TOOLS_BUCKET: `loss-${process.pid}` }, [
+          'serve',
+          '--no-dispatcher',
+          '--no-reference',
+        ]),
+      );
     }
     const client = new BusClient(await testConnection(), { timeoutMs: 2_000 });
     const inFlight = 48;
@@ -97,7 +103,9 @@ describe('losing one of three registry instances under load', () => {
     const records = await load.stop();
     const failed = records.filter((r) => !r.ok);
     const startedLater = records.filter((r) => r.started > killedAt + 50);
-    console.info(`instance loss: ${records.length} calls, ${failed.length} failed (${[...new Set(failed.map((f) => f.code))].join(', ') || 'none'}), ${startedLater.filter((r) => !r.ok).length} of ${startedLater.length} started after the kill failed`);
+    console.info(
+      `instance loss: ${records.length} calls, ${failed.length} failed (${[...new Set(failed.map((f) => f.code))].join(', ') || 'none'}), ${startedLater.filter((r) => !r.ok).length} of ${startedLater.length} started after the kill failed`,
+    );
     expect(failed.length).toBeLessThanOrEqual(inFlight);
     expect(failed.every((f) => f.started < killedAt + 50)).toBe(true);
     expect(startedLater.filter((r) => r.ok).length).toBe(startedLater.length);

@@ -14,10 +14,10 @@ import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import { prng } from '../harness/fuzz.js';
-import { startNatsProcess, type ProcessNats } from '../harness/nats-server.js';
-import { startTarget } from '../harness/targets.js';
+import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec } from '../harness/registry.js';
-import { cli, startScript, type ServiceProcess } from '../harness/service.js';
+import { cli, type ServiceProcess, startScript } from '../harness/service.js';
+import { startTarget } from '../harness/targets.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'auth-'));
 const file = (name: string, content: string | Uint8Array) => {
@@ -67,7 +67,26 @@ const scenarios: Scenario[] = [
       const account = createAccount();
       const user = createUser();
       const operatorJwt = await encodeOperator('O', operator);
-      const accountJwt = await encodeAccount('A', account, { limits: { conn: -1, subs: -1, payload: -1, data: -1, imports: -1, exports: -1, wildcards: true, mem_storage: -1, disk_storage: -1, streams: -1, consumer: -1 } }, { signer: operator });
+      const accountJwt = await encodeAccount(
+        'A',
+        account,
+        {
+          limits: {
+            conn: -1,
+            subs: -1,
+            payload: -1,
+            data: -1,
+            imports: -1,
+            exports: -1,
+            wildcards: true,
+            mem_storage: -1,
+            disk_storage: -1,
+            streams: -1,
+            consumer: -1,
+          },
+        },
+        { signer: operator },
+      );
       file('user.creds', fmtCreds(await encodeUser('U', user, account), user));
       const otherAccount = createAccount();
       const otherUser = createUser();
@@ -153,7 +172,15 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
     expect(heard).toEqual(['genuine']);
     await serviceNc.close();
 
-    const viaCli = await cli(server.url, 'register', file('sneaky.json', JSON.stringify(contextSpec('sneaky-cli'))), '--user', 'agent', '--password', 'agent-secret');
+    const viaCli = await cli(
+      server.url,
+      'register',
+      file('sneaky.json', JSON.stringify(contextSpec('sneaky-cli'))),
+      '--user',
+      'agent',
+      '--password',
+      'agent-secret',
+    );
     expect(viaCli.code).toBe(1);
     expect(viaCli.stderr).toContain('error (forbidden): not permitted to publish to system.tools.$register');
     agent.close();
@@ -167,8 +194,16 @@ describe('no unauthorised call ever reaches a target (seeded random calls)', () 
   it('counts zero at every subject outside the context, reserved or unapproved', async () => {
     const nc = await connectBus({ servers: inject('natsUrl') });
     const invoke = builtinContexts.flatMap((c) => c.matrixTools ?? []).find((t) => t.name === MATRIX_INVOKE);
-    const narrow = { key: 'narrow', title: 'Narrow', description: 'invoke app.allowed only', matrixTools: [invoke!], permissions: { approval: 'never' as const, allowTargets: ['app.allowed.>'] } };
-    const registry = await registryMount(nc, { registry: new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), { spec: narrow, source: 'registered', revision: 1 }])) }).start();
+    const narrow = {
+      key: 'narrow',
+      title: 'Narrow',
+      description: 'invoke app.allowed only',
+      matrixTools: [invoke!],
+      permissions: { approval: 'never' as const, allowTargets: ['app.allowed.>'] },
+    };
+    const registry = await registryMount(nc, {
+      registry: new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), { spec: narrow, source: 'registered', revision: 1 }])),
+    }).start();
     const ops = ['$run', '$other', '$register', '$unregister', '$write', '$decide', '$call'];
     // The allowed target answers every op: each call that reaches it is one that succeeded.
     const allowed = await startTarget(nc, 'app.allowed', Object.fromEntries(ops.map((op) => [op, () => ({ ran: true })])));
@@ -187,13 +222,22 @@ describe('no unauthorised call ever reaches a target (seeded random calls)', () 
     const round = async (n: number) => {
       for (let i = 0; i < n; i++) {
         const name = pick([MATRIX_INVOKE, MATRIX_INVOKE, MATRIX_INVOKE, 'matrix_introspect', 'run_shell', 'nope']);
-        const result = await dispatcher.call({ profile: 'p', toolContextRefs: ['narrow'] }, { id: `r${i}`, name, arguments: { target: pick(targets), op: pick(ops), args: {} } });
+        const result = await dispatcher.call(
+          { profile: 'p', toolContextRefs: ['narrow'] },
+          { id: `r${i}`, name, arguments: { target: pick(targets), op: pick(ops), args: {} } },
+        );
         if (!result.isError) succeeded++;
       }
     };
     await round(1_500);
     await nc.flush();
-    expect(Object.fromEntries(spies)).toEqual({ 'app.secret.>': 0, 'system.tools.$register': 0, 'system.tools.$unregister': 0, 'system.sessions.$write': 0, '$KV.>': 0 });
+    expect(Object.fromEntries(spies)).toEqual({
+      'app.secret.>': 0,
+      'system.tools.$register': 0,
+      'system.tools.$unregister': 0,
+      'system.sessions.$write': 0,
+      '$KV.>': 0,
+    });
     expect(allowed.count()).toBe(succeeded);
     expect(succeeded).toBeGreaterThan(0);
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { IntrospectReply, ResolvedToolContext } from '../../src/registry/types.js';
 import { testConnection } from '../harness/bus.js';
-import { startService, type ServiceProcess } from '../harness/service.js';
+import { type ServiceProcess, startService } from '../harness/service.js';
 
 describe('the service as npm start runs it', () => {
   let client: BusClient;

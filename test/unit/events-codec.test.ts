@@ -34,7 +34,18 @@ describe('the call event encoder', () => {
 
   it('keeps numbers and strings of every size exact', () => {
     const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 53 - 1, -1, -200, 1.5, 1e-9, Number.MAX_VALUE];
-    const strings = ['', 'a', 'x'.repeat(31), 'x'.repeat(32), 'y'.repeat(255), 'y'.repeat(256), 'z'.repeat(65_536), 'é'.repeat(20), 'é'.repeat(200), `${'a'.repeat(30)}😀`];
+    const strings = [
+      '',
+      'a',
+      'x'.repeat(31),
+      'x'.repeat(32),
+      'y'.repeat(255),
+      'y'.repeat(256),
+      'z'.repeat(65_536),
+      'é'.repeat(20),
+      'é'.repeat(200),
+      `${'a'.repeat(30)}😀`,
+    ];
     const events = [
       ...numbers.map((n, i): CallEvent => ({ ...full, callId: String(i), durationMs: n, argumentsBytes: n })),
       ...strings.map((s): CallEvent => ({ ...full, callId: s, name: s })),

@@ -106,7 +106,13 @@ describe('the approval policy', () => {
 
 describe('describing mounts from discovery', () => {
   it('groups instances by mount and names ops by subject', () => {
-    const info = (id: string, mount: string) => ({ name: mount.replaceAll('.', '-'), id, version: '1.0.0', metadata: { mount }, endpoints: [{ name: 'list', subject: `${mount}.$list` }] });
+    const info = (id: string, mount: string) => ({
+      name: mount.replaceAll('.', '-'),
+      id,
+      version: '1.0.0',
+      metadata: { mount },
+      endpoints: [{ name: 'list', subject: `${mount}.$list` }],
+    });
     expect(describeMounts([info('a', 'system.tools'), info('b', 'system.tools'), info('c', 'app.x')])).toEqual([
       { mount: 'app.x', instances: 1, version: '1.0.0', ops: [{ op: '$list' }] },
       { mount: 'system.tools', instances: 2, version: '1.0.0', ops: [{ op: '$list' }] },
@@ -116,7 +122,11 @@ describe('describing mounts from discovery', () => {
 
 describe('OpenAI strict mode', () => {
   it('closes objects, requires every property, makes optional ones nullable and reports what it removed', () => {
-    const r = toStrictSchema({ type: 'object', required: ['q'], properties: { q: { type: 'string', minLength: 1 }, n: { type: 'integer' }, mode: { enum: ['a', 'b'] } } });
+    const r = toStrictSchema({
+      type: 'object',
+      required: ['q'],
+      properties: { q: { type: 'string', minLength: 1 }, n: { type: 'integer' }, mode: { enum: ['a', 'b'] } },
+    });
     expect(r).toEqual({
       strict: true,
       removed: ['/properties/q/minLength'],
@@ -132,7 +142,13 @@ describe('OpenAI strict mode', () => {
   it('leaves a tool with a free-form object non-strict and says why', () => {
     const r = resolveToolContext({ profile: 'edit', format: 'openai', strict: true }, new StaticStore());
     expect(r.providerTools?.[0]).toMatchObject({ function: { name: 'matrix_invoke', strict: false } });
-    expect(r.diagnostics).toContainEqual(expect.objectContaining({ code: 'strict_unavailable', tool: 'matrix_invoke', message: expect.stringContaining('/properties/args is a free-form object') }));
+    expect(r.diagnostics).toContainEqual(
+      expect.objectContaining({
+        code: 'strict_unavailable',
+        tool: 'matrix_invoke',
+        message: expect.stringContaining('/properties/args is a free-form object'),
+      }),
+    );
     const readonly = resolveToolContext({ profile: 'default', format: 'openai', strict: true }, new StaticStore());
     expect(readonly.providerTools?.every((t) => (t.function as { strict: boolean }).strict)).toBe(true);
   });
@@ -141,13 +157,37 @@ describe('OpenAI strict mode', () => {
 describe('checking that tool schemas compile', () => {
   it('refuses a $ref that leads nowhere, which the meta-schema cannot see', async () => {
     const { specViolations } = await import('../../src/registry/validate.js');
-    const spec = { key: 'refs', title: 'R', description: 'd', permissions: { approval: 'never' }, matrixTools: [{ name: 't', description: 'd', inputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }, target: 'app.x', op: '$y' }] };
-    expect(specViolations(spec)).toEqual([expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'compile', message: expect.stringContaining('missing') })]);
+    const spec = {
+      key: 'refs',
+      title: 'R',
+      description: 'd',
+      permissions: { approval: 'never' },
+      matrixTools: [
+        { name: 't', description: 'd', inputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }, target: 'app.x', op: '$y' },
+      ],
+    };
+    expect(specViolations(spec)).toEqual([
+      expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'compile', message: expect.stringContaining('missing') }),
+    ]);
   });
 
   it('accepts a draft-07 schema that says so', async () => {
     const { specViolations } = await import('../../src/registry/validate.js');
-    const spec = { key: 'd7', title: 'D', description: 'd', permissions: { approval: 'never' }, matrixTools: [{ name: 't', description: 'd', inputSchema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { a: { type: 'string' } } }, target: 'app.x', op: '$y' }] };
+    const spec = {
+      key: 'd7',
+      title: 'D',
+      description: 'd',
+      permissions: { approval: 'never' },
+      matrixTools: [
+        {
+          name: 't',
+          description: 'd',
+          inputSchema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { a: { type: 'string' } } },
+          target: 'app.x',
+          op: '$y',
+        },
+      ],
+    };
     expect(specViolations(spec)).toEqual([]);
   });
 });

@@ -75,7 +75,10 @@ describe('the merged context', () => {
   it("merges skills' refs after the profile's, each context once", () => {
     const r = resolve({
       profile: 'default',
-      skills: [{ name: 'a', toolContextRefs: ['test-runner', 'actor-readonly'] }, { name: 'b', toolContextRefs: ['repo-coding'] }],
+      skills: [
+        { name: 'a', toolContextRefs: ['test-runner', 'actor-readonly'] },
+        { name: 'b', toolContextRefs: ['repo-coding'] },
+      ],
     });
     expect(r.contexts).toEqual(['actor-readonly', 'test-runner', 'repo-coding']);
     // trace_query is in test-runner and repo-coding with one projection: listed once.
@@ -88,9 +91,7 @@ describe('the merged context', () => {
     const r = resolve({ profile: 'p', toolContextRefs: ['alpha', 'beta'] }, store);
     expect(r.matrixTools).toHaveLength(1);
     expect(r.matrixTools[0]).toMatchObject({ name: 'lookup', target: 'app.one', context: 'alpha' });
-    expect(r.diagnostics).toEqual([
-      expect.objectContaining({ level: 'warning', code: 'tool_name_conflict', context: 'beta', tool: 'lookup' }),
-    ]);
+    expect(r.diagnostics).toEqual([expect.objectContaining({ level: 'warning', code: 'tool_name_conflict', context: 'beta', tool: 'lookup' })]);
     expect(r.diagnostics[0]?.message).toMatch(/'beta'.*app\.two.*'alpha'/);
   });
 
@@ -174,9 +175,7 @@ describe('refs and capabilities that cannot be met', () => {
   });
 
   it('names every capability nobody provides', () => {
-    expect(() => resolve({ profile: 'default', requires: ['time.travel', 'actor.read', 'teleport'] })).toThrow(
-      /'time.travel', 'teleport'/,
-    );
+    expect(() => resolve({ profile: 'default', requires: ['time.travel', 'actor.read', 'teleport'] })).toThrow(/'time.travel', 'teleport'/);
   });
 });
 

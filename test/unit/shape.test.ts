@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { argumentName, argumentsMessage, ArgumentValidators, parseArguments } from '../../src/dispatcher/arguments.js';
+import { ArgumentValidators, argumentName, argumentsMessage, parseArguments } from '../../src/dispatcher/arguments.js';
 import { capContent, shapeReply } from '../../src/dispatcher/shape.js';
 import { summarize } from '../../src/dispatcher/summary.js';
 
@@ -31,7 +31,13 @@ describe('shaping a reply by resultMode', () => {
 
 describe('summarize', () => {
   const big = {
-    items: Array.from({ length: 5_000 }, (_, i) => ({ id: i, name: `item-${i}`, tags: ['a', 'b', 'c'], body: 'lorem ipsum '.repeat(50), nested: { deep: { deeper: { deepest: i } } } })),
+    items: Array.from({ length: 5_000 }, (_, i) => ({
+      id: i,
+      name: `item-${i}`,
+      tags: ['a', 'b', 'c'],
+      body: 'lorem ipsum '.repeat(50),
+      nested: { deep: { deeper: { deepest: i } } },
+    })),
     total: 5_000,
     note: 'n'.repeat(10_000),
   };
@@ -83,7 +89,12 @@ describe('tool arguments', () => {
 
   it('compiles each schema once and explains every violation', () => {
     const validators = new ArgumentValidators();
-    const schema = { type: 'object' as const, additionalProperties: false, required: ['q'], properties: { q: { type: 'string' }, limit: { type: 'integer', maximum: 10 } } };
+    const schema = {
+      type: 'object' as const,
+      additionalProperties: false,
+      required: ['q'],
+      properties: { q: { type: 'string' }, limit: { type: 'integer', maximum: 10 } },
+    };
     const check = validators.check(schema);
     expect(validators.check(schema)).toBe(check);
     expect(validators.check(structuredClone(schema))).toBe(check);
