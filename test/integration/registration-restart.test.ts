@@ -5,16 +5,9 @@ import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { CHANGED_EVENTS } from '../../src/registry/events.js';
 import type { ListReply, RegisterReply } from '../../src/registry/types.js';
+import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec, type Instance, startInstance } from '../harness/registry.js';
-
-async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('registrations and watches across a nats-server restart', () => {
   let server: ProcessNats;
@@ -55,7 +48,7 @@ describe('registrations and watches across a nats-server restart', () => {
     }
     console.info(`registry answering $register ${(performance.now() - restarted).toFixed(0)} ms after nats-server came back`);
     // B never wrote: it can only know of 'after' through its resumed watch.
-    await until(() => b.store.get('after') !== undefined, 10_000, "B's watch to deliver 'after'");
+    await eventually(() => b.store.get('after') !== undefined);
     expect(b.store.get('before')?.revision).toBe(before.revision);
     expect(b.store.revision).toBeGreaterThanOrEqual(after.revision);
 
@@ -87,7 +80,7 @@ describe('registrations and watches across a nats-server restart', () => {
     const client = new BusClient(await connect(), { timeoutMs: 5_000 });
     const n = 200;
     for (let i = 0; i < n; i++) await client.request('system.tools', '$register', { spec: contextSpec(`lag-${i}`) });
-    await until(() => appliedAt.size === n && eventAt.size === n, 10_000, 'every change to reach B and the listener');
+    await eventually(() => appliedAt.size === n && eventAt.size === n);
     const lags = [...eventAt].map(([key, t]) => (appliedAt.get(key) ?? Infinity) - t).sort((x, y) => x - y);
     const at = (q: number) => (lags[Math.min(lags.length - 1, Math.floor(q * lags.length))] ?? NaN).toFixed(2);
     console.info(
