@@ -1,92 +1,61 @@
-/** The verbs that talk to a running system: list, resolve, call, introspect, register, unregister, watch. */
+/**
+ * The verbs that talk to a running system — list, resolve, call, introspect, register,
+ * unregister, watch — each `(client, args, out)`, and `addToolCommands`, which declares them.
+ */
 import { readFileSync } from 'node:fs';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { BusClient } from '../bus/client.js';
+import { type Command, Option } from 'commander';
+import type { BusClient } from '../bus/client.js';
 import { newTraceparent, traceIdOf } from '../bus/context.js';
 import { Mounts } from '../bus/subjects.js';
 import { watchCalls } from '../dispatcher/audit.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import type { MountDescription } from '../mounts/agents.js';
 import { watchRegistry } from '../registry/events.js';
-import type { IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, ResolveRequest, ToolContextSpec } from '../registry/types.js';
-import { ExitCode, jsonFlag, table, UsageError } from './output.js';
+import type { IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, ToolContextSpec } from '../registry/types.js';
+import { wholeNumber, withConnection } from './config.js';
+import { ExitCode, json, jsonFlag, type Output, table, UsageError } from './output.js';
+import { interrupted, verbAction } from './run.js';
+import { type SessionFlags, sessionRequest, withSession } from './session.js';
 
-/** Flags that pick a session (the `$resolve` request behind `resolve` and `call`). */
-export interface SessionFlags {
-  profile: string;
-  worker?: string;
-  refs?: string;
-  skill?: string[];
-  requires?: string;
-  environment?: string;
-  format?: string;
-  onlyAvailable?: boolean;
-  strict?: boolean;
-}
-
-const csv = (text: string | undefined) =>
-  text === undefined
-    ? undefined
-    : text
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean);
-
-/** The `$resolve` request the flags describe. */
-export function sessionRequest(flags: SessionFlags): ResolveRequest {
-  const request: ResolveRequest = { profile: flags.profile };
-  if (flags.worker) request.worker = flags.worker;
-  const refs = csv(flags.refs);
-  if (refs) request.toolContextRefs = refs;
-  if (flags.skill?.length) {
-    request.skills = flags.skill.map((s) => {
-      const [name, list] = s.split('=', 2);
-      if (!name) throw new UsageError(`--skill takes name=ref1,ref2, got '${s}'`);
-      const skillRefs = csv(list);
-      return skillRefs ? { name, toolContextRefs: skillRefs } : { name };
-    });
-  }
-  const requires = csv(flags.requires);
-  if (requires) request.requires = requires;
-  if (flags.environment) request.environment = jsonFlag('--environment', flags.environment) as ResolveRequest['environment'];
-  if (flags.format) request.format = flags.format as ResolveRequest['format'];
-  if (flags.onlyAvailable) request.onlyAvailable = true;
-  if (flags.strict) request.strict = true;
-  return request;
-}
+/** How long a registry query waits, in ms. */
+const QUERY_TIMEOUT_MS = 5_000;
+/** How long a registry write waits, in ms (a KV write, replicated). */
+const WRITE_TIMEOUT_MS = 10_000;
 
 /** `list`: one table of every context (all pages), or JSON. */
-export async function list(nc: NatsConnection, flags: { tool?: string; json?: boolean }): Promise<number> {
-  const client = new BusClient(nc, { timeoutMs: 5_000 });
+export async function list(client: BusClient, args: { tool?: string; json?: boolean }, out: Output): Promise<number> {
   const contexts: ListReply['contexts'] = [];
   let cursor: string | undefined;
   let revision = 0;
   do {
-    const page = await client.request<ListReply>(Mounts.Tools, '$list', {
-      limit: 500,
-      ...(cursor ? { cursor } : {}),
-      ...(flags.tool ? { tool: flags.tool } : {}),
-    });
+    const page = await client.request<ListReply>(
+      Mounts.Tools,
+      '$list',
+      { limit: 500, ...(cursor ? { cursor } : {}), ...(args.tool ? { tool: args.tool } : {}) },
+      { timeoutMs: QUERY_TIMEOUT_MS },
+    );
     contexts.push(...page.contexts);
     cursor = page.nextCursor;
     revision = page.revision;
   } while (cursor !== undefined);
-  if (flags.json) process.stdout.write(`${JSON.stringify({ contexts, revision }, null, 2)}\n`);
-  else
-    process.stdout.write(
-      `${table(
+  if (args.json) out.print(json({ contexts, revision }));
+  else {
+    out.print(
+      table(
         ['KEY', 'SOURCE', 'REV', 'TOOLS'],
         contexts.map((c) => [c.key, c.source, String(c.revision), c.tools.join(', ')]),
-      )}\n(${contexts.length} contexts, registry revision ${revision})\n`,
+      ),
     );
+    out.print(`(${contexts.length} contexts, registry revision ${revision})`);
+  }
   return ExitCode.Ok;
 }
 
 /** `resolve`: the resolved tools as a table (or the whole reply as JSON). */
-export async function resolve(nc: NatsConnection, flags: SessionFlags & { json?: boolean }): Promise<number> {
-  const reply = await new BusClient(nc, { timeoutMs: 5_000 }).request<ResolvedToolContext>(Mounts.Tools, '$resolve', sessionRequest(flags));
-  if (flags.json) {
-    process.stdout.write(`${JSON.stringify(reply, null, 2)}\n`);
+export async function resolve(client: BusClient, args: SessionFlags & { json?: boolean }, out: Output): Promise<number> {
+  const reply = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', sessionRequest(args), { timeoutMs: QUERY_TIMEOUT_MS });
+  if (args.json) {
+    out.print(json(reply));
     return ExitCode.Ok;
   }
   const rows = reply.matrixTools.map((t) => [
@@ -98,116 +67,147 @@ export async function resolve(nc: NatsConnection, flags: SessionFlags & { json?:
     String(t.timeoutMs ?? reply.timeoutMs),
   ]);
   for (const name of reply.sdkTools) rows.push([name, '', '(worker SDK)', '', '', '']);
-  const out = [
+  out.print(
     `contexts: ${reply.contexts.join(', ') || '(none)'}   timeout ${reply.timeoutMs} ms   revision ${reply.revision}   digest ${reply.digest.slice(0, 16)}`,
-    table(['TOOL', 'CONTEXT', 'TARGET', 'GATE', 'RESULT', 'TIMEOUT'], rows),
-    ...reply.diagnostics.map((d) => `${d.level}: ${d.message}`),
-  ];
-  process.stdout.write(`${out.join('\n')}\n`);
+  );
+  out.print(table(['TOOL', 'CONTEXT', 'TARGET', 'GATE', 'RESULT', 'TIMEOUT'], rows));
+  for (const d of reply.diagnostics) out.print(`${d.level}: ${d.message}`);
   return ExitCode.Ok;
 }
 
+/** What `call` takes: the tool, the session flags and the call's own. */
+export interface CallArgs extends SessionFlags {
+  tool: string;
+  args?: string;
+  json?: boolean;
+  session?: string;
+  principal?: string;
+  traceparent?: string;
+  timeout?: string;
+}
+
 /** `call`: one tool call through `system.dispatcher`; prints the content, or the whole result as JSON. */
-export async function call(
-  nc: NatsConnection,
-  tool: string,
-  flags: SessionFlags & { args?: string; json?: boolean; session?: string; principal?: string; traceparent?: string; timeout?: string },
-): Promise<number> {
-  const args = flags.args === undefined ? {} : jsonFlag('--args', flags.args);
-  if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new UsageError('--args must be a JSON object');
-  const traceparent = flags.traceparent ?? newTraceparent();
+export async function call(client: BusClient, args: CallArgs, out: Output): Promise<number> {
+  const toolArgs = args.args === undefined ? {} : jsonFlag('--args', args.args);
+  if (toolArgs === null || typeof toolArgs !== 'object' || Array.isArray(toolArgs)) throw new UsageError('--args must be a JSON object');
+  const traceparent = args.traceparent ?? newTraceparent();
   const ctx = {
     traceparent,
-    timeoutMs: Number(flags.timeout) || 65_000,
-    ...(flags.session ? { session: flags.session } : {}),
-    ...(flags.principal ? { principal: flags.principal } : {}),
+    timeoutMs: wholeNumber('--timeout', args.timeout, 1) ?? 65_000,
+    ...(args.session ? { session: args.session } : {}),
+    ...(args.principal ? { principal: args.principal } : {}),
   };
-  const result = await new BusClient(nc).request<ToolResult>(
-    Mounts.Dispatcher,
-    '$call',
-    { session: sessionRequest(flags), call: { id: `cli-${Date.now().toString(36)}`, name: tool, arguments: args } },
-    ctx,
-  );
-  process.stderr.write(`trace ${traceIdOf(traceparent)}  ${result.isError ? `error ${result.error?.code}` : 'ok'}  ${result.durationMs.toFixed(1)} ms\n`);
-  process.stdout.write(flags.json ? `${JSON.stringify(result, null, 2)}\n` : `${result.content}\n`);
+  const body = { session: sessionRequest(args), call: { id: `cli-${Date.now().toString(36)}`, name: args.tool, arguments: toolArgs } };
+  const result = await client.request<ToolResult>(Mounts.Dispatcher, '$call', body, ctx);
+  out.note(`trace ${traceIdOf(traceparent)}  ${result.isError ? `error ${result.error?.code}` : 'ok'}  ${result.durationMs.toFixed(1)} ms`);
+  out.print(args.json ? json(result) : result.content);
   return result.isError ? ExitCode.Failed : ExitCode.Ok;
 }
 
 /** `introspect [mount]`: the live mounts (via system.agents), or one mount's own `$introspect`. */
-export async function introspect(nc: NatsConnection, mount: string | undefined, flags: { json?: boolean }): Promise<number> {
-  const client = new BusClient(nc, { timeoutMs: 5_000 });
-  if (mount !== undefined) {
-    const reply = await client.request<IntrospectReply>(mount, '$introspect', {});
-    if (flags.json) process.stdout.write(`${JSON.stringify(reply, null, 2)}\n`);
-    else
-      process.stdout.write(
-        `${reply.mount} ${reply.version} (instance ${reply.instance.id})\n${table(
+export async function introspect(client: BusClient, args: { mount?: string; json?: boolean }, out: Output): Promise<number> {
+  if (args.mount !== undefined) {
+    const reply = await client.request<IntrospectReply>(args.mount, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS });
+    if (args.json) out.print(json(reply));
+    else {
+      out.print(`${reply.mount} ${reply.version} (instance ${reply.instance.id})`);
+      out.print(
+        table(
           ['OP', 'DESCRIPTION'],
           reply.ops.map((o) => [o.op, o.description]),
-        )}\n`,
+        ),
       );
+    }
     return ExitCode.Ok;
   }
-  const reply = await client.request<{ mounts: MountDescription[] }>(Mounts.Agents, '$introspect', {});
-  if (flags.json) process.stdout.write(`${JSON.stringify(reply, null, 2)}\n`);
-  else
-    process.stdout.write(
-      `${table(
-        ['MOUNT', 'INSTANCES', 'VERSION', 'OPS'],
-        reply.mounts.map((m) => [m.mount, String(m.instances), m.version ?? '', m.ops.map((o) => o.op).join(' ')]),
-      )}\n`,
-    );
+  const reply = await client.request<{ mounts: MountDescription[] }>(Mounts.Agents, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS });
+  const rows = reply.mounts.map((m) => [m.mount, String(m.instances), m.version ?? '', m.ops.map((o) => o.op).join(' ')]);
+  out.print(args.json ? json(reply) : table(['MOUNT', 'INSTANCES', 'VERSION', 'OPS'], rows));
   return ExitCode.Ok;
 }
 
 /** `register <file>`: a spec, or an array of specs, from a JSON file. */
-export async function register(nc: NatsConnection, file: string, flags: { expectedRevision?: string }): Promise<number> {
+export async function register(client: BusClient, args: { file: string; expectedRevision?: string }, out: Output): Promise<number> {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(file, 'utf8'));
+    parsed = JSON.parse(readFileSync(args.file, 'utf8'));
   } catch (err) {
-    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+    throw new UsageError(`cannot read ${args.file}: ${(err as Error).message}`);
   }
-  const specs = (Array.isArray(parsed) ? parsed : [parsed]) as ToolContextSpec[];
-  const client = new BusClient(nc, { timeoutMs: 10_000 });
-  for (const spec of specs) {
-    const body = flags.expectedRevision === undefined ? { spec } : { spec, expectedRevision: Number(flags.expectedRevision) };
-    const reply = await client.request<RegisterReply>(Mounts.Tools, '$register', body);
-    process.stdout.write(`registered ${reply.key} at revision ${reply.revision}\n`);
+  const expectedRevision = wholeNumber('--expected-revision', args.expectedRevision, 0);
+  for (const spec of (Array.isArray(parsed) ? parsed : [parsed]) as ToolContextSpec[]) {
+    const body = expectedRevision === undefined ? { spec } : { spec, expectedRevision };
+    const reply = await client.request<RegisterReply>(Mounts.Tools, '$register', body, { timeoutMs: WRITE_TIMEOUT_MS });
+    out.print(`registered ${reply.key} at revision ${reply.revision}`);
   }
   return ExitCode.Ok;
 }
 
 /** `unregister <key>`. */
-export async function unregister(nc: NatsConnection, key: string, flags: { expectedRevision?: string }): Promise<number> {
-  const body = flags.expectedRevision === undefined ? { key } : { key, expectedRevision: Number(flags.expectedRevision) };
-  const reply = await new BusClient(nc, { timeoutMs: 10_000 }).request<RegisterReply>(Mounts.Tools, '$unregister', body);
-  process.stdout.write(`unregistered ${reply.key} at revision ${reply.revision}\n`);
+export async function unregister(client: BusClient, args: { key: string; expectedRevision?: string }, out: Output): Promise<number> {
+  const expectedRevision = wholeNumber('--expected-revision', args.expectedRevision, 0);
+  const body = expectedRevision === undefined ? { key: args.key } : { key: args.key, expectedRevision };
+  const reply = await client.request<RegisterReply>(Mounts.Tools, '$unregister', body, { timeoutMs: WRITE_TIMEOUT_MS });
+  out.print(`unregistered ${reply.key} at revision ${reply.revision}`);
   return ExitCode.Ok;
 }
 
-/** `watch`: prints registry changes (and, with --calls, every tool call) until Ctrl-C. */
-export async function watch(nc: NatsConnection, flags: { calls?: boolean; json?: boolean }): Promise<number> {
-  const print = (kind: string, event: unknown, text: string) =>
-    process.stdout.write(flags.json ? `${JSON.stringify({ kind, event })}\n` : `${new Date().toISOString()} ${text}\n`);
-  const stops = [watchRegistry(nc, (e) => print('changed', e, `${e.change} ${e.key} (revision ${e.revision})`))];
-  if (flags.calls) {
+/** What `watch` takes; `until` ends it (default: Ctrl-C or SIGTERM). */
+export interface WatchArgs {
+  calls?: boolean;
+  json?: boolean;
+  until?: Promise<unknown>;
+}
+
+/** `watch`: prints registry changes (and, with --calls, every tool call) until `until`. */
+export async function watch(client: BusClient, args: WatchArgs, out: Output): Promise<number> {
+  const print = (kind: string, event: unknown, text: string) => out.print(args.json ? JSON.stringify({ kind, event }) : `${new Date().toISOString()} ${text}`);
+  const stops = [watchRegistry(client.nc, (e) => print('changed', e, `${e.change} ${e.key} (revision ${e.revision})`))];
+  if (args.calls) {
     stops.push(
-      watchCalls(nc, (e) =>
-        print(
-          'call',
-          e,
-          `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${e.code ? ` (${e.code})` : ''} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`,
-        ),
-      ),
+      watchCalls(client.nc, (e) => {
+        const code = e.code ? ` (${e.code})` : '';
+        print('call', e, `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${code} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`);
+      }),
     );
   }
-  await nc.flush();
-  process.stderr.write('watching; Ctrl-C to stop\n');
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  await client.nc.flush();
+  out.note('watching; Ctrl-C to stop');
+  await (args.until ?? interrupted());
   for (const stop of stops) stop();
   return ExitCode.Ok;
+}
+
+/** Declares the verbs above, each with the connection flags. */
+export function addToolCommands(program: Command): void {
+  const command = (name: string, description: string) => withConnection(program.command(name).description(description));
+  command('list', 'list the tool contexts').option('--tool <name>', 'only contexts with this tool').option('--json', 'print JSON').action(verbAction(list));
+  withSession(command('resolve', 'show the tools a profile gets'))
+    .addOption(new Option('--format <format>', 'add providerTools in this format').choices(['matrix', 'openai', 'anthropic', 'mcp']))
+    .option('--json', 'print the whole ResolvedToolContext')
+    .action(verbAction(resolve));
+  withSession(command('call', 'call a tool through system.dispatcher').argument('<tool>', 'tool name'))
+    .option('-a, --args <json>', 'the arguments, a JSON object', '{}')
+    .option('--session <id>', 'Matrix-Session')
+    .option('--principal <id>', 'Matrix-Principal')
+    .option('--traceparent <traceparent>', 'W3C traceparent (a new trace by default)')
+    .option('--timeout <ms>', 'how long to wait', '65000')
+    .option('--json', 'print the whole ToolResult')
+    .action(verbAction(call, 'tool'));
+  command('introspect', 'the live mounts, or one mount in full')
+    .argument('[mount]', 'a mount, e.g. system.tools')
+    .option('--json', 'print JSON')
+    .action(verbAction(introspect, 'mount'));
+  command('register', 'register tool contexts from a JSON file (a spec or an array)')
+    .argument('<file>')
+    .option('--expected-revision <n>', 'compare-and-set: 0 = only if new')
+    .action(verbAction(register, 'file'));
+  command('unregister', 'remove a registered tool context')
+    .argument('<key>')
+    .option('--expected-revision <n>', 'compare-and-set')
+    .action(verbAction(unregister, 'key'));
+  command('watch', 'print registry changes until Ctrl-C')
+    .option('--calls', 'also print every tool call')
+    .option('--json', 'one JSON object per line')
+    .action(verbAction(watch));
 }

@@ -1,4 +1,4 @@
-/** What the CLI prints, and the exit codes scripts can rely on. */
+/** What the CLI prints, where, and the exit codes scripts can rely on. */
 import { MatrixError } from '../bus/errors.js';
 
 /** Exit codes of every verb. */
@@ -13,6 +13,20 @@ export const ExitCode = {
   Unreachable: 3,
 } as const;
 
+/** Where a verb writes: its result, and notes for the person at the terminal. */
+export interface Output {
+  /** One line (or block) of the verb's result: stdout. */
+  print(text: string): void;
+  /** Progress, trace ids, errors: stderr, so stdout stays parseable. */
+  note(text: string): void;
+}
+
+/** The process's stdout and stderr. */
+export const processOutput: Output = {
+  print: (text) => void process.stdout.write(`${text}\n`),
+  note: (text) => void process.stderr.write(`${text}\n`),
+};
+
 /** A fixed-width table with a header row. */
 export function table(header: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -24,24 +38,27 @@ export function table(header: readonly string[], rows: ReadonlyArray<readonly st
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
+/** Pretty JSON, as `--json` prints it. */
+export const json = (value: unknown): string => JSON.stringify(value, null, 2);
+
 /** A usage error: printed as is, exit 2. */
 export class UsageError extends Error {
   override name = 'UsageError';
 }
 
 /** Prints an error in one or a few lines and returns its exit code. */
-export function reportError(err: unknown): number {
+export function reportError(err: unknown, out: Output = processOutput): number {
   if (err instanceof UsageError) {
-    process.stderr.write(`error: ${err.message}\n`);
+    out.note(`error: ${err.message}`);
     return ExitCode.Usage;
   }
   if (err instanceof MatrixError) {
-    process.stderr.write(`error (${err.code}): ${err.message}\n`);
-    for (const v of err.details?.violations ?? []) process.stderr.write(`  ${v.path || '(body)'}: ${v.message}\n`);
+    out.note(`error (${err.code}): ${err.message}`);
+    for (const v of err.details?.violations ?? []) out.note(`  ${v.path || '(body)'}: ${v.message}`);
     return err.code === 'unavailable' || err.code === 'timeout' ? ExitCode.Unreachable : ExitCode.Failed;
   }
   const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`error: ${message}\n`);
+  out.note(`error: ${message}`);
   return /ECONNREFUSED|connection refused|CONNECTION_REFUSED|getaddrinfo/i.test(message) ? ExitCode.Unreachable : ExitCode.Failed;
 }
 

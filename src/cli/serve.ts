@@ -1,24 +1,28 @@
 /**
  * `serve` (and `npm start`): connects, mounts the registry, the dispatcher and the reference
- * mounts (each can be turned off), logs one line when ready, drains on SIGINT/SIGTERM.
+ * mounts (each can be turned off), logs one line when ready; the command drains on SIGINT/SIGTERM.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import type { Command } from 'commander';
 import { type ConnectOptions, connectBus } from '../bus/connect.js';
-import { stderrLogger } from '../bus/log.js';
+import { type Logger, stderrLogger } from '../bus/log.js';
 import type { Mount } from '../bus/mount.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { dispatcherMount } from '../dispatcher/mount.js';
 import { localToolSource } from '../dispatcher/sessions.js';
 import { agentsMount } from '../mounts/agents.js';
-import { approvalsMount, loadPolicy, terminalAsker } from '../mounts/approvals.js';
+import { type ApprovalPolicyFile, approvalsMount, loadPolicy, terminalAsker } from '../mounts/approvals.js';
 import { packagesMount } from '../mounts/packages.js';
-import { DEFAULT_SESSIONS_BUCKET, sessionsMount } from '../mounts/sessions.js';
+import { sessionsMount } from '../mounts/sessions.js';
 import { tracesMount } from '../mounts/traces.js';
-import { DEFAULT_BUCKET, KvContextStore } from '../registry/kv-store.js';
+import { KvContextStore } from '../registry/kv-store.js';
 import { registryMount } from '../registry/mount.js';
 import { Presence } from '../registry/presence.js';
 import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
+import { addSettings, type Flags, serveConfig, serveSettings, withConnection } from './config.js';
+import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
+import { interrupted } from './run.js';
 
 /** What `serve` runs. */
 export interface ServeOptions {
@@ -37,88 +41,122 @@ export interface ServeOptions {
   replicas: number;
 }
 
-/** Options from the environment, before flags. */
-export function serveDefaults(env: NodeJS.ProcessEnv = process.env): Omit<ServeOptions, 'connect'> {
-  const defaults: Omit<ServeOptions, 'connect'> = {
-    registry: true,
-    dispatcher: true,
-    reference: true,
-    bucket: env.MATRIX_TOOLS_BUCKET || DEFAULT_BUCKET,
-    sessionsBucket: env.MATRIX_SESSIONS_BUCKET || DEFAULT_SESSIONS_BUCKET,
-    replicas: Number(env.MATRIX_TOOLS_REPLICAS) || 1,
-  };
-  if (env.MATRIX_APPROVAL_POLICY) defaults.policy = env.MATRIX_APPROVAL_POLICY;
-  return defaults;
+/** A running `serve`: what it mounted, and how to stop it. */
+export interface ServeHandle {
+  /** The mounts it runs, by name. */
+  readonly mounts: readonly string[];
+  /** The connection it runs on. */
+  readonly connection: NatsConnection;
+  /** Stops every mount, closes what they opened, drains the connection. Once; later calls wait for the first. */
+  stop(reason?: string): Promise<void>;
 }
 
-/** Runs until SIGINT/SIGTERM; exits the process. */
-export async function serve(options: ServeOptions): Promise<void> {
-  if (!options.registry && !options.dispatcher && !options.reference) {
-    process.stderr.write('nothing to run: every mount is turned off\n');
-    process.exit(2);
-  }
+/** Connects, mounts what `options` turn on, and resolves once every mount answers. Never exits the process. */
+export async function serve(options: ServeOptions, logger: Logger = stderrLogger): Promise<ServeHandle> {
+  if (!options.registry && !options.dispatcher && !options.reference) throw new UsageError('nothing to run: every mount is turned off');
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
-  let nc: NatsConnection;
+  const nc = await connectOrExplain(options.connect);
+  let running: Running;
   try {
-    nc = await connectBus({ ...options.connect, name: options.connect.name ?? 'matrix-tool-registry' });
+    running = await startMounts(nc, options, policy, logger);
   } catch (err) {
-    process.stderr.write(
-      `cannot reach NATS at ${options.connect.servers} (${(err as Error).message}). ` +
-        'Start one with `docker compose up -d nats`, or run a local `nats-server -js`, or set NATS_URL.\n',
-    );
-    process.exit(1);
+    await nc.close();
+    throw err;
   }
+  const names = running.mounts.map((m) => m.name);
+  logger.info(`${names.join(', ')} ready on ${nc.getServer()}`);
+  void logConnectionChanges(nc, logger);
+  let stopped: Promise<void> | undefined;
+  const shutdown = async (reason: string) => {
+    logger.info(`${reason}: draining`);
+    await Promise.all(running.mounts.map((m) => m.stop()));
+    for (const close of running.closers) close();
+    await nc.drain();
+  };
+  return { mounts: names, connection: nc, stop: (reason = 'stop') => (stopped ??= shutdown(reason)) };
+}
 
-  const mounts: Mount[] = [];
-  const cleanups: Array<() => void> = [];
-  const registry = options.registry ? new Registry(await openStore(nc, options), new Presence(nc)) : undefined;
-  if (registry !== undefined) mounts.push(registryMount(nc, { registry, logger: stderrLogger }));
-  let dispatcher: Dispatcher | undefined;
+/** Connects, or fails with one line that says how to get a NATS server. */
+async function connectOrExplain(connect: ConnectOptions): Promise<NatsConnection> {
+  try {
+    return await connectBus({ ...connect, name: connect.name ?? 'matrix-tool-registry' });
+  } catch (err) {
+    throw new Error(
+      `cannot reach NATS at ${connect.servers} (${(err as Error).message}). ` +
+        'Start one with `docker compose up -d nats`, or run a local `nats-server -js`, or set NATS_URL.',
+    );
+  }
+}
+
+/** The started mounts, and what else to close when they stop. */
+interface Running {
+  mounts: Mount[];
+  closers: Array<() => void>;
+}
+
+/** Builds the mounts `options` turn on and starts them. */
+async function startMounts(nc: NatsConnection, options: ServeOptions, policy: ApprovalPolicyFile | undefined, logger: Logger): Promise<Running> {
+  const running: Running = { mounts: [], closers: [] };
+  const registry = options.registry ? new Registry(await openStore(nc, options, logger), new Presence(nc)) : undefined;
+  if (registry !== undefined) running.mounts.push(registryMount(nc, { registry, logger }));
   if (options.dispatcher) {
     // Beside the registry, resolve in this process: same state, one hop less.
-    dispatcher = new Dispatcher(nc, registry !== undefined ? { source: localToolSource(registry) } : {});
-    mounts.push(dispatcherMount(nc, { dispatcher, logger: stderrLogger }));
+    const dispatcher = new Dispatcher(nc, registry !== undefined ? { source: localToolSource(registry) } : {});
+    running.closers.push(() => dispatcher.close());
+    running.mounts.push(dispatcherMount(nc, { dispatcher, logger }));
   }
-  if (options.reference) {
-    const traces = tracesMount(nc);
-    cleanups.push(traces.stop);
-    mounts.push(agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
-    try {
-      mounts.push(await sessionsMount(nc, { bucket: options.sessionsBucket }));
-    } catch (err) {
-      stderrLogger.error(`system.sessions not mounted: ${(err as Error).message}`);
-    }
-  }
-  for (const m of mounts) m.logger = stderrLogger;
-  await Promise.all(mounts.map((m) => m.start()));
-  stderrLogger.info(`${mounts.map((m) => m.name).join(', ')} ready on ${nc.getServer()}`);
+  if (options.reference) await addReferenceMounts(nc, running, policy, options.sessionsBucket, logger);
+  for (const m of running.mounts) m.logger = logger;
+  await Promise.all(running.mounts.map((m) => m.start()));
+  return running;
+}
 
-  let stopping = false;
-  const stop = async (signal: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    stderrLogger.info(`${signal}: draining`);
-    await Promise.all(mounts.map((m) => m.stop()));
-    for (const c of cleanups) c();
-    dispatcher?.close();
-    await nc.drain();
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  void (async () => {
-    for await (const s of nc.status()) {
-      if (s.type === 'disconnect' || s.type === 'reconnect') stderrLogger.info(`nats ${s.type}`, { server: s.server });
-    }
-  })();
+/** system.agents, .traces, .packages, .approvals, and .sessions when JetStream answers. */
+async function addReferenceMounts(nc: NatsConnection, running: Running, policy: ApprovalPolicyFile | undefined, sessionsBucket: string, logger: Logger) {
+  const traces = tracesMount(nc);
+  running.closers.push(traces.stop);
+  running.mounts.push(agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
+  try {
+    running.mounts.push(await sessionsMount(nc, { bucket: sessionsBucket }));
+  } catch (err) {
+    logger.error(`system.sessions not mounted: ${(err as Error).message}`);
+  }
+}
+
+/** Logs disconnects and reconnects until the connection closes. */
+async function logConnectionChanges(nc: NatsConnection, logger: Logger): Promise<void> {
+  for await (const s of nc.status()) {
+    if (s.type === 'disconnect' || s.type === 'reconnect') logger.info(`nats ${s.type}`, { server: s.server });
+  }
+}
+
+/** `serve`: runs until SIGINT/SIGTERM, then stops; resolves with the exit code (1 when it cannot start). */
+export async function runServe(flags: Flags, out: Output, env: NodeJS.ProcessEnv = process.env, until: Promise<string> = interrupted()): Promise<number> {
+  let handle: ServeHandle;
+  try {
+    handle = await serve(serveConfig(flags, env));
+  } catch (err) {
+    const code = reportError(err, out);
+    return code === ExitCode.Usage ? code : ExitCode.Failed;
+  }
+  await handle.stop(await until);
+  return ExitCode.Ok;
+}
+
+/** Declares `serve`. */
+export function addServeCommand(program: Command): void {
+  const cmd = program.command('serve').description('run system.tools, system.dispatcher and the reference mounts (what npm start runs)');
+  addSettings(withConnection(cmd), serveSettings).action(async (flags: Flags) => {
+    process.exitCode = await runServe(flags, processOutput);
+  });
 }
 
 /** The KV store when JetStream answers; else the built-ins alone, said in one line. */
-async function openStore(nc: NatsConnection, options: ServeOptions): Promise<ToolContextStore> {
+async function openStore(nc: NatsConnection, options: ServeOptions, logger: Logger): Promise<ToolContextStore> {
   try {
-    return await KvContextStore.open(nc, { bucket: options.bucket, replicas: options.replicas, logger: stderrLogger });
+    return await KvContextStore.open(nc, { bucket: options.bucket, replicas: options.replicas, logger });
   } catch (err) {
-    stderrLogger.error(`serving the built-in contexts only, registration off: ${(err as Error).message}`);
+    logger.error(`serving the built-in contexts only, registration off: ${(err as Error).message}`);
     return new StaticStore();
   }
 }

@@ -1,0 +1,126 @@
+/**
+ * Every setting of the CLI in one place: its flag, the environment variable it falls back to,
+ * what it is for and its default. A run merges flags over environment here, once; the README's
+ * Configuration table lists the same rows (a unit test holds the two together).
+ *
+ * The `NATS_*` variables are read by `connectOptionsFromEnv` (src/bus/connect.ts), the one
+ * reader of them that library processes share; a connection setting here names its variable
+ * for the help text, and a unit test checks that the bus reads that very variable.
+ */
+import { type Command, Option } from 'commander';
+import { type ConnectOptions, connectOptionsFromEnv, DEFAULT_NATS_URL } from '../bus/connect.js';
+import { DEFAULT_SESSIONS_BUCKET } from '../mounts/sessions.js';
+import { DEFAULT_BUCKET } from '../registry/kv-store.js';
+import { UsageError } from './output.js';
+import type { ServeOptions } from './serve.js';
+
+/** One setting: its flag and environment variable (either may be missing), its meaning and default. */
+export interface Setting {
+  /** Commander's flag syntax, e.g. `--bucket <name>`. */
+  flags?: string;
+  /** The environment variable read when the flag is not given. */
+  env?: string;
+  /** What it is for: the help line and the README row. */
+  description: string;
+  /** The default, in words. */
+  defaultText: string;
+}
+
+/** Parsed flags of a verb (commander's attribute names), positional arguments included. */
+export type Flags = Record<string, unknown>;
+
+/** The connection settings, on every verb, keyed by the `ConnectOptions` field each sets. */
+export const connectionSettings = {
+  servers: { flags: '-s, --server <urls>', env: 'NATS_URL', description: 'NATS server URL(s), comma-separated', defaultText: DEFAULT_NATS_URL },
+  user: { flags: '--user <user>', env: 'NATS_USER', description: 'NATS user', defaultText: 'none' },
+  pass: { flags: '--password <password>', env: 'NATS_PASSWORD', description: 'NATS password', defaultText: 'none' },
+  token: { flags: '--token <token>', env: 'NATS_TOKEN', description: 'NATS token', defaultText: 'none' },
+  nkeyFile: { flags: '--nkey <file>', env: 'NATS_NKEY', description: 'path of an nkey seed file', defaultText: 'none' },
+  credsFile: { flags: '--creds <file>', env: 'NATS_CREDS', description: 'path of a JWT creds file', defaultText: 'none' },
+} satisfies { [K in keyof ConnectOptions]?: Setting & { flags: string; env: string } };
+
+/** The settings of `serve` (and `npm start`), keyed by the `ServeOptions` field each sets. */
+export const serveSettings = {
+  registry: { flags: '--no-registry', description: 'do not mount system.tools', defaultText: 'mounted' },
+  dispatcher: { flags: '--no-dispatcher', description: 'do not mount system.dispatcher', defaultText: 'mounted' },
+  reference: {
+    flags: '--no-reference',
+    description: 'do not mount system.agents, .sessions, .traces, .packages, .approvals',
+    defaultText: 'mounted',
+  },
+  policy: { flags: '--policy <file>', env: 'MATRIX_APPROVAL_POLICY', description: 'approval policy file (JSON)', defaultText: 'ask at the terminal' },
+  bucket: { flags: '--bucket <name>', env: 'MATRIX_TOOLS_BUCKET', description: 'KV bucket of registered contexts', defaultText: DEFAULT_BUCKET },
+  sessionsBucket: {
+    flags: '--sessions-bucket <name>',
+    env: 'MATRIX_SESSIONS_BUCKET',
+    description: 'KV bucket of session state',
+    defaultText: DEFAULT_SESSIONS_BUCKET,
+  },
+  replicas: { env: 'MATRIX_TOOLS_REPLICAS', description: 'replicas of the buckets when the service creates them (1–5)', defaultText: '1' },
+} satisfies { [K in keyof ServeOptions]?: Setting };
+
+/** Adds a flag for each setting that has one; the help line names its variable and default. */
+export function addSettings(cmd: Command, settings: Record<string, Setting>): Command {
+  for (const s of Object.values(settings)) {
+    if (s.flags === undefined) continue;
+    const env = s.env === undefined ? '' : `env: ${s.env}, `;
+    cmd.addOption(new Option(s.flags, `${s.description} (${env}default: ${s.defaultText})`));
+  }
+  return cmd;
+}
+
+/** The connection flags, on every verb. */
+export function withConnection(cmd: Command): Command {
+  return addSettings(cmd, connectionSettings);
+}
+
+/** A setting's flag value as commander parsed it; undefined when not given. */
+export function flagValue(setting: Setting, flags: Flags): unknown {
+  return setting.flags === undefined ? undefined : flags[new Option(setting.flags).attributeName()];
+}
+
+/** A setting's value: its flag when given, else its environment variable when set and not empty. */
+export function settingValue(setting: Setting, flags: Flags, env: NodeJS.ProcessEnv): unknown {
+  const flag = flagValue(setting, flags);
+  if (flag !== undefined) return flag;
+  const fromEnv = setting.env === undefined ? undefined : env[setting.env];
+  return fromEnv === '' ? undefined : fromEnv;
+}
+
+/** Where and how to connect: the connection flags over the `NATS_*` environment. */
+export function connectConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env, name = 'matrix-tools-cli'): ConnectOptions {
+  const options: ConnectOptions = { ...connectOptionsFromEnv(env), name };
+  for (const [field, setting] of Object.entries(connectionSettings)) {
+    const value = flagValue(setting, flags);
+    if (typeof value === 'string' && value !== '') options[field as keyof typeof connectionSettings] = value;
+  }
+  return options;
+}
+
+/** What `serve` runs: its flags over the environment over the defaults. */
+export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env): ServeOptions {
+  const value = (s: Setting) => settingValue(s, flags, env);
+  const s = serveSettings;
+  const options: ServeOptions = {
+    connect: connectConfig(flags, env, 'matrix-tool-registry'),
+    registry: value(s.registry) !== false,
+    dispatcher: value(s.dispatcher) !== false,
+    reference: value(s.reference) !== false,
+    bucket: String(value(s.bucket) ?? DEFAULT_BUCKET),
+    sessionsBucket: String(value(s.sessionsBucket) ?? DEFAULT_SESSIONS_BUCKET),
+    replicas: wholeNumber(s.replicas.env, value(s.replicas), 1, 5) ?? 1,
+  };
+  const policy = value(s.policy);
+  if (typeof policy === 'string') options.policy = policy;
+  return options;
+}
+
+/** A whole number from `min` to `max`, or undefined when not set; anything else is a usage error naming `name`. */
+export function wholeNumber(name: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (typeof value !== 'string' || value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
+    throw new UsageError(`${name} must be a whole number from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}, got '${String(value)}'`);
+  }
+  return n;
+}

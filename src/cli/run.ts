@@ -1,0 +1,62 @@
+/**
+ * Running a verb: connect once as the flags say, hand the verb a client and an output, report
+ * what it throws, close. Verbs never touch the process; main.ts exits with the code they return.
+ */
+import type { Command } from 'commander';
+import { BusClient } from '../bus/client.js';
+import { connectBus } from '../bus/connect.js';
+import { connectConfig, type Flags } from './config.js';
+import { ExitCode, type Output, processOutput, reportError } from './output.js';
+
+/** A verb: does its work over `client`, writes to `out`, resolves with its exit code. */
+export type Verb<A> = (client: BusClient, args: A, out: Output) => Promise<number>;
+
+/** Any verb: commander hands a verb its args untyped, so the runner takes each verb's own type on trust. */
+type AnyVerb = Verb<never>;
+
+/**
+ * The commander action of `verb`. Its args are the command's flags (the connection flags of the
+ * program included) plus its positional arguments, named by `positional` in order. It sets
+ * `process.exitCode`, which main.ts exits with.
+ */
+export function verbAction(verb: AnyVerb, ...positional: string[]): (...params: unknown[]) => Promise<void> {
+  return async (...params) => {
+    const cmd = params[params.length - 1] as Command;
+    const args: Flags = { ...cmd.optsWithGlobals() };
+    for (const [i, name] of positional.entries()) args[name] = params[i];
+    process.exitCode = await runVerb(verb, args, processOutput);
+  };
+}
+
+/** Connects as `args` and `env` say, runs `verb`, drains; resolves with the exit code. */
+export async function runVerb(verb: AnyVerb, args: Flags, out: Output, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const options = connectConfig(args, env);
+  let client: BusClient;
+  try {
+    client = new BusClient(await connectBus(options));
+  } catch (err) {
+    out.note(`error: cannot reach NATS at ${options.servers}: ${(err as Error).message} (start it, or pass --server / NATS_URL)`);
+    return ExitCode.Unreachable;
+  }
+  try {
+    return await verb(client, args as never, out);
+  } catch (err) {
+    return reportError(err, out);
+  } finally {
+    client.close();
+    await client.nc.drain().catch(() => {});
+  }
+}
+
+/** Resolves with the first SIGINT or SIGTERM the process gets. */
+export function interrupted(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', on);
+      process.off('SIGTERM', on);
+      resolve(signal);
+    };
+    process.on('SIGINT', on);
+    process.on('SIGTERM', on);
+  });
+}
