@@ -1,6 +1,58 @@
-/** The public API of the package: the bus runtime, the contracts and the registry. */
-export * from './bus/mod.js';
-export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './contracts/schemas.js';
-export * from './dispatcher/mod.js';
-export * from './mounts/mod.js';
-export * from './registry/mod.js';
+/**
+ * The public API: connect to the bus, call and mount ops, run the registry and the dispatcher,
+ * provide tools, and the errors and wire types they speak. Everything else (codec, headers,
+ * subjects, caches, validators…) is in `matrix-tool-registry/internal` and may change.
+ */
+
+// The bus: connecting, calling ops, mounting them.
+export { BusClient, type BusClientOptions, type RequestOptions } from './bus/client.js';
+export { type ConnectOptions, connectBus, connectOptionsFromEnv } from './bus/connect.js';
+export type { CallContext } from './bus/context.js';
+export {
+  BadRequestError,
+  ConflictError,
+  ErrorCode,
+  type ErrorDetails,
+  ForbiddenError,
+  InternalError,
+  MatrixError,
+  NotFoundError,
+  PayloadTooLargeError,
+  TimeoutError,
+  UnavailableError,
+  type Violation,
+} from './bus/errors.js';
+export type { Logger } from './bus/log.js';
+export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './bus/mount.js';
+export { Mounts } from './bus/subjects.js';
+
+// The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
+export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
+export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/mount.js';
+export { type CallEvent, type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/types.js';
+
+// The reference mounts the built-in tools target.
+export { agentsMount } from './mounts/agents.js';
+export { type ApprovalPolicyFile, approvalsMount } from './mounts/approvals.js';
+export { packagesMount } from './mounts/packages.js';
+export { sessionsMount } from './mounts/sessions.js';
+export { tracesMount } from './mounts/traces.js';
+
+// The registry: contexts of tools, resolved per profile, served as system.tools.
+export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';
+export { type RegistryMountOptions, registryMount } from './registry/mount.js';
+export { Registry } from './registry/registry.js';
+export { type ResolveOptions, resolveToolContext } from './registry/resolver.js';
+export { StaticStore, type ToolContextStore } from './registry/store.js';
+export { ToolProvider, type ToolProviderOptions } from './registry/tool-provider.js';
+export type {
+  ChangedEvent,
+  IntrospectReply,
+  ListReply,
+  MatrixToolProjection,
+  RegisterReply,
+  ResolvedTool,
+  ResolvedToolContext,
+  ResolveRequest,
+  ToolContextSpec,
+} from './registry/types.js';

@@ -1,0 +1,10 @@
+/**
+ * Everything the package has, the public API included: the codec, headers, subjects, caches,
+ * validators and the pieces of the pipeline. For this repository's tests, benches and tools;
+ * names here may change without notice. Applications import `matrix-tool-registry`.
+ */
+export * from './bus/mod.js';
+export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './contracts/schemas.js';
+export * from './dispatcher/mod.js';
+export * from './mounts/mod.js';
+export * from './registry/mod.js';

@@ -1,0 +1,55 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import * as publicApi from '../../src/index.js';
+import * as internal from '../../src/internal.js';
+
+describe('the package entries', () => {
+  it('exports a curated public API from "." (every runtime name listed here on purpose)', () => {
+    expect(Object.keys(publicApi).sort()).toEqual([
+      'BadRequestError',
+      'BusClient',
+      'ConflictError',
+      'Dispatcher',
+      'ErrorCode',
+      'ForbiddenError',
+      'InternalError',
+      'KvContextStore',
+      'MatrixError',
+      'Mount',
+      'Mounts',
+      'NotFoundError',
+      'PayloadTooLargeError',
+      'Registry',
+      'StaticStore',
+      'TimeoutError',
+      'ToolErrorCode',
+      'ToolProvider',
+      'UnavailableError',
+      'agentsMount',
+      'approvalsMount',
+      'connectBus',
+      'connectOptionsFromEnv',
+      'dispatcherMount',
+      'packagesMount',
+      'registryMount',
+      'resolveToolContext',
+      'sessionsMount',
+      'tracesMount',
+    ]);
+  });
+
+  it('exports everything, the public API included and the same objects, from "./internal"', () => {
+    for (const [name, value] of Object.entries(publicApi)) expect(internal[name as keyof typeof internal], name).toBe(value);
+    expect(Object.keys(internal).length).toBeGreaterThan(Object.keys(publicApi).length * 3);
+  });
+
+  it('maps "." and "./internal" in package.json to the built entries of src/index.ts and src/internal.ts', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      exports: Record<string, { types: string; default: string }>;
+    };
+    expect(pkg.exports).toEqual({
+      '.': { types: './dist/src/index.d.ts', default: './dist/src/index.js' },
+      './internal': { types: './dist/src/internal.d.ts', default: './dist/src/internal.js' },
+    });
+  });
+});
