@@ -1,14 +1,46 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Three tiers, run in this order by `vitest run` (npm test); each can run alone:
+ * - unit: no shared server, files in parallel (`npm run test:unit`, the inner loop);
+ * - integration: in-process mounts on the run's shared NATS server, one file at a time
+ *   (each mounts system.tools on it);
+ * - system: built processes as a user runs them, killed servers, clusters, fuzzing; sized by
+ *   env (FUZZ_ROUNDS, …), one file at a time (`npm run test:system`, after a build).
+ */
+const system = [
+  'test/integration/cluster.test.ts',
+  'test/integration/e2e.test.ts',
+  'test/integration/example.test.ts',
+  'test/integration/fuzz.test.ts',
+  'test/integration/resilience.test.ts',
+  'test/integration/security.test.ts',
+  'test/integration/service.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/harness/global-setup.ts'],
     reporters: ['default', './test/harness/summary-reporter.ts'],
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: 'forks',
-    // Integration files each mount system.tools on the shared server: one file at a time.
-    fileParallelism: false,
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'], sequence: { groupOrder: 0 } } },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          exclude: system,
+          globalSetup: ['test/harness/global-setup.ts'],
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'system', include: system, globalSetup: ['test/harness/global-setup.ts'], fileParallelism: false, sequence: { groupOrder: 2 } },
+      },
+    ],
   },
 });

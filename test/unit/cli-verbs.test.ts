@@ -1,0 +1,159 @@
+/**
+ * What each CLI verb prints and returns, run in-process against `serve()` on a NATS server of
+ * this file's own (so these tests can run beside any other file).
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/bus/log.js';
+import { call, introspect, list, register, resolve, unregister, watch } from '../../src/cli/commands.js';
+import { serveConfig } from '../../src/cli/config.js';
+import { ExitCode } from '../../src/cli/output.js';
+import { runVerb } from '../../src/cli/run.js';
+import { type ServeHandle, serve } from '../../src/cli/serve.js';
+import { memoryOutput } from '../harness/cli.js';
+import { eventually } from '../harness/eventually.js';
+import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+
+describe('the CLI verbs', () => {
+  let nats: ProcessNats;
+  let served: ServeHandle;
+  const dir = mkdtempSync(join(tmpdir(), 'cli-verbs-'));
+  /** Runs a verb as the CLI does (connect, run, drain), against this file's server only. */
+  const run = async (verb: Parameters<typeof runVerb>[0], args: Record<string, unknown> = {}) => {
+    const out = memoryOutput();
+    const code = await runVerb(verb, { server: nats.url, ...args }, out, {});
+    return { code, out };
+  };
+
+  beforeAll(async () => {
+    nats = await startNatsProcess();
+    served = await serve(serveConfig({ server: nats.url }, {}), silentLogger);
+  });
+  afterAll(async () => {
+    await served?.stop();
+    await nats?.stop();
+  });
+
+  it('list prints every context as a table with the registry revision, or JSON', async () => {
+    const { code, out } = await run(list);
+    expect(code).toBe(ExitCode.Ok);
+    expect(out.stdout.split('\n')[0]).toMatch(/^KEY\s+SOURCE\s+REV\s+TOOLS$/);
+    expect(out.stdout).toMatch(/actor-readonly\s+built-in\s+0\s+matrix_introspect, session_state_read/);
+    expect(out.printed.at(-1)).toMatch(/^\(\d+ contexts, registry revision \d+\)$/);
+    const asJson = JSON.parse((await run(list, { json: true, tool: 'matrix_invoke' })).out.stdout) as { contexts: Array<{ key: string }> };
+    expect(asJson.contexts.map((c) => c.key)).toEqual(['actor-edit']);
+  });
+
+  it('resolve prints the header line and one row per tool, or the whole reply as JSON', async () => {
+    const { code, out } = await run(resolve, { profile: 'edit' });
+    expect(code).toBe(ExitCode.Ok);
+    expect(out.printed[0]).toMatch(/^contexts: actor-edit {3}timeout \d+ ms {3}revision \d+ {3}digest [0-9a-f]{16}$/);
+    expect(out.stdout).toMatch(/matrix_invoke\s+actor-edit\s+system\.dispatcher \$invoke\s+approval/);
+    const reply = JSON.parse((await run(resolve, { profile: 'default', json: true, format: 'openai' })).out.stdout) as { providerTools: unknown[] };
+    expect(reply.providerTools).toHaveLength(2);
+  });
+
+  it('call prints the content on stdout and the trace line on stderr; a failed tool exits 1', async () => {
+    const ok = await run(call, { tool: 'matrix_introspect', profile: 'default', args: '{"mount":"system.tools"}' });
+    expect(ok.code).toBe(ExitCode.Ok);
+    expect(ok.out.stdout).toContain('$resolve');
+    expect(ok.out.notes).toEqual([expect.stringMatching(/^trace [0-9a-f]{32} {2}ok {2}\d+\.\d ms$/)]);
+    const failed = await run(call, { tool: 'no_such_tool', profile: 'default', json: true });
+    expect(failed.code).toBe(ExitCode.Failed);
+    expect(JSON.parse(failed.out.stdout)).toMatchObject({ isError: true, error: { code: 'not_found' } });
+    expect(failed.out.stderr).toMatch(/error not_found/);
+  });
+
+  it('call refuses unreadable --args and --timeout as usage errors, before calling', async () => {
+    for (const bad of [{ args: '{oops' }, { args: '[1]' }, { timeout: 'soon' }]) {
+      const { code, out } = await run(call, { tool: 'matrix_introspect', profile: 'default', ...bad });
+      expect(code).toBe(ExitCode.Usage);
+      expect(out.stderr).toMatch(/^error: (--args|--timeout) /);
+      expect(out.printed).toEqual([]);
+    }
+  });
+
+  it('introspect prints the live mounts, or one mount’s ops', async () => {
+    const all = await run(introspect);
+    expect(all.code).toBe(ExitCode.Ok);
+    expect(all.out.stdout).toMatch(/^MOUNT\s+INSTANCES\s+VERSION\s+OPS/);
+    expect(all.out.stdout).toMatch(/system\.tools\s+1\s+\S+\s+\$introspect \$list \$resolve/);
+    const one = await run(introspect, { mount: 'system.dispatcher' });
+    expect(one.out.printed[0]).toMatch(/^system\.dispatcher \S+ \(instance \S+\)$/);
+    expect(one.out.stdout).toMatch(/\$call\s+Runs one LLM tool call/);
+  });
+
+  it('register and unregister print the key and revision; a bad file or revision is a usage error', async () => {
+    const file = join(dir, 'specs.json');
+    const spec = (key: string) => ({ key, title: key, description: 'from a file', permissions: { approval: 'never' } });
+    writeFileSync(file, JSON.stringify([spec('cli-a'), spec('cli-b')]));
+    const added = await run(register, { file });
+    expect(added.code).toBe(ExitCode.Ok);
+    expect(added.out.printed).toEqual([
+      expect.stringMatching(/^registered cli-a at revision \d+$/),
+      expect.stringMatching(/^registered cli-b at revision \d+$/),
+    ]);
+    const stale = await run(register, { file, expectedRevision: '0' });
+    expect(stale.code).toBe(ExitCode.Failed);
+    expect(stale.out.stderr).toMatch(/^error \(conflict\): /);
+    expect((await run(register, { file: join(dir, 'missing.json') })).code).toBe(ExitCode.Usage);
+    expect((await run(unregister, { key: 'cli-a', expectedRevision: 'latest' })).out.stderr).toMatch(/--expected-revision must be a whole number/);
+    const removed = await run(unregister, { key: 'cli-a' });
+    expect(removed.out.printed).toEqual([expect.stringMatching(/^unregistered cli-a at revision \d+$/)]);
+    await run(unregister, { key: 'cli-b' });
+  });
+
+  it('watch prints each registry change and each call (as JSON lines with --json) until told to stop', async () => {
+    let stop = () => {};
+    const until = new Promise<void>((resolve) => (stop = resolve));
+    const out = memoryOutput();
+    const watching = runVerb(watch, { server: nats.url, calls: true, json: true, until }, out, {});
+    await eventually(() => expect(out.notes).toContain('watching; Ctrl-C to stop'));
+    const file = join(dir, 'watched.json');
+    writeFileSync(file, JSON.stringify({ key: 'cli-watched', title: 'W', description: 'watched', permissions: { approval: 'never' } }));
+    await run(register, { file });
+    await run(call, { tool: 'matrix_introspect', profile: 'default' });
+    await run(unregister, { key: 'cli-watched' });
+    const lines = () => out.printed.map((l) => JSON.parse(l) as { kind: string; event: { key?: string; change?: string; name?: string } });
+    await eventually(() => {
+      expect(
+        lines()
+          .filter((l) => l.event.key === 'cli-watched')
+          .map((l) => l.event.change),
+      ).toEqual(['registered', 'unregistered']);
+      expect(lines()).toContainEqual(expect.objectContaining({ kind: 'call', event: expect.objectContaining({ name: 'matrix_introspect' }) }));
+    });
+    stop();
+    expect(await watching).toBe(ExitCode.Ok);
+  });
+
+  it('says in one line that NATS is unreachable, and exits 3', async () => {
+    const out = memoryOutput();
+    expect(await runVerb(list, { server: 'nats://127.0.0.1:1' }, out, {})).toBe(ExitCode.Unreachable);
+    expect(out.stderr).toMatch(/^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1: .*pass --server \/ NATS_URL\)$/);
+  });
+});
+
+describe('serve()', () => {
+  it('returns a handle whose stop() drains and resolves, without ending the process', async () => {
+    const nats = await startNatsProcess();
+    try {
+      const handle = await serve(serveConfig({ server: nats.url, reference: false, bucket: 'serve-handle' }, {}), silentLogger);
+      expect(handle.mounts).toEqual(['system.tools', 'system.dispatcher']);
+      const first = handle.stop('test');
+      expect(handle.stop('again')).toBe(first);
+      await first;
+      expect(handle.connection.isClosed()).toBe(true);
+    } finally {
+      await nats.stop();
+    }
+  });
+
+  it('refuses to run with every mount turned off, before connecting', async () => {
+    await expect(serve(serveConfig({ server: 'nats://127.0.0.1:1', registry: false, dispatcher: false, reference: false }, {}))).rejects.toThrow(
+      'nothing to run: every mount is turned off',
+    );
+  });
+});
