@@ -4,6 +4,7 @@
  */
 import { decode, encode } from '@msgpack/msgpack';
 import { headers, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { keepFailure } from './callbacks.js';
 
 /** What a target saw of one request. */
 export interface Seen {
@@ -46,17 +47,26 @@ export async function startTarget(
       const entry: Seen = { op, args: msg.data.length > 0 ? decode(msg.data) : {}, headers: headerRecord(msg.headers) };
       seen.push(entry);
       const handler = handlers[op];
-      void Promise.resolve(handler === undefined ? new TargetError(404, 'not_found', `no op ${op}`) : handler(entry.args, entry)).then((answer) => {
-        if (answer === silence) return;
-        if (answer instanceof TargetError) {
-          const h = headers();
-          h.set('Nats-Service-Error-Code', String(answer.status));
-          h.set('Nats-Service-Error', answer.message);
-          msg.respond(encode({ error: { code: answer.code, message: answer.message } }), { headers: h });
-          return;
-        }
-        msg.respond(answer instanceof Uint8Array ? answer : encode(answer));
-      });
+      // A handler that throws (an `expect` in it, say) fails the running test, and the caller gets a 500.
+      const answered = new Promise<Answer>((resolve) =>
+        resolve(handler === undefined ? new TargetError(404, 'not_found', `no op ${op}`) : handler(entry.args, entry)),
+      );
+      void answered
+        .catch((err: unknown) => {
+          keepFailure(err);
+          return new TargetError(500, 'internal', `the test target's ${op} handler threw`);
+        })
+        .then((answer) => {
+          if (answer === silence) return;
+          if (answer instanceof TargetError) {
+            const h = headers();
+            h.set('Nats-Service-Error-Code', String(answer.status));
+            h.set('Nats-Service-Error', answer.message);
+            msg.respond(encode({ error: { code: answer.code, message: answer.message } }), { headers: h });
+            return;
+          }
+          msg.respond(answer instanceof Uint8Array ? answer : encode(answer));
+        });
     },
   });
   await nc.flush();
