@@ -42,5 +42,12 @@ export function startLoad(op: () => Promise<unknown>, inFlight: number): Load {
   };
 }
 
-/** Waits `ms`. */
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * How many calls a system test watches at each stage (warm-up, after a failure) before it
+ * judges: `SYSTEM_TEST_CALLS`, default 200 (enough for its ≥ 99 % checks to mean something).
+ * Raise it for a longer, harder run.
+ */
+export const STAGE_CALLS = Number(process.env.SYSTEM_TEST_CALLS) || 200;
+
+/** The calls of `load` that `pick` selects and that succeeded. */
+export const okCalls = (load: Load, pick: (r: CallRecord) => boolean = () => true): number => load.records.filter((r) => r.ok && pick(r)).length;

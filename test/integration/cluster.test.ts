@@ -5,7 +5,8 @@ import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { ListReply } from '../../src/registry/types.js';
-import { sleep, startLoad } from '../harness/load.js';
+import { eventually } from '../harness/eventually.js';
+import { okCalls, STAGE_CALLS, startLoad } from '../harness/load.js';
 import { freePort, type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec } from '../harness/registry.js';
 import { type ServiceProcess, startScript } from '../harness/service.js';
@@ -33,16 +34,7 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     const setup = await connectBus({ servers: all });
     connections.push(setup);
     // JetStream elects its meta leader after the routes form: retry until the R3 bucket exists.
-    const until = Date.now() + 30_000;
-    for (;;) {
-      try {
-        await new Kvm(setup).create('cluster-tools', { replicas: 3, history: 5 });
-        break;
-      } catch (err) {
-        if (Date.now() > until) throw err;
-        await sleep(250);
-      }
-    }
+    await eventually(() => new Kvm(setup).create('cluster-tools', { replicas: 3, history: 5 }), { timeoutMs: 30_000, intervalMs: 250 });
 
     // The service knows only node 0: losing it, it must fail over to what the cluster told it.
     service = await startScript('dist/src/cli/main.js', nodes[0]?.url ?? '', ' ready ', { MATRIX_TOOLS_BUCKET: 'cluster-tools', MATRIX_TOOLS_REPLICAS: '3' }, [
@@ -73,14 +65,23 @@ describe('a 3-node NATS cluster losing a node under load', () => {
       const r = await loadClient.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo_7', arguments: {} } });
       if (r.isError) throw Object.assign(new Error(r.content), { name: r.error?.code ?? 'tool_error' });
     }, 32);
-    await sleep(1_500);
+    await eventually(() => expect(okCalls(load)).toBeGreaterThanOrEqual(STAGE_CALLS));
     const killedAt = performance.now();
     await nodes[0]?.kill();
-    await sleep(6_000);
+    // Judged once calls have resumed and enough more have been made since.
+    const firstOkAfter = () => load.records.filter((r) => r.ok && r.started >= killedAt).sort((a, b) => a.ended - b.ended)[0];
+    await eventually(
+      () => {
+        const first = firstOkAfter();
+        expect(first).toBeDefined();
+        expect(load.records.filter((r) => r.started > (first?.ended ?? Infinity)).length).toBeGreaterThanOrEqual(STAGE_CALLS);
+      },
+      { timeoutMs: 30_000 },
+    );
     const records = await load.stop();
 
     const afterKill = records.filter((r) => r.started >= killedAt);
-    const firstOk = afterKill.filter((r) => r.ok).sort((a, b) => a.ended - b.ended)[0];
+    const firstOk = firstOkAfter();
     const resumedMs = firstOk === undefined ? Infinity : firstOk.ended - killedAt;
     const settled = afterKill.filter((r) => firstOk !== undefined && r.started > firstOk.ended);
     console.info(
@@ -93,22 +94,21 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     const page = await client.request<ListReply>('system.tools', '$list', { limit: 500 });
     expect(page.contexts.filter((c) => c.key.startsWith('cl-')).map((c) => c.key)).toHaveLength(20);
     // Writes wait for the bucket's stream to have a Raft leader again (seconds when the dead node led it): retried as a client would.
-    let more: { revision: number } | undefined;
     const writeFrom = performance.now();
     const errors = new Set<string>();
-    while (more === undefined && performance.now() - writeFrom < 30_000) {
-      more = await client
-        .request<{ revision: number }>('system.tools', '$register', { spec: contextSpec('cl-after') }, { timeoutMs: 6_000 })
-        .catch((err: unknown) => {
+    const more = await eventually(
+      () =>
+        client.request<{ revision: number }>('system.tools', '$register', { spec: contextSpec('cl-after') }, { timeoutMs: 6_000 }).catch((err: unknown) => {
           errors.add((err as { code?: string }).code ?? String(err));
-          return undefined;
-        });
-    }
+          throw err;
+        }),
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
     console.info(
       `cluster node loss: a new registration took ${(performance.now() - writeFrom).toFixed(0)} ms after the calls resumed (errors meanwhile: ${[...errors].join(', ') || 'none'})`,
     );
     expect([...errors].every((e) => e === 'unavailable' || e === 'timeout')).toBe(true);
-    expect(more?.revision).toBeGreaterThan(0);
+    expect(more.revision).toBeGreaterThan(0);
     client.close();
     loadClient.close();
   }, 90_000);

@@ -6,6 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { eventually } from '../harness/eventually.js';
 import { cli, type ServiceProcess, startScript } from '../harness/service.js';
 
 describe('the whole system, as a user runs it', () => {
@@ -86,9 +87,7 @@ describe('the whole system, as a user runs it', () => {
     const registered = await cli(url, 'register', file);
     expect(registered.code).toBe(0);
     expect(registered.stdout).toMatch(/registered e2e-extra at revision \d+/);
-    const until = Date.now() + 5_000;
-    while (changed === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-    expect(changed).toBeGreaterThanOrEqual(1);
+    await eventually(() => expect(changed).toBeGreaterThanOrEqual(1));
     expect((await cli(url, 'unregister', 'e2e-extra')).code).toBe(0);
     await mcp.close();
   });
