@@ -11,7 +11,7 @@ import { call, introspect, list, register, resolve, unregister, watch } from '..
 import { serveConfig } from '../../src/cli/config.js';
 import { ExitCode } from '../../src/cli/output.js';
 import { runVerb } from '../../src/cli/run.js';
-import { type ServeHandle, serve } from '../../src/cli/serve.js';
+import { runServe, type ServeHandle, serve } from '../../src/cli/serve.js';
 import { memoryOutput } from '../harness/cli.js';
 import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -149,6 +149,26 @@ describe('serve()', () => {
     } finally {
       await nats.stop();
     }
+  });
+
+  it('runs as the serve command until told to stop, then exits 0; 1 when NATS is missing; 2 with nothing to run', async () => {
+    const nats = await startNatsProcess();
+    try {
+      const out = memoryOutput();
+      let stop = (_signal: string) => {};
+      const until = new Promise<string>((resolve) => (stop = resolve));
+      const running = runServe({ server: nats.url, reference: false, bucket: 'run-serve' }, out, {}, until);
+      stop('SIGTERM');
+      expect(await running).toBe(ExitCode.Ok);
+    } finally {
+      await nats.stop();
+    }
+    const missing = memoryOutput();
+    expect(await runServe({ server: 'nats://127.0.0.1:1' }, missing, {}, new Promise(() => {}))).toBe(ExitCode.Failed);
+    expect(missing.stderr).toMatch(/^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(.*\)\. Start one with `docker compose up -d nats`/);
+    const nothing = memoryOutput();
+    expect(await runServe({ registry: false, dispatcher: false, reference: false }, nothing, {}, new Promise(() => {}))).toBe(ExitCode.Usage);
+    expect(nothing.notes).toEqual(['error: nothing to run: every mount is turned off']);
   });
 
   it('refuses to run with every mount turned off, before connecting', async () => {
