@@ -26,8 +26,11 @@ import { interrupted } from './run.js';
 
 /** What `serve` runs. */
 export interface ServeOptions {
+  /** Where and how to connect. */
   connect: ConnectOptions;
+  /** Mount system.tools. */
   registry: boolean;
+  /** Mount system.dispatcher. */
   dispatcher: boolean;
   /** The reference mounts: system.agents, system.sessions, system.traces, system.packages, system.approvals. */
   reference: boolean;
