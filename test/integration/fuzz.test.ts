@@ -74,75 +74,71 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, () => {
     await served.stop('SIGTERM');
   });
 
-  it(
-    `answers ${ROUNDS * PER_ROUND} malformed requests with typed errors, keeps running, keeps its memory`,
-    async () => {
-      const r = prng(SEED);
-      const tally = new Map<string, number>();
-      const failures: string[] = [];
-      const rss: number[] = [];
-      const pid = served.child.pid as number;
-      const codes = new Set(['bad_request', 'not_found', 'forbidden', 'conflict', 'payload_too_large', 'unavailable', 'timeout', 'internal']);
+  it(`answers ${ROUNDS * PER_ROUND} malformed requests with typed errors, keeps running, keeps its memory`, async () => {
+    const r = prng(SEED);
+    const tally = new Map<string, number>();
+    const failures: string[] = [];
+    const rss: number[] = [];
+    const pid = served.child.pid as number;
+    const codes = new Set(['bad_request', 'not_found', 'forbidden', 'conflict', 'payload_too_large', 'unavailable', 'timeout', 'internal']);
 
-      const one = async () => {
-        const op = ops[Math.floor(r() * ops.length)] as (typeof ops)[number];
-        const c = fuzzCase(r, op.valid);
-        const expected = expectation(c, op.schema);
-        const h = headers();
-        if (c.json) h.set('Content-Type', 'application/json');
-        let msg: Msg;
-        try {
-          msg = await nc.request(op.subject, c.body, { timeout: 10_000, headers: h });
-        } catch (err) {
-          failures.push(`${op.subject} ${c.kind}: no answer (${(err as Error).message})`);
-          return;
-        }
-        const status = msg.headers?.get('Nats-Service-Error-Code');
-        const key = `${c.kind} → ${status ? `error ${status}` : 'ok'}`;
-        tally.set(key, (tally.get(key) ?? 0) + 1);
-        if (!status) {
-          if (expected === 'error') failures.push(`${op.subject} ${c.kind}: accepted a body its contract refuses`);
-          return;
-        }
-        const body = (msg.headers?.get('Content-Type') === 'application/json' ? JSON.parse(new TextDecoder().decode(msg.data)) : decode(msg.data)) as {
-          error?: { code?: string; message?: string };
-        };
-        if (!codes.has(String(body.error?.code))) failures.push(`${op.subject} ${c.kind}: untyped error ${JSON.stringify(body).slice(0, 200)}`);
-        if (/\n\s+at |\.ts:\d+|\.js:\d+/.test(String(body.error?.message))) failures.push(`${op.subject} ${c.kind}: a stack trace in the reply`);
-        if (expected === 'error' && !['400', '404', '413'].includes(status)) failures.push(`${op.subject} ${c.kind}: ${status} for a malformed body`);
-      };
-
-      for (let round = 0; round < ROUNDS; round++) {
-        let next = 0;
-        await Promise.all(
-          Array.from({ length: IN_FLIGHT }, async () => {
-            while (next++ < PER_ROUND) await one();
-          }),
-        );
-        rss.push(rssMiB(pid));
+    const one = async () => {
+      const op = ops[Math.floor(r() * ops.length)] as (typeof ops)[number];
+      const c = fuzzCase(r, op.valid);
+      const expected = expectation(c, op.schema);
+      const h = headers();
+      if (c.json) h.set('Content-Type', 'application/json');
+      let msg: Msg;
+      try {
+        msg = await nc.request(op.subject, c.body, { timeout: 10_000, headers: h });
+      } catch (err) {
+        failures.push(`${op.subject} ${c.kind}: no answer (${(err as Error).message})`);
+        return;
       }
+      const status = msg.headers?.get('Nats-Service-Error-Code');
+      const key = `${c.kind} → ${status ? `error ${status}` : 'ok'}`;
+      tally.set(key, (tally.get(key) ?? 0) + 1);
+      if (!status) {
+        if (expected === 'error') failures.push(`${op.subject} ${c.kind}: accepted a body its contract refuses`);
+        return;
+      }
+      const body = (msg.headers?.get('Content-Type') === 'application/json' ? JSON.parse(new TextDecoder().decode(msg.data)) : decode(msg.data)) as {
+        error?: { code?: string; message?: string };
+      };
+      if (!codes.has(String(body.error?.code))) failures.push(`${op.subject} ${c.kind}: untyped error ${JSON.stringify(body).slice(0, 200)}`);
+      if (/\n\s+at |\.ts:\d+|\.js:\d+/.test(String(body.error?.message))) failures.push(`${op.subject} ${c.kind}: a stack trace in the reply`);
+      if (expected === 'error' && !['400', '404', '413'].includes(status)) failures.push(`${op.subject} ${c.kind}: ${status} for a malformed body`);
+    };
 
-      console.info(`fuzz seed ${SEED}: ${ROUNDS * PER_ROUND} requests; RSS after each round ${rss.map((x) => x.toFixed(0)).join(' → ')} MiB`);
-      console.info(
-        [...tally]
-          .sort()
-          .map(([k, n]) => `  ${k}: ${n}`)
-          .join('\n'),
+    for (let round = 0; round < ROUNDS; round++) {
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: IN_FLIGHT }, async () => {
+          while (next++ < PER_ROUND) await one();
+        }),
       );
-      expect(failures.length, failures.slice(0, 20).join('\n')).toBe(0);
-      expect(served.child.exitCode).toBeNull();
-      // Flat: what the last rounds settle at is little above what the first ones did. One sample
-      // is noisy (the allocator keeps pages of the 900 KB strings for a while): the lower of two
-      // samples at each end lets a passing spike through, and still catches steady growth.
-      const settled = (a: number, b: number) => Math.min(rss[a] as number, rss[b] as number);
-      expect(settled(ROUNDS - 2, ROUNDS - 1) - settled(0, 1)).toBeLessThan(40);
+      rss.push(rssMiB(pid));
+    }
 
-      const good = await nc.request('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), { timeout: 5_000, headers: jsonHeaders() });
-      expect(good.headers?.get('Nats-Service-Error-Code')).toBe('');
-      expect(JSON.parse(new TextDecoder().decode(good.data)).contexts).toEqual(['actor-readonly']);
-    },
-    TIMEOUT_MS,
-  );
+    console.info(`fuzz seed ${SEED}: ${ROUNDS * PER_ROUND} requests; RSS after each round ${rss.map((x) => x.toFixed(0)).join(' → ')} MiB`);
+    console.info(
+      [...tally]
+        .sort()
+        .map(([k, n]) => `  ${k}: ${n}`)
+        .join('\n'),
+    );
+    expect(failures.length, failures.slice(0, 20).join('\n')).toBe(0);
+    expect(served.child.exitCode).toBeNull();
+    // Flat: what the last rounds settle at is little above what the first ones did. One sample
+    // is noisy (the allocator keeps pages of the 900 KB strings for a while): the lower of two
+    // samples at each end lets a passing spike through, and still catches steady growth.
+    const settled = (a: number, b: number) => Math.min(rss[a] as number, rss[b] as number);
+    expect(settled(ROUNDS - 2, ROUNDS - 1) - settled(0, 1)).toBeLessThan(40);
+
+    const good = await nc.request('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), { timeout: 5_000, headers: jsonHeaders() });
+    expect(good.headers?.get('Nats-Service-Error-Code')).toBe('');
+    expect(JSON.parse(new TextDecoder().decode(good.data)).contexts).toEqual(['actor-readonly']);
+  }, TIMEOUT_MS);
 });
 
 function jsonHeaders() {
