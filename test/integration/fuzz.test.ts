@@ -56,7 +56,7 @@ function rssMiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
 }
 
-describe(`fuzzing every op of every mount (seed ${SEED})`, () => {
+describe(`fuzzing every op of every mount (seed ${SEED})`, { timeout: TIMEOUT_MS }, () => {
   let nc: NatsConnection;
   let served: ServiceProcess;
 
@@ -138,7 +138,7 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, () => {
     const good = await nc.request('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), { timeout: 5_000, headers: jsonHeaders() });
     expect(good.headers?.get('Nats-Service-Error-Code')).toBe('');
     expect(JSON.parse(new TextDecoder().decode(good.data)).contexts).toEqual(['actor-readonly']);
-  }, TIMEOUT_MS);
+  });
 });
 
 function jsonHeaders() {
