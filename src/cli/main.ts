@@ -7,6 +7,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
  */
 import { Command, CommanderError, Option } from 'commander';
 import { type ConnectOptions, connectBus, connectOptionsFromEnv } from '../bus/connect.js';
+import { addCheckCommand, checkMount } from './check.js';
 import * as verbs from './commands.js';
 import { serveMcp } from './mcp.js';
 import { ExitCode, reportError } from './output.js';
@@ -151,6 +152,8 @@ withConnection(withSession(program.command('mcp').description("serve a profile's
     return ExitCode.Ok;
   }),
 );
+
+withConnection(addCheckCommand(program)).action(run((nc, mount, flags) => checkMount(nc, mount, flags)));
 
 try {
   await program.parseAsync();
