@@ -32,8 +32,7 @@ function withSession(cmd: Command): Command {
     .option('--skill <name=refs>', 'a skill and its refs, e.g. review=repo-coding (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
     .option('--requires <capabilities>', 'required capabilities, comma-separated')
     .option('--environment <json>', 'the worker environment, e.g. {"repoRoot":"/src"}')
-    .option('--only-available', 'leave out tools whose target has no live instance')
-    .option('--strict', 'with --format openai: strict-mode parameters');
+    .option('--only-available', 'leave out tools whose target has no live instance');
 }
 
 function connectOptions(flags: Record<string, string | undefined>): ConnectOptions {
@@ -105,6 +104,7 @@ withConnection(
 withConnection(
   withSession(program.command('resolve').description('show the tools a profile gets'))
     .addOption(new Option('--format <format>', 'add providerTools in this format').choices(['matrix', 'openai', 'anthropic', 'mcp']))
+    .option('--strict', 'with --format openai: strict-mode parameters')
     .option('--json', 'print the whole ResolvedToolContext'),
 ).action(run((nc, flags) => verbs.resolve(nc, flags)));
 

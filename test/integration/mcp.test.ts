@@ -24,6 +24,7 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
   let registry: Instance;
   let agents: Mount;
   const started: RawBridge[] = [];
+  const clients: Client[] = [];
 
   beforeAll(async () => {
     url = inject('natsUrl');
@@ -34,6 +35,7 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
   });
   afterAll(async () => {
     for (const b of started) if (b.child.exitCode === null) b.child.kill('SIGKILL');
+    await Promise.all(clients.map((c) => c.close())); // a test that failed half-way leaves no bridge behind
     client.close();
     await agents.stop();
     await registry.stop();
@@ -54,7 +56,9 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     });
     let stderr = '';
     transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-    return { transport, mcp: new Client({ name: 'sdk-test', version: '1.0.0' }), stderr: () => stderr };
+    const mcp = new Client({ name: 'sdk-test', version: '1.0.0' });
+    clients.push(mcp);
+    return { transport, mcp, stderr: () => stderr };
   };
 
   it('sends the resolved context instructions in initialize', async () => {
