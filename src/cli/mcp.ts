@@ -8,6 +8,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { type CallToolResult, ErrorCode as JsonRpcError, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
@@ -18,6 +19,7 @@ import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { watchRegistry } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/mount.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
+import { wellFormedLines } from './mcp-input.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
 const CLOSE_GRACE_MS = 1_000;
@@ -117,13 +119,16 @@ class McpBridge {
 
   /** Serves until the client is gone, then closes: requests in flight get up to a second, the dispatcher flushes its audit events. */
   async run(): Promise<void> {
-    const ended = this.ended();
+    const input = process.stdin.pipe(wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)));
+    const ended = this.ended(input);
     const stopWatching = watchRegistry(this.dispatcher.nc, () => void this.recheck());
-    await this.server.connect(new StdioServerTransport());
+    await this.server.connect(new StdioServerTransport(input));
     log(`ready: profile ${this.request.profile}, ${this.callPrefix}`);
     const reason = await ended;
     log(`${reason}; closing`);
     stopWatching();
+    // The last lines reach their handlers a few promise turns after the input ends: let them.
+    await new Promise((resolve) => setImmediate(resolve));
     await Promise.race([Promise.allSettled([...this.pending]), new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref())]);
     await this.server.close().catch(() => {});
     this.dispatcher.close();
@@ -132,12 +137,13 @@ class McpBridge {
 
   /**
    * Resolves with why the session ended. The SDK's stdio transport fires no close when stdin
-   * ends, so a bridge whose client exited would live on, holding its NATS connection.
+   * ends, so a bridge whose client exited would live on, holding its NATS connection. The
+   * input ends after stdin does, once every line in it has been handed on.
    */
-  private ended(): Promise<string> {
+  private ended(input: Readable): Promise<string> {
     return new Promise<string>((resolve) => {
-      process.stdin.once('end', () => resolve('stdin ended'));
-      process.stdin.once('close', () => resolve('stdin closed'));
+      input.once('end', () => resolve('stdin ended'));
+      process.stdin.once('error', (err) => resolve(`stdin failed (${err.message})`));
       process.stdout.on('error', (err) => resolve(`client gone (${err.message})`));
       process.once('SIGINT', () => resolve('SIGINT'));
       process.once('SIGTERM', () => resolve('SIGTERM'));

@@ -84,6 +84,13 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
       expect(reply.error?.message).toMatch(message);
       expect(reply.error?.message).not.toMatch(/invalid_type|"path"|\[\s*\{/); // no zod dump
     }
+    // Lines the SDK's transport would drop unanswered.
+    b.send({ jsonrpc: '2.0', id: ++id, method: 'tools/call', params: 'matrix_introspect' });
+    const stringParams = await eventually(() => b.received.find((m) => m.id === id) ?? false);
+    expect(stringParams.error).toEqual({ code: -32602, message: 'tools/call params must be an object, got string' });
+    b.send('{"jsonrpc": "2.0", "id": 99, "method": "tools/li');
+    const unparsable = await eventually(() => b.received.find((m) => m.id === null) ?? false);
+    expect(unparsable.error?.code).toBe(-32700);
     // The bridge still serves well-formed calls after them.
     const ok = await b.request(++id, 'tools/call', { name: 'matrix_introspect', arguments: {} });
     expect(ok.result?.isError).toBe(false);
