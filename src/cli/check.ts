@@ -24,7 +24,7 @@ export interface CheckOutcome {
 
 /** How to check a mount. */
 export interface CheckOptions {
-  /** The op the encoding, error and deadline checks ask; default `$introspect`. */
+  /** The op the encoding, error and deadline checks ask (it runs twice: one that changes nothing); default `$introspect`. */
   op?: string;
   /** Its request body; default `{}`. */
   args?: Record<string, unknown>;
@@ -51,7 +51,7 @@ export async function checkConformance(nc: NatsConnection, mount: string, option
   const probe = { op: options.op ?? '$introspect', args: options.args ?? {} };
   const ask = (subject: string, data: Uint8Array, h: Record<string, string> = {}) => request(nc, subject, data, h, timeoutMs);
   const discovery = await checkDiscovery(nc, mount, timeoutMs);
-  const introspect = await checkIntrospect(await ask(opSubject(mount, '$introspect'), encodeBody({})), mount);
+  const introspect = checkIntrospect(await ask(opSubject(mount, '$introspect'), encodeBody({})), mount);
   const probeSubject = opSubject(mount, probe.op);
   return [
     ...discovery.outcomes,
@@ -224,7 +224,7 @@ export function addCheckCommand(program: Command): Command {
     .command('check')
     .description('check that a mount (yours, in any language) follows the bus protocol; exit 1 on a miss')
     .argument('<mount>', 'the mount, e.g. app.weather')
-    .option('--op <op>', 'the op the encoding, error and deadline checks call', '$introspect')
+    .option('--op <op>', 'the op the encoding, error and deadline checks call (it runs twice: pick one that changes nothing)', '$introspect')
     .option('-a, --args <json>', 'its request body, a JSON object', '{}')
     .option('--timeout <ms>', 'longest wait for each answer', '2000')
     .option('--json', 'print the outcomes as JSON');
