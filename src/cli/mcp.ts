@@ -1,8 +1,8 @@
 /**
  * `mcp --profile P`: the tools of a resolved context, served over MCP on stdio, so Claude,
  * Cursor or any MCP client can use the bus tools. `initialize` carries the context's
- * instructions, `tools/list` comes from `$resolve` (MCP format), `tools/call` goes through the
- * dispatcher, and `notifications/tools/list_changed` goes out when the profile's resolved
+ * instructions, `tools/list` comes from `$resolve` (MCP format), `tools/call` goes through
+ * `system.dispatcher.$call`, and `notifications/tools/list_changed` goes out when the profile's resolved
  * digest changes. The bridge ends when stdin ends, the client goes away, or on SIGINT/SIGTERM.
  * Stdout is the MCP channel: logs go to stderr.
  */
@@ -14,8 +14,9 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { type CallToolResult, ErrorCode as JsonRpcError, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
+import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
-import { Dispatcher } from '../dispatcher/dispatcher.js';
+import type { ToolResult } from '../dispatcher/types.js';
 import { watchRegistry } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/mount.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
@@ -23,6 +24,8 @@ import { wellFormedLines } from './mcp-input.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
 const CLOSE_GRACE_MS = 1_000;
+/** Longest wait for one tool call: an approver may take up to a minute, then the tool its timeout. */
+const CALL_TIMEOUT_MS = 95_000;
 
 /** A JSON-RPC error with its own code and a message meant for people (the SDK's McpError prefixes its code). */
 export class JsonRpcFailure extends Error {
@@ -79,14 +82,19 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest): Pro
     client.close();
     throw err;
   });
-  const bridge = new McpBridge(nc, client, request, first);
+  const bridge = new McpBridge(nc, client, session, first);
   await bridge.run();
 }
 
-/** One bridge session: an MCP server on stdio in front of the dispatcher. */
+/**
+ * One bridge session: an MCP server on stdio in front of `system.dispatcher`. Calls go through
+ * the dispatcher mount, not a dispatcher in this process: the bridge runs as an agent, which may
+ * call `system.dispatcher` but neither reach a target nor publish audit events itself.
+ */
 class McpBridge {
   private readonly server: Server;
-  private readonly dispatcher: Dispatcher;
+  /** The `$resolve` request of `tools/list` (MCP format). */
+  private readonly listRequest: ResolveRequest;
   /** Audit `callId`s are `<prefix>-<JSON-RPC id>`: JSON-RPC ids repeat across sessions, this prefix does not. */
   private readonly callPrefix = `mcp-${randomBytes(6).toString('hex')}`;
   /** The digest of the tools the client was last given or told about; undefined when unknown. */
@@ -96,13 +104,13 @@ class McpBridge {
   private readonly pending = new Set<Promise<unknown>>();
 
   constructor(
-    nc: NatsConnection,
+    private readonly nc: NatsConnection,
     private readonly client: BusClient,
-    private readonly request: ResolveRequest,
+    private readonly session: ResolveRequest,
     first: ResolvedToolContext,
   ) {
+    this.listRequest = { ...session, format: 'mcp' };
     this.digest = first.digest;
-    this.dispatcher = new Dispatcher(nc);
     const instructions = first.instructions.trim();
     this.server = new Server(
       { name: 'matrix-tools', version: REGISTRY_VERSION },
@@ -121,9 +129,9 @@ class McpBridge {
   async run(): Promise<void> {
     const input = process.stdin.pipe(wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)));
     const ended = this.ended(input);
-    const stopWatching = watchRegistry(this.dispatcher.nc, () => void this.recheck());
+    const stopWatching = watchRegistry(this.nc, () => void this.recheck());
     await this.server.connect(new StdioServerTransport(input));
-    log(`ready: profile ${this.request.profile}, ${this.callPrefix}`);
+    log(`ready: profile ${this.session.profile}, ${this.callPrefix}`);
     const reason = await ended;
     log(`${reason}; closing`);
     stopWatching();
@@ -131,7 +139,6 @@ class McpBridge {
     await new Promise((resolve) => setImmediate(resolve));
     await Promise.race([Promise.allSettled([...this.pending]), new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref())]);
     await this.server.close().catch(() => {});
-    this.dispatcher.close();
     this.client.close();
   }
 
@@ -159,7 +166,7 @@ class McpBridge {
   }
 
   private async resolve(): Promise<ResolvedToolContext> {
-    return this.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.request);
+    return this.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.listRequest);
   }
 
   private async listTools(): Promise<{ tools: Tool[] }> {
@@ -169,7 +176,15 @@ class McpBridge {
   }
 
   private async callTool(params: ToolCallParams, requestId: string): Promise<CallToolResult> {
-    const result = await this.dispatcher.call(this.request, { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments });
+    const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
+    let result: ToolResult;
+    try {
+      result = await this.client.request<ToolResult>(Mounts.Dispatcher, '$call', { session: this.session, call }, { timeoutMs: CALL_TIMEOUT_MS });
+    } catch (err) {
+      // The dispatcher itself failed (not the tool): still a result the model can read.
+      const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
+      return { content: [{ type: 'text', text: `"${params.name}" could not be run: system.dispatcher answered ${why}` }], isError: true };
+    }
     const reply: CallToolResult = { content: [{ type: 'text', text: result.content }], isError: result.isError };
     if (isObject(result.structured)) reply.structuredContent = result.structured;
     return reply;

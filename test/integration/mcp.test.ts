@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { watchCalls } from '../../src/dispatcher/audit.js';
+import { dispatcherMount } from '../../src/dispatcher/mount.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
 import { agentsMount } from '../../src/mounts/agents.js';
 import { testConnection } from '../harness/bus.js';
@@ -23,6 +24,7 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
   let client: BusClient;
   let registry: Instance;
   let agents: Mount;
+  let dispatcher: Mount;
   const started: RawBridge[] = [];
   const clients: Client[] = [];
 
@@ -32,12 +34,14 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     client = new BusClient(nc, { timeoutMs: 5_000 });
     registry = await startInstance(nc, uniqueBucket());
     agents = await agentsMount(nc).start();
+    dispatcher = await dispatcherMount(nc).start();
   });
   afterAll(async () => {
     for (const b of started) if (b.child.exitCode === null) b.child.kill('SIGKILL');
     await Promise.all(clients.map((c) => c.close())); // a test that failed half-way leaves no bridge behind
     client.close();
     await agents.stop();
+    await dispatcher.stop();
     await registry.stop();
   });
 
