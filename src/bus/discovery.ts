@@ -93,18 +93,44 @@ export interface ServiceInfo {
 }
 
 /** Every answer to `$SRV.<verb>` within `waitMs`, parsed; answers that are not ADR-32 JSON are skipped. */
-export async function discover<T extends { name: string }>(nc: NatsConnection, verb: Verb, waitMs = 250): Promise<T[]> {
+export function discover<T extends { name: string }>(nc: NatsConnection, verb: Verb, waitMs = 250): Promise<T[]> {
+  return gather<T>(nc, `$SRV.${verb}`, waitMs);
+}
+
+/** Every answer to `$SRV.<verb>.<service>` within `waitMs`: the instances of one service, by its ADR-32 name. */
+export function discoverService<T extends { name: string }>(nc: NatsConnection, verb: Verb, service: string, waitMs = 250): Promise<T[]> {
+  return gather<T>(nc, `$SRV.${verb}.${service}`, waitMs);
+}
+
+async function gather<T extends { name: string }>(nc: NatsConnection, subject: string, waitMs: number): Promise<T[]> {
   const found: T[] = [];
-  const replies = await nc.requestMany(`$SRV.${verb}`, '', { strategy: 'timer', maxWait: waitMs });
-  for await (const msg of replies) {
-    try {
-      const body = JSON.parse(new TextDecoder().decode(msg.data)) as T;
-      if (typeof body?.name === 'string') found.push(body);
-    } catch {
-      // Not an ADR-32 reply: nothing to learn from it.
+  try {
+    const replies = await nc.requestMany(subject, '', { strategy: 'timer', maxWait: waitMs });
+    for await (const msg of replies) {
+      try {
+        const body = JSON.parse(new TextDecoder().decode(msg.data)) as T;
+        if (typeof body?.name === 'string') found.push(body);
+      } catch {
+        // Not an ADR-32 reply: nothing to learn from it.
+      }
     }
+  } catch {
+    // No responders: no instance of that service is live, which is an answer too.
   }
   return found;
+}
+
+/**
+ * The mount a service instance is: its `metadata.mount` when it says; else, as for a micro
+ * service in another language, the subject prefix every endpoint shares (`demo.go` for
+ * endpoints `demo.go.echo` and `demo.go.fail`); else its service name.
+ */
+export function mountOf(info: ServiceInfo): string {
+  const said = info.metadata?.mount;
+  if (said) return said;
+  const prefixes = new Set((info.endpoints ?? []).map((e) => e.subject.slice(0, Math.max(0, e.subject.lastIndexOf('.')))));
+  const [prefix] = prefixes;
+  return prefixes.size === 1 && prefix && !/[*>]/.test(prefix) ? prefix : info.name;
 }
 
 /** Names of the services that answer `$SRV.PING` within `waitMs` (every live mount, by ADR-32 name). */

@@ -184,6 +184,7 @@ export function addToolCommands(program: Command): void {
   command('list', 'list the tool contexts').option('--tool <name>', 'only contexts with this tool').option('--json', 'print JSON').action(verbAction(list));
   withSession(command('resolve', 'show the tools a profile gets'))
     .addOption(new Option('--format <format>', 'add providerTools in this format').choices(['matrix', 'openai', 'anthropic', 'mcp']))
+    .option('--strict', 'with --format openai: strict-mode parameters')
     .option('--json', 'print the whole ResolvedToolContext')
     .action(verbAction(resolve));
   withSession(command('call', 'call a tool through system.dispatcher').argument('<tool>', 'tool name'))

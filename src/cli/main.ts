@@ -8,6 +8,7 @@
  * is a file with its verbs, `(client, args, out)`, and one line here.
  */
 import { Command, CommanderError } from 'commander';
+import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
 import { ExitCode, reportError } from './output.js';
@@ -19,6 +20,7 @@ const program = new Command('matrix-tools').description('The tool registry and d
 
 addServeCommand(program);
 addToolCommands(program);
+addCheckCommand(program);
 withConnection(withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)"))).action(
   verbAction(async (client, args: SessionFlags) => {
     // Loaded here: the MCP SDK is a third of every other verb's start-up time.

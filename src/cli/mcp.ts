@@ -1,49 +1,235 @@
 /**
  * `mcp --profile P`: the tools of a resolved context, served over MCP on stdio, so Claude,
- * Cursor or any MCP client can use the bus tools. `tools/list` comes from `$resolve` (MCP
- * format), `tools/call` goes through the dispatcher, and a registry change sends
- * `notifications/tools/list_changed`. Stdout is the MCP channel: logs go to stderr.
+ * Cursor or any MCP client can use the bus tools. `initialize` carries the context's
+ * instructions, `tools/list` comes from `$resolve` (MCP format), `tools/call` goes through
+ * `system.dispatcher.$call`, and `notifications/tools/list_changed` goes out when the profile's resolved
+ * digest changes. The bridge ends when stdin ends, the client goes away, or on SIGINT/SIGTERM.
+ * Stdout is the MCP channel: logs go to stderr.
  */
 
+import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { type CallToolResult, ErrorCode as JsonRpcError, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
+import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
-import { Dispatcher } from '../dispatcher/dispatcher.js';
+import type { ToolResult } from '../dispatcher/types.js';
 import { watchRegistry } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/mount.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
+import { wellFormedLines } from './mcp-input.js';
 
-/** Serves `session`'s tools over MCP stdio until the client disconnects. */
+/** How long a closing bridge waits for requests it already took, in ms. */
+const CLOSE_GRACE_MS = 1_000;
+/** Longest wait for one tool call: an approver may take up to a minute, then the tool its timeout. */
+const CALL_TIMEOUT_MS = 95_000;
+
+/** A JSON-RPC error with its own code and a message meant for people (the SDK's McpError prefixes its code). */
+export class JsonRpcFailure extends Error {
+  override name = 'JsonRpcFailure';
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The checked params of a `tools/call`. */
+export interface ToolCallParams {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/**
+ * Reads the params of a `tools/call`, or throws `-32602 Invalid params` saying in one sentence
+ * what is wrong. Absent `arguments` are `{}`; present ones must be an object, as MCP says.
+ */
+export function toolCallParams(params: unknown): ToolCallParams {
+  if (!isObject(params)) throw invalidParams(`tools/call params must be an object {name, arguments?}, got ${kindOf(params)}`);
+  const { name, arguments: args } = params;
+  if (typeof name !== 'string' || name === '') throw invalidParams(`tools/call params.name must name a tool (a non-empty string), got ${kindOf(name)}`);
+  if (args === undefined) return { name, arguments: {} };
+  if (!isObject(args)) throw invalidParams(`tools/call params.arguments of "${name}" must be an object (or left out), got ${kindOf(args)}`);
+  return { name, arguments: args };
+}
+
+function invalidParams(message: string): JsonRpcFailure {
+  return new JsonRpcFailure(JsonRpcError.InvalidParams, message);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return `a string (${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)})`;
+  return value === undefined ? 'nothing' : `a ${typeof value}`;
+}
+
+/** Serves `session`'s tools over MCP stdio until stdin ends, the client goes away or a signal comes. */
 export async function serveMcp(nc: NatsConnection, session: ResolveRequest): Promise<void> {
   const request: ResolveRequest = { ...session, format: 'mcp' };
   const client = new BusClient(nc, { timeoutMs: 10_000 });
-  const dispatcher = new Dispatcher(nc);
-  const server = new Server({ name: 'matrix-tools', version: REGISTRY_VERSION }, { capabilities: { tools: { listChanged: true } } });
+  // Resolved before the client is answered: `initialize` carries the instructions, and a
+  // profile that cannot be resolved ends the bridge with the CLI's exit code, said on stderr.
+  const first = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request).catch((err: unknown) => {
+    client.close();
+    throw err;
+  });
+  const bridge = new McpBridge(nc, client, session, first);
+  await bridge.run();
+}
 
-  server.setRequestHandler(ListToolsRequestSchema, async () => {
-    const resolved = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request);
+/**
+ * One bridge session: an MCP server on stdio in front of `system.dispatcher`. Calls go through
+ * the dispatcher mount, not a dispatcher in this process: the bridge runs as an agent, which may
+ * call `system.dispatcher` but neither reach a target nor publish audit events itself.
+ */
+class McpBridge {
+  private readonly server: Server;
+  /** The `$resolve` request of `tools/list` (MCP format). */
+  private readonly listRequest: ResolveRequest;
+  /** Audit `callId`s are `<prefix>-<JSON-RPC id>`: JSON-RPC ids repeat across sessions, this prefix does not. */
+  private readonly callPrefix = `mcp-${randomBytes(6).toString('hex')}`;
+  /** The digest of the tools the client was last given or told about; undefined when unknown. */
+  private digest: string | undefined;
+  private rechecking = false;
+  private recheckAgain = false;
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly client: BusClient,
+    private readonly session: ResolveRequest,
+    first: ResolvedToolContext,
+  ) {
+    this.listRequest = { ...session, format: 'mcp' };
+    this.digest = first.digest;
+    const instructions = first.instructions.trim();
+    this.server = new Server(
+      { name: 'matrix-tools', version: REGISTRY_VERSION },
+      { capabilities: { tools: { listChanged: true } }, ...(instructions ? { instructions } : {}) },
+    );
+    this.server.setRequestHandler(ListToolsRequestSchema, () => this.track(this.listTools()));
+    // The SDK parses tools/call params with zod before any handler of its own sees them, and
+    // answers a mismatch with -32603 and the zod dump; unhandled methods reach this instead.
+    this.server.fallbackRequestHandler = async (req, extra) => {
+      if (req.method !== 'tools/call') throw new JsonRpcFailure(JsonRpcError.MethodNotFound, `Method not found: ${req.method}`);
+      return this.track(this.callTool(toolCallParams(req.params), String(extra.requestId)));
+    };
+  }
+
+  /** Serves until the client is gone, then closes: requests in flight get up to a second, the dispatcher flushes its audit events. */
+  async run(): Promise<void> {
+    const input = process.stdin.pipe(wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)));
+    const ended = this.ended(input);
+    const stopWatching = watchRegistry(this.nc, () => void this.recheck());
+    await this.server.connect(new StdioServerTransport(input));
+    log(`ready: profile ${this.session.profile}, ${this.callPrefix}`);
+    const reason = await ended;
+    log(`${reason}; closing`);
+    stopWatching();
+    // The last lines reach their handlers a few promise turns after the input ends: let them.
+    await new Promise((resolve) => setImmediate(resolve));
+    await Promise.race([Promise.allSettled([...this.pending]), new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref())]);
+    await this.server.close().catch(() => {});
+    this.client.close();
+  }
+
+  /**
+   * Resolves with why the session ended. The SDK's stdio transport fires no close when stdin
+   * ends, so a bridge whose client exited would live on, holding its NATS connection. The
+   * input ends after stdin does, once every line in it has been handed on.
+   */
+  private ended(input: Readable): Promise<string> {
+    return new Promise<string>((resolve) => {
+      input.once('end', () => resolve('stdin ended'));
+      process.stdin.once('error', (err) => resolve(`stdin failed (${err.message})`));
+      process.stdout.on('error', (err) => resolve(`client gone (${err.message})`));
+      process.once('SIGINT', () => resolve('SIGINT'));
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+      this.server.onclose = () => resolve('transport closed');
+    });
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.pending.add(work);
+    const done = () => this.pending.delete(work);
+    work.then(done, done);
+    return work;
+  }
+
+  private async resolve(): Promise<ResolvedToolContext> {
+    return this.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.listRequest);
+  }
+
+  private async listTools(): Promise<{ tools: Tool[] }> {
+    const resolved = await this.resolve();
+    this.digest = resolved.digest;
     return { tools: (resolved.providerTools ?? []) as Tool[] };
-  });
-  server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
-    const result = await dispatcher.call(request, { id: String(extra.requestId), name: req.params.name, arguments: req.params.arguments ?? {} });
-    const reply: CallToolResult = { content: [{ type: 'text', text: result.content }], isError: result.isError };
-    const structured = result.structured;
-    if (structured !== null && typeof structured === 'object' && !Array.isArray(structured)) reply.structuredContent = structured as Record<string, unknown>;
-    return reply;
-  });
+  }
 
-  const stopWatching = watchRegistry(nc, () => {
-    void server.sendToolListChanged().catch(() => {});
-  });
-  const transport = new StdioServerTransport();
-  const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
-  await server.connect(transport);
-  process.stderr.write(`mcp bridge ready: profile ${session.profile}\n`);
-  await closed;
-  stopWatching();
-  dispatcher.close();
-  client.close();
+  private async callTool(params: ToolCallParams, requestId: string): Promise<CallToolResult> {
+    const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
+    let result: ToolResult;
+    try {
+      result = await this.client.request<ToolResult>(Mounts.Dispatcher, '$call', { session: this.session, call }, { timeoutMs: CALL_TIMEOUT_MS });
+    } catch (err) {
+      // The dispatcher itself failed (not the tool): still a result the model can read.
+      const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
+      return { content: [{ type: 'text', text: `"${params.name}" could not be run: system.dispatcher answered ${why}` }], isError: true };
+    }
+    const reply: CallToolResult = { content: [{ type: 'text', text: result.content }], isError: result.isError };
+    if (isObject(result.structured)) reply.structuredContent = result.structured;
+    return reply;
+  }
+
+  /**
+   * After a registry change: resolves again and tells the client only when this profile's
+   * tools changed. Changes that come while a check runs are folded into one more check.
+   */
+  private async recheck(): Promise<void> {
+    if (this.rechecking) {
+      this.recheckAgain = true;
+      return;
+    }
+    this.rechecking = true;
+    try {
+      do {
+        this.recheckAgain = false;
+        await this.compareDigest();
+      } while (this.recheckAgain);
+    } finally {
+      this.rechecking = false;
+    }
+  }
+
+  private async compareDigest(): Promise<void> {
+    let resolved: ResolvedToolContext;
+    try {
+      resolved = await this.resolve();
+    } catch (err) {
+      // Unknown now: the next check that succeeds tells the client, whatever it finds.
+      this.digest = undefined;
+      log(`registry changed, but resolving again failed: ${(err as Error).message}`);
+      return;
+    }
+    if (resolved.digest === this.digest) {
+      log(`registry revision ${resolved.revision}: tools unchanged`);
+      return;
+    }
+    this.digest = resolved.digest;
+    await this.server.sendToolListChanged().catch(() => {});
+    log(`registry revision ${resolved.revision}: tools changed (digest ${resolved.digest.slice(0, 12)}), list_changed sent`);
+  }
+}
+
+function log(line: string): void {
+  process.stderr.write(`mcp bridge: ${line}\n`);
 }

@@ -25,8 +25,7 @@ export function withSession(cmd: Command): Command {
     .option('--skill <name=refs>', 'a skill and its refs, e.g. review=repo-coding (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
     .option('--requires <capabilities>', 'required capabilities, comma-separated')
     .option('--environment <json>', 'the worker environment, e.g. {"repoRoot":"/src"}')
-    .option('--only-available', 'leave out tools whose target has no live instance')
-    .option('--strict', 'with --format openai: strict-mode parameters');
+    .option('--only-available', 'leave out tools whose target has no live instance');
 }
 
 const csv = (text: string | undefined) =>

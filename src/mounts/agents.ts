@@ -1,11 +1,13 @@
 /**
- * `system.agents`: what lives on the bus. `$introspect` lists every mount that answers NATS
- * services discovery, with its instances and ops; given `mount`, it adds that mount's own
- * `$introspect` (the request schema of each op). Target of the built-in `matrix_introspect`.
+ * `system.agents`: what lives on the bus. `$introspect` describes this mount, as every mount's
+ * does, and lists every mount that answers NATS services discovery, with its instances and ops
+ * (a mount that does not name itself in its metadata is named by the subjects its endpoints
+ * serve); given `mount`, only that one, with its own `$introspect` (the request schema of each
+ * op). Target of the built-in `matrix_introspect`.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { discover, type ServiceInfo } from '../bus/discovery.js';
+import { discover, mountOf, type ServiceInfo } from '../bus/discovery.js';
 import { NotFoundError } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
@@ -21,42 +23,70 @@ export interface MountDescription {
   ops: Array<{ op: string; description?: string; requestSchema?: Record<string, unknown> }>;
 }
 
+const AGENTS_VERSION = '0.2.0';
+const INTROSPECT_DESCRIPTION = 'This mount and the live mounts with their instances and ops; with `mount`, that mount in full.';
+
 /** Builds the `system.agents` mount. */
 export function agentsMount(nc: NatsConnection, options: { discoveryWaitMs?: number } = {}): Mount {
   const client = new BusClient(nc, { timeoutMs: 2_000 });
   const waitMs = options.discoveryWaitMs ?? 200;
-  return new Mount(nc, {
+  const mount: Mount = new Mount(nc, {
     name: Mounts.Agents,
-    version: '0.1.0',
+    version: AGENTS_VERSION,
     description: 'Describes the live mounts on the bus and their ops.',
     ops: {
       $introspect: {
-        description: 'The live mounts with their instances and ops; with `mount`, that mount in full.',
+        description: INTROSPECT_DESCRIPTION,
         request: SchemaId.AgentsIntrospectRequest,
         response: SchemaId.AgentsIntrospectReply,
-        handle: async (request: { mount?: string }) => {
-          const mounts = describeMounts(await discover<ServiceInfo>(nc, 'INFO', waitMs));
-          if (request.mount === undefined) return { mounts };
-          const one = mounts.find((m) => m.mount === request.mount);
-          if (one === undefined) {
-            throw new NotFoundError(`no live mount ${request.mount}; live mounts: ${mounts.map((m) => m.mount).join(', ') || 'none'}`);
-          }
-          const own = await client.request<IntrospectReply>(one.mount, '$introspect', {}).catch(() => undefined);
-          if (own !== undefined) {
-            one.ops = own.ops.map((o) => ({ op: o.op, description: o.description, requestSchema: o.requestSchema }));
-          }
-          return { mounts: [one] };
-        },
+        handle: async (request: { mount?: string }) => ({ ...describeSelf(mount), mounts: await liveMounts(nc, client, waitMs, request.mount) }),
       },
     },
   });
+  return mount;
+}
+
+/**
+ * What every mount's `$introspect` says of itself, so a client of the protocol (and `check`)
+ * reads this mount as any other. Schemas by `$id`: the reply stays small for the model.
+ */
+function describeSelf(mount: Mount): Record<string, unknown> {
+  return {
+    mount: mount.name,
+    version: AGENTS_VERSION,
+    ops: [
+      {
+        op: '$introspect',
+        description: INTROSPECT_DESCRIPTION,
+        requestSchema: { $ref: SchemaId.AgentsIntrospectRequest },
+        responseSchema: { $ref: SchemaId.AgentsIntrospectReply },
+      },
+    ],
+    instance: { id: mount.id, startedAt: mount.startedAt.toISOString() },
+  };
+}
+
+/** The live mounts; given `name`, only that one, with the request schemas its own `$introspect` gives. */
+async function liveMounts(nc: NatsConnection, client: BusClient, waitMs: number, name: string | undefined): Promise<MountDescription[]> {
+  const mounts = describeMounts(await discover<ServiceInfo>(nc, 'INFO', waitMs));
+  if (name === undefined) return mounts;
+  const one = mounts.find((m) => m.mount === name);
+  if (one === undefined) {
+    throw new NotFoundError(`no live mount ${name}; live mounts: ${mounts.map((m) => m.mount).join(', ') || 'none'}`);
+  }
+  // A mount the project did not write may answer no $introspect: its ops from discovery stand.
+  const own = await client.request<IntrospectReply>(one.mount, '$introspect', {}).catch(() => undefined);
+  if (own !== undefined && Array.isArray(own.ops)) {
+    one.ops = own.ops.map((o) => ({ op: o.op, description: o.description, requestSchema: o.requestSchema }));
+  }
+  return [one];
 }
 
 /** Groups `$SRV.INFO` answers by mount, in name order. */
 export function describeMounts(infos: readonly ServiceInfo[]): MountDescription[] {
   const byMount = new Map<string, MountDescription>();
   for (const info of infos) {
-    const mount = info.metadata?.mount ?? info.name;
+    const mount = mountOf(info);
     let d = byMount.get(mount);
     if (d === undefined) {
       d = { mount, instances: 0, ops: [] };

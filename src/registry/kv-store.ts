@@ -105,10 +105,18 @@ export class KvContextStore implements ToolContextStore {
       expectedRevision === undefined
         ? await this.bucket.put(spec.key, value)
         : expectedRevision === 0
-          ? await this.bucket.create(spec.key, value)
+          ? await this.bucket.create(spec.key, value).catch((err: unknown) => {
+              throw err instanceof ConflictError ? this.alreadyExists(spec.key, err) : err;
+            })
           : await this.bucket.update(spec.key, value, expectedRevision);
     await this.waitForRevision(revision);
     return { key: spec.key, change: existed ? 'updated' : 'registered', revision };
+  }
+
+  /** What `expectedRevision: 0` (only if new) meets on a key that exists. */
+  private alreadyExists(key: string, cause: ConflictError): ConflictError {
+    const at = this.registered.get(key)?.revision;
+    return new ConflictError(`${key} already exists${at === undefined ? '' : ` at revision ${at}`}: expectedRevision 0 registers only a new key`, { cause });
   }
 
   /** Removes a registered context, only at `expectedRevision` when given. */

@@ -59,9 +59,16 @@ describe('the whole system, as a user runs it', () => {
   });
 
   it('serves the tools over MCP, calls them, and says when the list changes', async () => {
+    const file = join(dir, 'extra.json');
+    const extra = { key: 'e2e-extra', title: 'Extra', description: 'added at run time', permissions: { approval: 'never' } };
+    writeFileSync(file, JSON.stringify(extra));
+    const registered = await cli(url, 'register', file);
+    expect(registered.code).toBe(0);
+    expect(registered.stdout).toMatch(/registered e2e-extra at revision \d+/);
+
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url)), 'mcp', '--profile', 'default'],
+      args: [fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url)), 'mcp', '--profile', 'default', '--refs', 'actor-readonly,e2e-extra'],
       env: { ...process.env, NATS_URL: url } as Record<string, string>,
       stderr: 'ignore',
     });
@@ -82,13 +89,13 @@ describe('the whole system, as a user runs it', () => {
     expect(refused.isError).toBe(true);
     expect((refused.content as Array<{ text: string }>)[0]?.text).toContain('argument "mount" must be string');
 
-    const file = join(dir, 'extra.json');
-    writeFileSync(file, JSON.stringify({ key: 'e2e-extra', title: 'Extra', description: 'added at run time', permissions: { approval: 'never' } }));
-    const registered = await cli(url, 'register', file);
-    expect(registered.code).toBe(0);
-    expect(registered.stdout).toMatch(/registered e2e-extra at revision \d+/);
-    await eventually(() => expect(changed).toBeGreaterThanOrEqual(1));
-    expect((await cli(url, 'unregister', 'e2e-extra')).code).toBe(0);
+    // A change to a context this session uses changes its tools: the client is told.
+    const tool = { name: 'e2e_extra', description: 'an extra tool', inputSchema: { type: 'object' }, target: 'app.extra', op: '$do' };
+    writeFileSync(file, JSON.stringify({ ...extra, matrixTools: [tool] }));
+    expect((await cli(url, 'register', file)).code).toBe(0);
+    await eventually(() => expect(changed).toBe(1));
+    expect((await mcp.listTools()).tools.map((t) => t.name)).toContain('e2e_extra');
     await mcp.close();
+    expect((await cli(url, 'unregister', 'e2e-extra')).code).toBe(0);
   });
 });

@@ -1,0 +1,67 @@
+/**
+ * What the MCP bridge reads from stdin, before the SDK's stdio transport does. That transport
+ * drops, without a word, a line that is not JSON or not a JSON-RPC message (a `tools/call`
+ * whose params are a string: -32602 here), and a client waits for an answer that never comes. JSON-RPC 2.0
+ * says such lines are answered: here they are, and only well-formed lines go on to the SDK.
+ */
+import { Transform } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+import { JSONRPCMessageSchema, ErrorCode as JsonRpcError } from '@modelcontextprotocol/sdk/types.js';
+
+/** A JSON-RPC error response. */
+export interface JsonRpcErrorResponse {
+  jsonrpc: '2.0';
+  id: string | number | null;
+  error: { code: number; message: string };
+}
+
+/** The answer to a line the SDK would drop, or undefined for a line it reads. */
+export function malformedLine(line: string): JsonRpcErrorResponse | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return failure(null, JsonRpcError.ParseError, 'Parse error: a line must hold one JSON-RPC message in JSON');
+  }
+  if (JSONRPCMessageSchema.safeParse(value).success) return undefined;
+  const message = value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  const id = typeof message.id === 'string' || typeof message.id === 'number' ? message.id : null;
+  if (typeof message.method === 'string' && 'params' in message && (message.params === null || typeof message.params !== 'object')) {
+    return failure(
+      id,
+      JsonRpcError.InvalidParams,
+      `${message.method} params must be an object, got ${message.params === null ? 'null' : typeof message.params}`,
+    );
+  }
+  return failure(id, JsonRpcError.InvalidRequest, 'Invalid Request: not a JSON-RPC 2.0 request, notification or response');
+}
+
+function failure(id: string | number | null, code: number, message: string): JsonRpcErrorResponse {
+  return { jsonrpc: '2.0', id, error: { code, message } };
+}
+
+/** Stdin, line by line, for the SDK's transport: `answer` gets the response to each malformed line, which goes no further. */
+export function wellFormedLines(answer: (response: JsonRpcErrorResponse) => void): Transform {
+  const decoder = new StringDecoder('utf8');
+  let pending = '';
+  const pass = (stream: Transform, line: string) => {
+    if (line.trim() === '') return;
+    const malformed = malformedLine(line);
+    if (malformed === undefined) stream.push(`${line}\n`);
+    else answer(malformed);
+  };
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      pending += decoder.write(chunk);
+      for (let end = pending.indexOf('\n'); end >= 0; end = pending.indexOf('\n')) {
+        pass(this, pending.slice(0, end).replace(/\r$/, ''));
+        pending = pending.slice(end + 1);
+      }
+      done();
+    },
+    flush(done) {
+      pass(this, pending + decoder.end());
+      done();
+    },
+  });
+}

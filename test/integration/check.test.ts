@@ -1,0 +1,98 @@
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Service } from '@nats-io/services';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Mount } from '../../src/bus/mount.js';
+import { type CheckOutcome, checkConformance } from '../../src/cli/check.js';
+import { dispatcherMount } from '../../src/dispatcher/mount.js';
+import { agentsMount } from '../../src/mounts/agents.js';
+import { approvalsMount } from '../../src/mounts/approvals.js';
+import { packagesMount } from '../../src/mounts/packages.js';
+import { sessionsMount } from '../../src/mounts/sessions.js';
+import { tracesMount } from '../../src/mounts/traces.js';
+import { registryMount } from '../../src/registry/mount.js';
+import { testConnection, uniqueMount } from '../harness/bus.js';
+import { startJsonMicroMount } from '../harness/micro-mount.js';
+import { cli } from '../harness/service.js';
+
+const misses = (outcomes: CheckOutcome[]) => outcomes.filter((o) => !o.ok);
+
+describe('matrix-tools check: conformance of a mount to the bus protocol', () => {
+  let nc: NatsConnection;
+  let micro: Service;
+  const microMount = uniqueMount('demo');
+  const mounts: Mount[] = [];
+  const stops: Array<() => void> = [];
+  const bucket = `test-check-sessions-${process.pid}`;
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    const traces = tracesMount(nc);
+    stops.push(traces.stop);
+    mounts.push(registryMount(nc), dispatcherMount(nc), agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc));
+    mounts.push(await sessionsMount(nc, { bucket }));
+    await Promise.all(mounts.map((m) => m.start()));
+    micro = await startJsonMicroMount(nc, microMount);
+  });
+  afterAll(async () => {
+    await micro.stop();
+    for (const m of mounts) await m.stop();
+    for (const stop of stops) stop();
+    await (await new Kvm(nc).open(bucket)).destroy();
+  });
+
+  for (const mount of ['system.tools', 'system.dispatcher', 'system.agents', 'system.sessions', 'system.traces', 'system.packages', 'system.approvals']) {
+    it(`finds every check holding on the reference mount ${mount}`, async () => {
+      const outcomes = await checkConformance(nc, mount);
+      expect(misses(outcomes)).toEqual([]);
+      expect(outcomes.map((o) => o.check)).toEqual([
+        `discovery: $SRV.PING.${mount.replace('.', '-')}`,
+        `discovery: $SRV.INFO.${mount.replace('.', '-')}`,
+        `discovery: $SRV.STATS.${mount.replace('.', '-')}`,
+        '$introspect',
+        'discovery: one endpoint per op',
+        'MessagePack request',
+        'JSON request (Content-Type: application/json)',
+        'error model: unknown op',
+        'error model: undecodable body',
+        'past Matrix-Deadline',
+      ]);
+    });
+  }
+
+  it('says which checks a plain JSON micro service misses, and why', async () => {
+    const outcomes = await checkConformance(nc, microMount, { op: 'echo', args: { widget: 1 } });
+    const byCheck = Object.fromEntries(outcomes.map((o) => [o.check.replace(/\.[a-z0-9-]+$/, ''), o]));
+    // What a micro service gets right: ADR-32 discovery under the mount's service name.
+    expect(outcomes.filter((o) => o.ok).map((o) => o.check)).toEqual([
+      `discovery: $SRV.PING.${microMount.replace('.', '-')}`,
+      `discovery: $SRV.INFO.${microMount.replace('.', '-')}`,
+      `discovery: $SRV.STATS.${microMount.replace('.', '-')}`,
+    ]);
+    expect(byCheck['discovery: $SRV.INFO']?.detail).toContain('endpoints echo fail');
+    // What it misses, each for the reason a reader of the protocol would give.
+    expect(byCheck.$introspect?.detail).toBe(`no responders on ${microMount}.$introspect`);
+    expect(byCheck['discovery: one endpoint per op']?.detail).toBe('no $introspect to say what the ops are');
+    expect(byCheck['MessagePack request']?.detail).toBe('answered error 400: request body is not JSON');
+    expect(byCheck['JSON request (Content-Type: application/json)']?.detail).toBe(
+      `${microMount}.echo answered JSON without the header Content-Type: application/json`,
+    );
+    expect(byCheck['error model: unknown op']?.detail).toMatch(new RegExp(`^no responders on ${microMount.replace('.', '\\.')}\\.\\$noSuchOp`));
+    expect(byCheck['error model: undecodable body']?.detail).toBe('body is not {error: {code: "bad_request", message}}');
+    expect(byCheck['past Matrix-Deadline']?.detail).toBe('answered without an error (want 504 timeout)');
+  });
+
+  it('runs from the CLI: exit 0 when every check holds, 1 on a miss, each check on its own line', async () => {
+    const url = inject('natsUrl');
+    const good = await cli(url, 'check', 'system.tools');
+    expect(good.code).toBe(0);
+    expect(good.stdout).toMatch(/^ok\s+\$introspect\s+5 ops: \$introspect \$list \$register \$resolve \$unregister$/m);
+    expect(good.stdout).toContain('10 of 10 hold');
+
+    const bad = await cli(url, 'check', microMount, '--op', 'echo', '--json');
+    expect(bad.code).toBe(1);
+    const report = JSON.parse(bad.stdout) as { ok: boolean; outcomes: CheckOutcome[] };
+    expect(report.ok).toBe(false);
+    expect(report.outcomes.filter((o) => o.ok)).toHaveLength(3);
+  });
+});
