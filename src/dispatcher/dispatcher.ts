@@ -133,6 +133,7 @@ export class Dispatcher {
   close(): void {
     this.auditLog.flush();
     this.stopWatching();
+    this.sessions.close();
     this.client.close();
   }
 
