@@ -13,6 +13,9 @@ import { compareKeys, type LeftOutEntry, type StoreChange, type StoredContext, s
 import type { ToolContextSpec } from './types.js';
 import { registrationError } from './validate.js';
 
+/** Longest reason kept for an entry left out, in characters. */
+const MAX_ERROR_CHARS = 500;
+
 /** NATS's default `max_payload`, when the server does not say. */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
@@ -229,6 +232,8 @@ export class KvContextStore implements ToolContextStore {
     } catch (err) {
       error = `bad_request: not a JSON spec (${(err as Error).message})`;
     }
+    // Violation paths carry the entry's own property names: an attacker's could be huge.
+    if (error.length > MAX_ERROR_CHARS) error = `${error.slice(0, MAX_ERROR_CHARS - 3)}...`;
     this.logger.error('left out a KV entry that $register would refuse', { bucket: this.bucket.name, key: entry.key, revision: entry.revision, error });
     this.leftOut.set(entry.key, { key: entry.key, revision: entry.revision, error });
     return undefined;

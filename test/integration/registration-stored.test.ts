@@ -138,6 +138,20 @@ describe('contexts written straight into the KV bucket', () => {
     expect(store.leftOutEntries()).toEqual([]);
   });
 
+  it('keeps $introspect small when bad entries carry huge names in their violations', async () => {
+    const { write } = await start();
+    for (let i = 0; i < 3; i++) {
+      const inputSchema = { type: 'object', properties: { ['p'.repeat(300_000)]: { type: 'nonsense' } } };
+      await write(
+        `pz-long-${i}`,
+        contextSpec(`pz-long-${i}`, { matrixTools: [{ name: 't', description: 'd', inputSchema, target: 'app.x', op: '$x' }] as never }),
+      );
+    }
+    const introspect = await request<IntrospectReply>('$introspect', {});
+    expect(introspect.diagnostics).toHaveLength(3);
+    for (const d of introspect.diagnostics ?? []) expect(d.message.length).toBeLessThan(1_000);
+  });
+
   it('leaves out a stored context too large to deliver', async () => {
     const { write, store } = await start();
     const tools = Array.from({ length: 110 }, (_, i) => ({
