@@ -67,7 +67,8 @@ export class Registry {
    */
   async register(request: RegisterRequest, maxPayload?: number): Promise<StoreChange> {
     const store = this.writable();
-    assertRegistrable(request.spec, maxPayload === undefined ? {} : { maxPayload });
+    // The size as stored lets the size check skip rendering a context far too small to matter.
+    assertRegistrable(request.spec, maxPayload === undefined ? {} : { maxPayload, storedBytes: Buffer.byteLength(JSON.stringify(request.spec)) });
     return store.register(request.spec, request.expectedRevision);
   }
 

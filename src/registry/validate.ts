@@ -8,6 +8,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { BadRequestError, ForbiddenError, type MatrixError, PayloadTooLargeError, type Violation } from '../bus/errors.js';
 import { isReservedSubject, opSubject } from '../bus/subjects.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
+import { BoundedCache } from './bounded-cache.js';
 import { BUILTIN_TOOL_NAMES, builtinContexts } from './builtins.js';
 import { resolutionOverflow } from './fit.js';
 import type { ToolContextSpec } from './types.js';
@@ -36,24 +37,35 @@ const COMPILATIONS_PER_COMPILER = 512;
 /**
  * The compiler `$register` checks with. Ajv keeps every function it ever compiled in its code
  * scope, so one that lived for ever would grow with every registration; one per request costs
- * 0.3 ms to build (most of a small registration). So one is shared, each schema is removed
- * from its cache once compiled, and it is replaced after `COMPILATIONS_PER_COMPILER` uses:
- * what it may hold is bounded and its cost is spread.
+ * 0.3 ms to build. So one is shared, each schema is removed from its cache once compiled, and
+ * it is replaced after `COMPILATIONS_PER_COMPILER` uses. Compiling is most of a registration's
+ * cost and depends on the schema's text alone (no remote refs are fetched), so verdicts are
+ * kept by that text: a context registered again, or schemas many contexts share, compile once.
  */
 const sharedCompiler: SchemaCompiler = (() => {
   let ajv = schemaCompiler();
   let uses = 0;
+  const verdicts = new BoundedCache<string | null>({ maxEntries: 4096, maxBytes: 8 * 1024 * 1024 });
   return {
     compile(schema: Record<string, unknown>): unknown {
+      const text = JSON.stringify(schema);
+      const known = verdicts.get(text);
+      if (known === null) return undefined;
+      if (known !== undefined) throw new Error(known);
       if (++uses > COMPILATIONS_PER_COMPILER) {
         ajv = schemaCompiler();
         uses = 1;
       }
       try {
-        return ajv.compile(schema);
+        ajv.compile(schema);
+        verdicts.set(text, null, text.length);
+      } catch (err) {
+        verdicts.set(text, (err as Error).message, text.length);
+        throw err;
       } finally {
         ajv.removeSchema(schema);
       }
+      return undefined;
     },
   };
 })();
