@@ -127,6 +127,17 @@ export class SessionCache {
     this.minRevision = Math.max(this.minRevision, revision);
   }
 
+  /**
+   * A change event from the bus: the entries it may alter are dropped; an event that does not
+   * say which context changed drops them all.
+   */
+  heard(event: Partial<StoreChange> | undefined): void {
+    const revision = Number(event?.revision) || 0;
+    const change = event?.change;
+    if (typeof event?.key !== 'string' || (change !== 'registered' && change !== 'updated' && change !== 'unregistered')) this.clear(revision);
+    else this.changed({ key: event.key, change, revision });
+  }
+
   /** Drops the entries a change of one context may alter: those that read it, and on a new or updated context those that chose a provider. */
   changed(change: StoreChange): void {
     this.minRevision = Math.max(this.minRevision, change.revision);

@@ -141,6 +141,17 @@ describe('the session cache hearing its source’s changes', () => {
     expect(cache.get({ profile: 'p', requires: ['cap'] }, {})).toBeInstanceOf(Promise);
   });
 
+  it('drops by key on a change event from the bus, and everything on one that names no context', async () => {
+    const cache = new SessionCache(sizedSource(10));
+    await cache.get({ profile: 'p', toolContextRefs: ['a'] }, {});
+    await cache.get({ profile: 'p', toolContextRefs: ['b'] }, {});
+    cache.heard({ key: 'a', change: 'updated', revision: 2 });
+    expect(cache.size).toBe(1);
+    await cache.get({ profile: 'p', toolContextRefs: ['a'] }, {});
+    cache.heard({ revision: 3 } as never);
+    expect(cache.size).toBe(0);
+  });
+
   it('stops hearing them once closed', async () => {
     const feed = changeFeed();
     const cache = new SessionCache({ ...sizedSource(10), onChange: feed.onChange });
