@@ -228,15 +228,15 @@ describe('run-time registration', () => {
 
   it('sends one change event per registration, with several instances serving', async () => {
     const bucket = uniqueBucket();
-    const quick = { announceAfterMs: 20 };
+    const quick = { announceAfterMs: 250 };
     await start(bucket, true, quick);
     await start(bucket, true, quick);
     const seen: ChangedEvent[] = [];
     const unwatch = watchRegistry(nc, (e) => seen.push(e));
     const replies: RegisterReply[] = [];
     for (let i = 0; i < 10; i++) replies.push(await register(contextSpec(`once-${i}`)));
-    // Past the window in which another instance would announce a change it had not heard of.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Past the window (250-500 ms) in which another instance would announce a change it had not heard of.
+    await new Promise((resolve) => setTimeout(resolve, 700));
     unwatch();
     expect(seen.filter((e) => e.key.startsWith('once-')).map((e) => e.revision)).toEqual(replies.map((r) => r.revision));
   });
