@@ -49,13 +49,15 @@ export function resolutionOverflow(spec: ToolContextSpec, maxPayload: number, st
 
 /**
  * A generous upper bound on any rendering's size: each tool appears twice (projection and
- * provider tool, the strict schema growing it at most twice over), with its context's
- * `allowTargets` and a diagnostic of its own; each SDK tool may carry a diagnostic.
+ * provider tool; a strict schema is at most about six times its text, an optional `"a":{}`
+ * becoming `"a":{"anyOf":[{},{"type":"null"}]}` and a `required` entry), with its context's
+ * `allowTargets` and a diagnostic of its own (at most ~1 KB: they quote at most 500 characters
+ * of a schema); each SDK tool may carry a diagnostic too.
  */
 function replyBound(spec: ToolContextSpec, storedBytes: number): number {
   const tools = spec.matrixTools?.length ?? 0;
   const allowTargets = spec.permissions.allowTargets?.reduce((n, t) => n + t.length + 3, 0) ?? 0;
-  return 4 * storedBytes + (tools + (spec.sdkTools?.length ?? 0) + 8) * 600 + tools * allowTargets;
+  return 8 * storedBytes + (tools + (spec.sdkTools?.length ?? 0) + 8) * 1_500 + tools * allowTargets;
 }
 
 /** A store that holds one context and nothing else, at the highest revision a reply may carry. */

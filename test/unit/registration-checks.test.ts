@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { BadRequestError, ForbiddenError, PayloadTooLargeError } from '../../src/bus/errors.js';
+import { builtinContexts } from '../../src/registry/builtins.js';
 import { resolutionOverflow } from '../../src/registry/fit.js';
+import { resolveToolContext } from '../../src/registry/resolver.js';
+import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ToolContextSpec } from '../../src/registry/types.js';
 import { registrationError, specViolations } from '../../src/registry/validate.js';
 
@@ -59,4 +62,27 @@ describe('the checks of $register', () => {
       expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(resolutionOverflow(s, 1024 * 1024) === undefined);
     }
   });
+
+  it('bounds strict mode’s growth and diagnostics, so the shortcut stays on the safe side', () => {
+    const properties = (n: number, extra: object) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { ...extra }]));
+    const wide = (n: number) => spec('wide', [tool('t', { inputSchema: { type: 'object', properties: properties(n, {}) } })]);
+    const deep = (depth: number, keywords: number): ToolContextSpec => {
+      let schema: Record<string, unknown> = { type: 'object', properties: properties(keywords, { type: 'string', minLength: 1, default: 'x' }) };
+      for (let d = 0; d < depth; d++) schema = { type: 'object', properties: { [`level_${'n'.repeat(50)}_${d}`]: schema } };
+      return spec('deep', [tool('t', { inputSchema: schema as MatrixToolProjection['inputSchema'] })]);
+    };
+    for (const s of [wide(2_000), wide(10_000), wide(30_000), deep(25, 2_000)]) {
+      const stored = new TextEncoder().encode(JSON.stringify(s)).length;
+      expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(resolutionOverflow(s, 1024 * 1024) === undefined);
+    }
+    const registry = resolveToolContext({ profile: 'p', toolContextRefs: ['deep'], format: 'openai', strict: true }, soleStore(deep(25, 2_000)));
+    const removed = registry.diagnostics.find((d) => d.code === 'strict_removed');
+    expect(removed?.message).toMatch(/and 3990 more; removed$/);
+    expect(removed?.message.length).toBeLessThan(700);
+  });
 });
+
+/** The built-ins and one registered context. */
+function soleStore(s: ToolContextSpec): StaticStore {
+  return new StaticStore([...builtinContexts.map(storedBuiltin), { spec: s, source: 'registered', revision: 1 }], 1);
+}
