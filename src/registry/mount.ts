@@ -70,7 +70,7 @@ class ChangeAnnouncer {
     const timer = setTimeout(
       () => {
         this.pending.delete(timer);
-        if (this.heard.delete(change.revision) || this.nc.isClosed()) return;
+        if (this.heard.delete(change.revision) || this.nc.isClosed() || this.nc.isDraining()) return;
         publishChange(this.nc, change);
       },
       this.afterMs * (1 + Math.random()),
