@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PayloadTooLargeError } from '../../src/bus/errors.js';
 import { SessionCache, type ToolSource } from '../../src/dispatcher/sessions.js';
+import { BoundedCache } from '../../src/registry/bounded-cache.js';
 import type { StoreChange } from '../../src/registry/store.js';
 import type { ResolvedToolContext, ResolveRequest } from '../../src/registry/types.js';
 
@@ -159,5 +160,25 @@ describe('the session cache hearing its source’s changes', () => {
     cache.close();
     feed.emit({ key: 'a', change: 'unregistered', revision: 1 });
     expect(cache.get({ profile: 'p', toolContextRefs: ['a'] }, {})).not.toBeInstanceOf(Promise);
+  });
+});
+
+describe('a bounded cache', () => {
+  it('evicts the least recently used entries to stay within its entries and bytes, and keeps no entry larger than its bytes', () => {
+    const cache = new BoundedCache<string>({ maxEntries: 3, maxBytes: 100 });
+    cache.set('a', 'A', 30);
+    cache.set('b', 'B', 30);
+    cache.set('c', 'C', 30);
+    expect(cache.get('a')).toBe('A'); // now the most recently used
+    cache.set('d', 'D', 30);
+    expect([cache.get('a'), cache.get('b'), cache.get('c'), cache.get('d')]).toEqual(['A', undefined, 'C', 'D']);
+    cache.set('e', 'E', 60);
+    expect(cache.bytes).toBeLessThanOrEqual(100);
+    expect(cache.get('e')).toBe('E');
+    cache.set('huge', 'H', 101);
+    expect(cache.get('huge')).toBeUndefined();
+    expect(cache.get('e')).toBe('E');
+    cache.set('e', 'E2', 10);
+    expect(cache.bytes).toBe(10 + (cache.size - 1) * 30);
   });
 });
