@@ -85,7 +85,7 @@ export class Dispatcher {
       backoffMs: options.backoffMs ?? 5,
       audit: options.audit ?? true,
     };
-    this.stopWatching = watchRegistry(nc, (event) => this.sessions.clear(Number(event?.revision) || 0));
+    this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
   }
 
   /**
@@ -133,6 +133,7 @@ export class Dispatcher {
   close(): void {
     this.auditLog.flush();
     this.stopWatching();
+    this.sessions.close();
     this.client.close();
   }
 

@@ -7,9 +7,8 @@ import type { Violation } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import { builtinContexts } from '../registry/builtins.js';
 import type { ToolContextSpec } from '../registry/types.js';
-import { reservedTargets, schemaCompiler, specViolations } from '../registry/validate.js';
+import { forbiddenParts, schemaCompiler, specViolations } from '../registry/validate.js';
 
 /** The verdict on one spec. */
 export interface SpecVerdict {
@@ -19,8 +18,6 @@ export interface SpecVerdict {
   violations: Violation[];
 }
 
-const builtinKeys = new Set(builtinContexts.map((c) => c.key));
-
 /** Checks specs as `$register` would, plus keys repeated among them. */
 export function validateSpecs(specs: readonly unknown[]): { valid: boolean; results: SpecVerdict[] } {
   const seen = new Map<string, number>();
@@ -28,10 +25,7 @@ export function validateSpecs(specs: readonly unknown[]): { valid: boolean; resu
   const results = specs.map((spec, index): SpecVerdict => {
     const violations = specViolations(spec, '', compiler);
     const key = typeof (spec as { key?: unknown })?.key === 'string' ? (spec as { key: string }).key : undefined;
-    if (violations.length === 0) {
-      violations.push(...reservedTargets(spec as ToolContextSpec));
-      if (key !== undefined && builtinKeys.has(key)) violations.push({ path: '/key', message: `${key} is a built-in context's key`, keyword: 'builtin' });
-    }
+    if (violations.length === 0) violations.push(...forbiddenParts(spec as ToolContextSpec));
     if (key !== undefined) {
       const first = seen.get(key);
       if (first !== undefined) violations.push({ path: '/key', message: `repeats the key of spec ${first}`, keyword: 'uniqueKey' });

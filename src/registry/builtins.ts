@@ -169,6 +169,9 @@ export const builtinContexts: readonly ToolContextSpec[] = [
   },
 ];
 
+/** Names of the built-in tools: reserved, no registered context may define one (PROTOCOL 6.2). */
+export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(builtinContexts.flatMap((c) => (c.matrixTools ?? []).map((t) => t.name)));
+
 /** The workers for which `propose` gets `repo-coding`. */
 const codingWorkers: ReadonlySet<string> = new Set(['claude-code', 'codex']);
 

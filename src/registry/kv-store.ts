@@ -4,12 +4,20 @@
  * serve the same contexts; the registry revision is the bucket's newest sequence seen.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { ConflictError, ForbiddenError, NotFoundError, TimeoutError } from '../bus/errors.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, TimeoutError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import { type Logger, silentLogger } from '../bus/log.js';
 import { builtinContexts } from './builtins.js';
-import { compareKeys, type StoredContext, storedBuiltin, type ToolContextStore } from './store.js';
+import { insertSorted, ProviderIndex, removeSorted } from './sorted-keys.js';
+import { compareKeys, type LeftOutEntry, type StoreChange, type StoredContext, storedBuiltin, type ToolContextStore } from './store.js';
 import type { ToolContextSpec } from './types.js';
+import { registrationError } from './validate.js';
+
+/** Longest reason kept for an entry left out, in characters. */
+const MAX_ERROR_CHARS = 500;
+
+/** NATS's default `max_payload`, when the server does not say. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
 /** Default bucket name (`MATRIX_TOOLS_BUCKET`). */
 export const DEFAULT_BUCKET = 'matrix-tool-contexts';
@@ -25,20 +33,20 @@ export interface KvStoreOptions {
   logger?: Logger;
 }
 
-/** A change the store applied. */
-export interface StoreChange {
-  key: string;
-  change: 'registered' | 'updated' | 'unregistered';
-  revision: number;
-}
+export type { LeftOutEntry, StoreChange } from './store.js';
 
 /** Contexts from a KV bucket, merged with the built-ins. */
 export class KvContextStore implements ToolContextStore {
   private readonly builtins = new Map(builtinContexts.map((spec) => [spec.key, storedBuiltin(spec)]));
   private readonly registered = new Map<string, StoredContext>();
-  private sortedKeys: string[] | undefined;
-  private providerIndex: Map<string, string[]> | undefined;
+  /** Every key served, sorted; kept up to date one change at a time. */
+  private readonly sortedKeys: string[] = [...this.builtins.keys()].sort(compareKeys);
+  private readonly providerIndex = new ProviderIndex();
+  /** Entries of the bucket that fail the checks of `$register`, by key: left out, and reported. */
+  private readonly leftOut = new Map<string, LeftOutEntry>();
   private applied = 0;
+  /** While the bucket loads, keys and providers are indexed once at the end, not one insertion at a time. */
+  private loading = true;
   private readonly waiters: Array<{ revision: number; resolve(): void }> = [];
   private readonly listeners: Array<(change: StoreChange) => void> = [];
   private watch: BucketWatch | undefined;
@@ -46,18 +54,22 @@ export class KvContextStore implements ToolContextStore {
   private constructor(
     readonly bucket: Bucket,
     private readonly logger: Logger,
-  ) {}
+    private readonly maxPayload: number,
+  ) {
+    for (const key of this.sortedKeys) this.providerIndex.add(key, this.builtins.get(key)?.spec.provides);
+  }
 
   /** Opens (or creates) the bucket and resolves once every context in it is loaded. */
   static async open(nc: NatsConnection, options: KvStoreOptions = {}): Promise<KvContextStore> {
     const bucket = await Bucket.open(nc, options.bucket ?? DEFAULT_BUCKET, { replicas: options.replicas });
-    const store = new KvContextStore(bucket, options.logger ?? silentLogger);
+    const store = new KvContextStore(bucket, options.logger ?? silentLogger, nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
     const last = await bucket.lastRevision();
     store.watch = bucket.watch(
       (entry) => store.apply(entry),
       (err) => store.logger.error('KV watch failed; resuming', { bucket: bucket.name, error: String(err) }),
     );
     await store.waitForRevision(last, options.loadTimeoutMs ?? 30_000);
+    store.indexLoaded();
     return store;
   }
 
@@ -70,22 +82,16 @@ export class KvContextStore implements ToolContextStore {
   }
 
   keys(): readonly string[] {
-    return (this.sortedKeys ??= [...this.builtins.keys(), ...this.registered.keys()].sort(compareKeys));
+    return this.sortedKeys;
   }
 
   providersOf(capability: string): readonly string[] {
-    if (this.providerIndex === undefined) {
-      const index = new Map<string, string[]>();
-      for (const key of this.keys()) {
-        for (const c of this.get(key)?.spec.provides ?? []) {
-          const list = index.get(c);
-          if (list === undefined) index.set(c, [key]);
-          else list.push(key);
-        }
-      }
-      this.providerIndex = index;
-    }
-    return this.providerIndex.get(capability) ?? [];
+    return this.providerIndex.of(capability);
+  }
+
+  /** The bucket's entries that are not served because `$register` would refuse them, in key order. */
+  leftOutEntries(): readonly LeftOutEntry[] {
+    return [...this.leftOut.values()].sort((a, b) => compareKeys(a.key, b.key));
   }
 
   /** Is `key` one of the built-ins (which cannot be registered over)? */
@@ -132,9 +138,13 @@ export class KvContextStore implements ToolContextStore {
     return { key, change: 'unregistered', revision };
   }
 
-  /** Calls `listener` for every change this store applies (from any instance). */
-  onChange(listener: (change: StoreChange) => void): void {
+  /** Calls `listener` for every change this store applies (from any instance, or written to the bucket directly); returns a function that stops it. */
+  onChange(listener: (change: StoreChange) => void): () => void {
     this.listeners.push(listener);
+    return () => {
+      const i = this.listeners.indexOf(listener);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
   }
 
   /** Resolves once the store has applied `revision`; `TimeoutError` after `timeoutMs`. */
@@ -163,22 +173,8 @@ export class KvContextStore implements ToolContextStore {
   }
 
   private apply(entry: BucketEntry): void {
-    const had = this.registered.has(entry.key);
-    let change: StoreChange['change'] | undefined;
-    if (entry.operation === 'PUT') {
-      const spec = this.decode(entry);
-      if (spec !== undefined) {
-        this.registered.set(entry.key, { spec, source: 'registered', revision: entry.revision });
-        change = had ? 'updated' : 'registered';
-      }
-    } else if (had) {
-      this.registered.delete(entry.key);
-      change = 'unregistered';
-    }
-    if (change !== undefined) {
-      this.sortedKeys = undefined;
-      this.providerIndex = undefined;
-    }
+    const change = entry.operation === 'PUT' ? this.put(entry) : this.remove(entry.key);
+    if (entry.operation !== 'PUT') this.leftOut.delete(entry.key);
     this.applied = Math.max(this.applied, entry.revision);
     if (change !== undefined) for (const l of this.listeners) l({ key: entry.key, change, revision: entry.revision });
     for (let i = this.waiters.length - 1; i >= 0; i--) {
@@ -190,18 +186,64 @@ export class KvContextStore implements ToolContextStore {
     }
   }
 
-  private decode(entry: BucketEntry): ToolContextSpec | undefined {
-    if (this.builtins.has(entry.key)) {
-      this.logger.error('ignoring a KV entry that shadows a built-in context', { key: entry.key });
-      return undefined;
+  /** Serves a written entry when it passes the checks of `$register`; else leaves it (and any older value of its key) out. */
+  private put(entry: BucketEntry): StoreChange['change'] | undefined {
+    const spec = this.checked(entry);
+    if (spec === undefined) return this.remove(entry.key);
+    this.leftOut.delete(entry.key);
+    const previous = this.registered.get(entry.key);
+    this.registered.set(entry.key, { spec, source: 'registered', revision: entry.revision });
+    if (!this.loading) {
+      if (previous === undefined) insertSorted(this.sortedKeys, entry.key);
+      else this.providerIndex.remove(entry.key, previous.spec.provides);
+      this.providerIndex.add(entry.key, spec.provides);
     }
+    return previous === undefined ? 'registered' : 'updated';
+  }
+
+  private remove(key: string): StoreChange['change'] | undefined {
+    const previous = this.registered.get(key);
+    if (previous === undefined) return undefined;
+    this.registered.delete(key);
+    if (!this.loading) {
+      removeSorted(this.sortedKeys, key);
+      this.providerIndex.remove(key, previous.spec.provides);
+    }
+    return 'unregistered';
+  }
+
+  /** Indexes what the initial load brought, in one sort (inserting 100,000 keys one by one would move each array N times). */
+  private indexLoaded(): void {
+    for (const key of this.registered.keys()) this.sortedKeys.push(key);
+    this.sortedKeys.sort(compareKeys);
+    // In key order, each provider list only grows at its end.
+    for (const key of this.sortedKeys) this.providerIndex.add(key, this.registered.get(key)?.spec.provides);
+    this.loading = false;
+  }
+
+  /**
+   * The entry's spec when `$register` would take it (PROTOCOL 7): stored state is input too.
+   * Input schemas are checked against the meta-schema but not compiled here (the dispatcher
+   * compiles each on first use, and refuses a call whose schema does not compile): compiling
+   * every tool of every context would multiply start-up time.
+   */
+  private checked(entry: BucketEntry): ToolContextSpec | undefined {
+    let error: string;
     try {
-      const spec = JSON.parse(new TextDecoder().decode(entry.value)) as ToolContextSpec;
-      if (spec?.key !== entry.key) throw new Error(`its key is ${String(spec?.key)}`);
-      return spec;
+      const spec: unknown = JSON.parse(new TextDecoder().decode(entry.value));
+      const problem =
+        (spec as ToolContextSpec | null)?.key === entry.key
+          ? registrationError(spec, { prefix: '', compile: false, maxPayload: this.maxPayload, storedBytes: entry.value.length })
+          : new BadRequestError(`its spec's key is ${JSON.stringify((spec as ToolContextSpec | null)?.key)}, not the entry's key`);
+      if (problem === undefined) return spec as ToolContextSpec;
+      error = `${problem.code}: ${problem.message}`;
     } catch (err) {
-      this.logger.error('ignoring an unreadable KV entry', { key: entry.key, error: String(err) });
-      return undefined;
+      error = `bad_request: not a JSON spec (${(err as Error).message})`;
     }
+    // Violation paths carry the entry's own property names: an attacker's could be huge.
+    if (error.length > MAX_ERROR_CHARS) error = `${error.slice(0, MAX_ERROR_CHARS - 3)}...`;
+    this.logger.error('left out a KV entry that $register would refuse', { bucket: this.bucket.name, key: entry.key, revision: entry.revision, error });
+    this.leftOut.set(entry.key, { key: entry.key, revision: entry.revision, error });
+    return undefined;
   }
 }

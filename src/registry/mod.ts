@@ -1,14 +1,24 @@
-export { BuiltinKey, builtinContexts, builtinRefsFor, MATRIX_INVOKE } from './builtins.js';
+export { BoundedCache, type CacheBounds, MAX_SESSION_REQUEST_CHARS } from './bounded-cache.js';
+export { BUILTIN_TOOL_NAMES, BuiltinKey, builtinContexts, builtinRefsFor, MATRIX_INVOKE } from './builtins.js';
 export { canonicalJson, digestOf } from './canonical.js';
 export { CHANGED_EVENTS, watchRegistry } from './events.js';
-export { DEFAULT_BUCKET, KvContextStore, type KvStoreOptions, type StoreChange } from './kv-store.js';
+export { DEFAULT_BUCKET, KvContextStore, type KvStoreOptions } from './kv-store.js';
 export { DEFAULT_PAGE_SIZE, listContexts } from './list.js';
 export { REGISTRY_VERSION, type RegistryMountOptions, registryMount } from './mount.js';
-export { Presence, type PresenceSnapshot } from './presence.js';
+export { PRESENCE_BOUNDS, Presence, type PresenceSnapshot } from './presence.js';
 export { renderProviderTools } from './provider-formats.js';
-export { Registry, type WritableToolContextStore } from './registry.js';
+export { DEFAULT_RESOLUTION_CACHE, Registry, type WritableToolContextStore } from './registry.js';
 export { DEFAULT_TIMEOUT_MS, type ResolveOptions, resolveToolContext, unmetRequirements } from './resolver.js';
-export { compareKeys, StaticStore, type StoredContext, storedBuiltin, type ToolContextStore } from './store.js';
+export { compareKeys, type LeftOutEntry, StaticStore, type StoreChange, type StoredContext, storedBuiltin, type ToolContextStore } from './store.js';
 export { ToolProvider, type ToolProviderOptions } from './tool-provider.js';
 export * from './types.js';
-export { assertRegistrable, reservedTargets, schemaCompiler, specViolations } from './validate.js';
+export {
+  assertRegistrable,
+  forbiddenParts,
+  type RegistrationCheck,
+  registrationError,
+  reservedNames,
+  reservedTargets,
+  schemaCompiler,
+  specViolations,
+} from './validate.js';

@@ -34,8 +34,23 @@ export class Presence {
 
   private async refresh(): Promise<PresenceSnapshot> {
     const live = await pingServices(this.nc, this.waitMs);
-    const snapshot = { version: ++this.version, at: Date.now(), isLive: (mount: string) => live.has(serviceName(mount)) };
+    const snapshot = { version: ++this.version, at: Date.now(), isLive: kept(live) };
     this.snapshot = snapshot;
     return snapshot;
   }
+}
+
+/** Most service names a snapshot keeps, and most characters of them: 10,000 and 1 MiB. */
+export const PRESENCE_BOUNDS = { maxEntries: 10_000, maxBytes: 1024 * 1024 } as const;
+
+/**
+ * The liveness test of a ping's answers. Past `PRESENCE_BOUNDS` (a bus flooded with answers
+ * to `$SRV.PING`) the snapshot keeps nothing and calls every mount live: `onlyAvailable` then
+ * leaves no tool out, which is what it does when presence is unknown.
+ */
+function kept(live: Set<string>): (mount: string) => boolean {
+  let chars = 0;
+  for (const name of live) chars += name.length;
+  if (live.size > PRESENCE_BOUNDS.maxEntries || chars > PRESENCE_BOUNDS.maxBytes) return () => true;
+  return (mount: string) => live.has(serviceName(mount));
 }

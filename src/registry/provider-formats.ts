@@ -26,7 +26,7 @@ export function renderProviderTools(
           diagnostics.push({
             level: 'warning',
             code: 'strict_unavailable',
-            message: `tool '${t.name}' is not strict: ${made.reason}`,
+            message: `tool '${t.name}' is not strict: ${bounded(made.reason)}`,
             context: t.context,
             tool: t.name,
           });
@@ -36,7 +36,7 @@ export function renderProviderTools(
           diagnostics.push({
             level: 'info',
             code: 'strict_removed',
-            message: `tool '${t.name}': strict mode does not support ${made.removed.join(', ')}; removed`,
+            message: `tool '${t.name}': strict mode does not support ${listed(made.removed)}; removed`,
             context: t.context,
             tool: t.name,
           });
@@ -60,4 +60,20 @@ export function renderProviderTools(
         return tool;
       });
   }
+}
+
+/** Most characters of what a diagnostic quotes from a schema: its paths grow with its depth. */
+const MAX_QUOTED_CHARS = 500;
+/** Most removed keywords a diagnostic names. */
+const MAX_LISTED_PATHS = 10;
+
+/** Text quoted from a schema, cut to `MAX_QUOTED_CHARS`: a diagnostic stays small however deep the schema. */
+function bounded(text: string): string {
+  return text.length > MAX_QUOTED_CHARS ? `${text.slice(0, MAX_QUOTED_CHARS - 3)}...` : text;
+}
+
+/** The first removed paths, and how many more. */
+function listed(paths: readonly string[]): string {
+  const shown = bounded(paths.slice(0, MAX_LISTED_PATHS).join(', '));
+  return paths.length > MAX_LISTED_PATHS ? `${shown} and ${paths.length - MAX_LISTED_PATHS} more` : shown;
 }

@@ -2,13 +2,14 @@
  * The registry: resolves, lists and registers tool contexts over a store, caching
  * resolutions per registry revision so that a warm `$resolve` costs a map lookup.
  */
+import { Encoding, encodedOnce } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
-import type { StoreChange } from './kv-store.js';
+import { BoundedCache, type CacheBounds, sessionKey } from './bounded-cache.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
-import { StaticStore, type ToolContextStore } from './store.js';
-import type { ListReply, ListRequest, RegisterRequest, ResolvedToolContext, ResolveRequest, ToolContextSpec, UnregisterRequest } from './types.js';
+import { StaticStore, type StoreChange, type ToolContextStore } from './store.js';
+import type { Diagnostic, ListReply, ListRequest, RegisterRequest, ResolvedToolContext, ResolveRequest, ToolContextSpec, UnregisterRequest } from './types.js';
 import { assertRegistrable } from './validate.js';
 
 /** A store that can take registrations. */
@@ -21,24 +22,38 @@ function isWritable(store: ToolContextStore): store is WritableToolContextStore 
   return typeof (store as Partial<WritableToolContextStore>).register === 'function';
 }
 
+/** Bounds of the resolution cache: 1,024 entries, 64 MiB. */
+export const DEFAULT_RESOLUTION_CACHE: CacheBounds = { maxEntries: 1024, maxBytes: 64 * 1024 * 1024 };
+
+/** Most diagnostics `$introspect` lists about stored contexts it leaves out. */
+const MAX_LEFT_OUT_LISTED = 100;
+
 /** Resolves, lists and registers over a store, caching resolutions per revision. */
 export class Registry {
-  private cache = new Map<string, ResolvedToolContext>();
+  private readonly cache: BoundedCache<ResolvedToolContext>;
   private cacheRevision = -1;
-  private toolCount: { revision: number; count: number } | undefined;
+  private readonly toolNames = new ToolNameCount();
 
   constructor(
     readonly store: ToolContextStore = new StaticStore(),
     private readonly presence?: Presence,
-    private readonly cacheSize = 1024,
-  ) {}
+    cache: Partial<CacheBounds> = {},
+  ) {
+    this.cache = new BoundedCache({ ...DEFAULT_RESOLUTION_CACHE, ...cache });
+    for (const key of store.keys()) this.toolNames.set(key, store.get(key)?.spec);
+    store.onChange?.((change) => this.toolNames.set(change.key, store.get(change.key)?.spec));
+  }
 
-  /** `$resolve`, from the cache when this exact request was answered at this revision. */
+  /**
+   * `$resolve`, from the cache when this exact request was answered at this revision.
+   * `PayloadTooLargeError` for a request whose JSON text passes `MAX_SESSION_REQUEST_CHARS`.
+   */
   resolve(request: ResolveRequest): ResolvedToolContext | Promise<ResolvedToolContext> {
+    const key = sessionKey(JSON.stringify(request));
     if (request.onlyAvailable && this.presence !== undefined) {
-      return this.presence.current().then((live) => this.cached(`${live.version}|${JSON.stringify(request)}`, request, { isLive: live.isLive }));
+      return this.presence.current().then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
     }
-    return this.cached(JSON.stringify(request), request, {});
+    return this.cached(key, request, {});
   }
 
   /** `$list`. */
@@ -46,10 +61,14 @@ export class Registry {
     return listContexts(request, this.store);
   }
 
-  /** `$register`: validates fully, then stores; resolves once this instance serves it. */
-  async register(request: RegisterRequest): Promise<StoreChange> {
+  /**
+   * `$register`: checks the spec as PROTOCOL 7 says (with `maxPayload`, the server's, that
+   * its resolution fits), then stores it; resolves once this instance serves it.
+   */
+  async register(request: RegisterRequest, maxPayload?: number): Promise<StoreChange> {
     const store = this.writable();
-    assertRegistrable(request.spec);
+    // The size as stored lets the size check skip rendering a context far too small to matter.
+    assertRegistrable(request.spec, maxPayload === undefined ? {} : { maxPayload, storedBytes: Buffer.byteLength(JSON.stringify(request.spec)) });
     return store.register(request.spec, request.expectedRevision);
   }
 
@@ -58,17 +77,36 @@ export class Registry {
     return this.writable().unregister(request.key, request.expectedRevision);
   }
 
-  /** What `$introspect` adds for the registry: revision and counts. */
-  describe(): { revision: number; contexts: number; tools: number } {
-    const revision = this.store.revision;
-    if (this.toolCount?.revision !== revision) {
-      const names = new Set<string>();
-      for (const key of this.store.keys()) {
-        for (const t of this.store.get(key)?.spec.matrixTools ?? []) names.add(t.name);
+  /** Calls `listener` for each change of the store (from any instance, or a direct write to it); returns a function that stops it. */
+  onChange(listener: (change: StoreChange) => void): () => void {
+    return this.store.onChange?.(listener) ?? (() => {});
+  }
+
+  /** What `$introspect` adds for the registry: revision, counts, and the stored contexts left out. */
+  describe(): { revision: number; contexts: number; tools: number; diagnostics?: Diagnostic[] } {
+    const described: ReturnType<Registry['describe']> = { revision: this.store.revision, contexts: this.store.keys().length, tools: this.toolNames.size };
+    const leftOut = this.store.leftOutEntries?.() ?? [];
+    if (leftOut.length > 0) {
+      described.diagnostics = leftOut.slice(0, MAX_LEFT_OUT_LISTED).map((e) => ({
+        level: 'error',
+        code: 'stored_context_invalid',
+        message: `stored context '${e.key}' (revision ${e.revision}) is not served: ${e.error}`,
+        context: e.key,
+      }));
+      if (leftOut.length > MAX_LEFT_OUT_LISTED) {
+        described.diagnostics.push({
+          level: 'error',
+          code: 'stored_context_invalid',
+          message: `and ${leftOut.length - MAX_LEFT_OUT_LISTED} more stored contexts not served`,
+        });
       }
-      this.toolCount = { revision, count: names.size };
     }
-    return { revision, contexts: this.store.keys().length, tools: this.toolCount.count };
+    return described;
+  }
+
+  /** Estimated bytes the resolution cache holds. */
+  get cachedBytes(): number {
+    return this.cache.bytes;
   }
 
   private cached(key: string, request: ResolveRequest, options: ResolveOptions): ResolvedToolContext {
@@ -79,8 +117,9 @@ export class Registry {
     let resolved = this.cache.get(key);
     if (resolved === undefined) {
       resolved = resolveToolContext(request, this.store, options);
-      if (this.cache.size >= this.cacheSize) this.cache.clear();
-      this.cache.set(key, resolved);
+      // The reply's bytes are encoded once and kept with it (the mount sends them): the
+      // object, its MessagePack and maybe its JSON, each about that size.
+      this.cache.set(key, resolved, key.length + 3 * encodedOnce(resolved).bytes(Encoding.MsgPack).length);
     }
     return resolved;
   }
@@ -90,5 +129,29 @@ export class Registry {
       throw new UnavailableError('this registry serves the built-in contexts only (it runs without JetStream): registration is unavailable');
     }
     return this.store;
+  }
+}
+
+/** How many distinct tool names the registry holds, kept as contexts change (never recounted over all N). */
+class ToolNameCount {
+  /** Contexts holding each name. */
+  private readonly holders = new Map<string, number>();
+  private readonly namesByKey = new Map<string, readonly string[]>();
+
+  /** Records the tools of context `key` (none when it is gone). */
+  set(key: string, spec: ToolContextSpec | undefined): void {
+    for (const name of this.namesByKey.get(key) ?? []) {
+      const left = (this.holders.get(name) ?? 1) - 1;
+      if (left === 0) this.holders.delete(name);
+      else this.holders.set(name, left);
+    }
+    const names = [...new Set((spec?.matrixTools ?? []).map((t) => t.name))];
+    if (names.length === 0) this.namesByKey.delete(key);
+    else this.namesByKey.set(key, names);
+    for (const name of names) this.holders.set(name, (this.holders.get(name) ?? 0) + 1);
+  }
+
+  get size(): number {
+    return this.holders.size;
   }
 }

@@ -4,7 +4,7 @@
  * input and store content give the same reply, byte for byte, and the same digest.
  */
 import { NotFoundError } from '../bus/errors.js';
-import { builtinRefsFor } from './builtins.js';
+import { builtinContexts, builtinRefsFor } from './builtins.js';
 import { canonicalJson, digestOf } from './canonical.js';
 import { renderProviderTools } from './provider-formats.js';
 import type { StoredContext, ToolContextStore } from './store.js';
@@ -202,12 +202,17 @@ function select(request: ResolveRequest, store: ToolContextStore, diagnostics: D
 
 /**
  * The provider of a capability: a built-in before a registered context, then the lowest
- * key; providers the environment cannot serve are skipped.
+ * key; providers the environment cannot serve are skipped. It stops at the first admissible
+ * one: with thousands of providers, a resolve reads as few as it must.
  */
 function pickProvider(store: ToolContextStore, capability: string, admit: (key: string) => boolean): string | undefined {
-  const keys = store.providersOf(capability);
-  const ordered = [...keys.filter((k) => store.get(k)?.source === 'built-in'), ...keys.filter((k) => store.get(k)?.source !== 'built-in')];
-  return ordered.find((key) => admit(key));
+  for (const builtin of builtinContexts) {
+    if (builtin.provides?.includes(capability) && store.get(builtin.key)?.source === 'built-in' && admit(builtin.key)) return builtin.key;
+  }
+  for (const key of store.providersOf(capability)) {
+    if (store.get(key)?.source !== 'built-in' && admit(key)) return key;
+  }
+  return undefined;
 }
 
 function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): ResolvedTool {

@@ -19,10 +19,30 @@ export interface ToolContextStore {
   readonly revision: number;
   /** One context by key. */
   get(key: string): StoredContext | undefined;
-  /** Every key, sorted (code-point order). */
+  /** Every key, sorted (code-point order); read it at once, a change may update it in place. */
   keys(): readonly string[];
-  /** Keys of the contexts that provide a capability, sorted. */
+  /** Keys of the contexts that provide a capability, sorted; read it at once, likewise. */
   providersOf(capability: string): readonly string[];
+  /** Calls `listener` for each change of a store that changes; returns a function that stops it. */
+  onChange?(listener: (change: StoreChange) => void): () => void;
+  /** Stored contexts not served because `$register` would refuse them, in key order. */
+  leftOutEntries?(): readonly LeftOutEntry[];
+}
+
+/** A stored context that is not served, and why. */
+export interface LeftOutEntry {
+  key: string;
+  /** The revision it was stored at. */
+  revision: number;
+  /** `<code>: <message>`, the error `$register` would have answered. */
+  error: string;
+}
+
+/** A change a store applied. */
+export interface StoreChange {
+  key: string;
+  change: 'registered' | 'updated' | 'unregistered';
+  revision: number;
 }
 
 /** An immutable set of contexts: the built-ins by default, or any fixed list. */

@@ -214,7 +214,7 @@ export interface ListReply {
   revision: number;
 }
 
-/** `$introspect` reply of any mount; the registry adds `revision`, `contexts`, `tools`. */
+/** `$introspect` reply of any mount; the registry adds `revision`, `contexts`, `tools`, `diagnostics`. */
 export interface IntrospectReply {
   mount: string;
   version: string;
@@ -222,6 +222,8 @@ export interface IntrospectReply {
   revision?: number;
   contexts?: number;
   tools?: number;
+  /** The registry's: stored contexts it leaves out (`stored_context_invalid`), at most 100 and one counting the rest. */
+  diagnostics?: Diagnostic[];
   instance: { id: string; startedAt: string };
 }
 

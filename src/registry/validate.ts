@@ -1,11 +1,16 @@
 /**
- * What `$register` checks beyond the schema: tool names unique within the context, input
- * schemas that compile, approval names that exist, and no target on a reserved subject.
+ * What `$register` checks, and what a context read back from KV is checked against: the
+ * schema, tool names unique within the context, input schemas that compile, approval names
+ * that exist; no built-in key, no target on a reserved subject, no built-in tool's name; and
+ * a resolution that fits in a reply.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { BadRequestError, ForbiddenError, type Violation } from '../bus/errors.js';
+import { BadRequestError, ForbiddenError, type MatrixError, PayloadTooLargeError, type Violation } from '../bus/errors.js';
 import { isReservedSubject, opSubject } from '../bus/subjects.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
+import { BoundedCache } from './bounded-cache.js';
+import { BUILTIN_TOOL_NAMES, builtinContexts } from './builtins.js';
+import { resolutionOverflow } from './fit.js';
 import type { ToolContextSpec } from './types.js';
 
 // Meta-validation (is this a JSON Schema at all?) on one long-lived instance: it holds one
@@ -13,15 +18,57 @@ import type { ToolContextSpec } from './types.js';
 const metaValidator = new Ajv2020({ strict: false, logger: false });
 
 /**
- * A compiler for checking that tool schemas compile. Ajv keeps every function it ever
- * compiled in the instance's code scope, so a long-lived one would grow with every
- * registration: each request gets its own (0.3 ms), collected with it. It skips the
- * meta-schema, which `metaValidator` already checked. Tool schemas come from many authors and
- * drafts, so unknown keywords and formats are allowed.
+ * A compiler for checking that tool schemas compile. It skips the meta-schema, which
+ * `metaValidator` already checked. Tool schemas come from many authors and drafts, so
+ * unknown keywords and formats are allowed.
  */
 export function schemaCompiler(): Ajv2020 {
   return new Ajv2020({ strict: false, logger: false, validateFormats: false, validateSchema: false, meta: false });
 }
+
+/** What checking that a schema compiles needs: one method of Ajv. */
+export interface SchemaCompiler {
+  compile(schema: Record<string, unknown>): unknown;
+}
+
+/** Compilations one shared compiler serves before it is replaced. */
+const COMPILATIONS_PER_COMPILER = 512;
+
+/**
+ * The compiler `$register` checks with. Ajv keeps every function it ever compiled in its code
+ * scope, so one that lived for ever would grow with every registration; one per request costs
+ * 0.3 ms to build. So one is shared, each schema is removed from its cache once compiled, and
+ * it is replaced after `COMPILATIONS_PER_COMPILER` uses. Compiling is most of a registration's
+ * cost and depends on the schema's text alone (no remote refs are fetched), so verdicts are
+ * kept by that text: a context registered again, or schemas many contexts share, compile once.
+ */
+const sharedCompiler: SchemaCompiler = (() => {
+  let ajv = schemaCompiler();
+  let uses = 0;
+  const verdicts = new BoundedCache<string | null>({ maxEntries: 4096, maxBytes: 8 * 1024 * 1024 });
+  return {
+    compile(schema: Record<string, unknown>): unknown {
+      const text = JSON.stringify(schema);
+      const known = verdicts.get(text);
+      if (known === null) return undefined;
+      if (known !== undefined) throw new Error(known);
+      if (++uses > COMPILATIONS_PER_COMPILER) {
+        ajv = schemaCompiler();
+        uses = 1;
+      }
+      try {
+        ajv.compile(schema);
+        verdicts.set(text, null, text.length);
+      } catch (err) {
+        verdicts.set(text, (err as Error).message, text.length);
+        throw err;
+      } finally {
+        ajv.removeSchema(schema);
+      }
+      return undefined;
+    },
+  };
+})();
 
 /** Where a tool's input schema breaks the JSON Schema meta-schema (2020-12, whatever its `$schema`). */
 function metaViolations(schema: Record<string, unknown>, at: string): Violation[] {
@@ -36,8 +83,11 @@ function metaViolations(schema: Record<string, unknown>, at: string): Violation[
   return [...byPath.values()];
 }
 
-/** Every violation of a spec, with paths under `prefix`; empty when the spec is valid. */
-export function specViolations(spec: unknown, prefix = '', compiler: Ajv2020 = schemaCompiler()): Violation[] {
+/**
+ * Every violation of a spec, with paths under `prefix`; empty when the spec is valid. With
+ * `compiler` null, input schemas are checked against the meta-schema but not compiled.
+ */
+export function specViolations(spec: unknown, prefix = '', compiler: SchemaCompiler | null = sharedCompiler): Violation[] {
   const schemaViolations = contracts().check(SchemaId.ToolContextSpec)(spec);
   if (schemaViolations !== undefined) return schemaViolations.map((v) => ({ ...v, path: prefix + v.path }));
   const s = spec as ToolContextSpec;
@@ -50,7 +100,7 @@ export function specViolations(spec: unknown, prefix = '', compiler: Ajv2020 = s
     else violations.push({ path: `${at}/name`, message: `repeats the name of ${prefix}/matrixTools/${first}`, keyword: 'uniqueName' });
     const meta = metaViolations(tool.inputSchema, `${at}/inputSchema`);
     violations.push(...meta);
-    if (meta.length === 0) {
+    if (meta.length === 0 && compiler !== null) {
       try {
         compiler.compile(tool.inputSchema);
       } catch (err) {
@@ -72,28 +122,98 @@ export function specViolations(spec: unknown, prefix = '', compiler: Ajv2020 = s
 /** Paths of tools that target a reserved subject. */
 export function reservedTargets(spec: ToolContextSpec, prefix = ''): Violation[] {
   return (spec.matrixTools ?? []).flatMap((tool, i) =>
-    isReservedSubject(opSubject(tool.target, tool.op))
+    isReservedTarget(tool.target, tool.op)
       ? [{ path: `${prefix}/matrixTools/${i}/target`, message: `${tool.target} is reserved: no registered tool may target it`, keyword: 'reserved' }]
       : [],
   );
 }
 
-/** Throws `BadRequestError` (every violation) or `ForbiddenError` (reserved targets) for a spec that cannot be registered. */
-export function assertRegistrable(spec: unknown, prefix = '/spec'): asserts spec is ToolContextSpec {
-  const violations = specViolations(spec, prefix);
+/** Verdicts by subject: a bucket of 100,000 contexts names few distinct targets, each checked once. */
+const reservedVerdicts = new Map<string, boolean>();
+const MAX_REMEMBERED_VERDICTS = 4096;
+
+function isReservedTarget(target: string, op: string): boolean {
+  const subject = opSubject(target, op);
+  let reserved = reservedVerdicts.get(subject);
+  if (reserved === undefined) {
+    reserved = isReservedSubject(subject);
+    if (reservedVerdicts.size >= MAX_REMEMBERED_VERDICTS) reservedVerdicts.clear();
+    reservedVerdicts.set(subject, reserved);
+  }
+  return reserved;
+}
+
+/** Paths of tools that take the name of a built-in tool (PROTOCOL 6.2: those names are reserved). */
+export function reservedNames(spec: ToolContextSpec, prefix = ''): Violation[] {
+  return (spec.matrixTools ?? []).flatMap((tool, i) =>
+    BUILTIN_TOOL_NAMES.has(tool.name)
+      ? [
+          {
+            path: `${prefix}/matrixTools/${i}/name`,
+            message: `${tool.name} is the name of a built-in tool: no registered tool may take it`,
+            keyword: 'reserved',
+          },
+        ]
+      : [],
+  );
+}
+
+/** What policy forbids in a spec that is otherwise valid: a built-in key, reserved targets, reserved tool names. */
+export function forbiddenParts(spec: ToolContextSpec, prefix = ''): Violation[] {
+  const found = [...reservedTargets(spec, prefix), ...reservedNames(spec, prefix)];
+  if (BUILTIN_KEYS.has(spec.key)) found.unshift({ path: `${prefix}/key`, message: `${spec.key} is a built-in context's key`, keyword: 'builtin' });
+  return found;
+}
+
+const BUILTIN_KEYS: ReadonlySet<string> = new Set(builtinContexts.map((c) => c.key));
+
+/** How a spec is checked; `$register` uses the defaults but for `maxPayload`. */
+export interface RegistrationCheck {
+  /** Prefix of violation paths; default `/spec` (the `$register` body). */
+  prefix?: string;
+  /** The server's `max_payload`: every resolution of the context must fit in it; unchecked when absent. */
+  maxPayload?: number;
+  /** Compile each input schema (default true); the meta-schema is checked either way. */
+  compile?: boolean;
+  /** Bytes of the spec as stored, when known: lets the size check skip contexts far too small to matter. */
+  storedBytes?: number;
+}
+
+/**
+ * Why a spec cannot be registered, or undefined when it can: `BadRequestError` with every
+ * violation, `ForbiddenError` for what policy forbids, `PayloadTooLargeError` for a context
+ * whose resolution would not fit in a reply. The same checks serve `$register` and a context
+ * read back from the KV bucket (PROTOCOL 7).
+ */
+export function registrationError(spec: unknown, check: RegistrationCheck = {}): MatrixError | undefined {
+  const prefix = check.prefix ?? '/spec';
+  const violations = specViolations(spec, prefix, check.compile === false ? null : undefined);
   if (violations.length > 0) {
     const first = violations
       .slice(0, 3)
       .map((v) => `${v.path} ${v.message}`)
       .join('; ');
-    throw new BadRequestError(`invalid tool context spec: ${first}${violations.length > 3 ? ` (and ${violations.length - 3} more)` : ''}`, {
+    return new BadRequestError(`invalid tool context spec: ${first}${violations.length > 3 ? ` (and ${violations.length - 3} more)` : ''}`, {
       details: { violations },
     });
   }
-  const reserved = reservedTargets(spec as ToolContextSpec, prefix);
-  if (reserved.length > 0) {
-    throw new ForbiddenError(`tool context ${(spec as ToolContextSpec).key} targets reserved subjects: ${reserved.map((v) => v.path).join(', ')}`, {
-      details: { violations: reserved },
+  const valid = spec as ToolContextSpec;
+  const forbidden = forbiddenParts(valid, prefix);
+  if (forbidden.length > 0) {
+    return new ForbiddenError(`tool context ${valid.key} may not be registered: ${forbidden.map((v) => `${v.path} ${v.message}`).join('; ')}`, {
+      details: { violations: forbidden },
     });
   }
+  if (check.maxPayload === undefined) return undefined;
+  const overflow = resolutionOverflow(valid, check.maxPayload, check.storedBytes);
+  if (overflow === undefined) return undefined;
+  return new PayloadTooLargeError(
+    `tool context ${valid.key} is too large to deliver: its $resolve reply in format ${overflow.format}${overflow.strict ? ' (strict)' : ''} as ${overflow.encoding} would be ${overflow.bytes} bytes, over the server's max_payload of ${check.maxPayload}; shorten its descriptions, schemas or instructions, or split it into several contexts`,
+  );
+}
+
+/** Throws the error `registrationError` finds. */
+export function assertRegistrable(spec: unknown, check: RegistrationCheck = {}): asserts spec is ToolContextSpec {
+  const error = registrationError(spec, check);
+  if (error !== undefined) throw error;
 }

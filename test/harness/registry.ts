@@ -2,7 +2,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Mount } from '../../src/bus/mount.js';
 import { KvContextStore } from '../../src/registry/kv-store.js';
-import { registryMount } from '../../src/registry/mount.js';
+import { type RegistryMountOptions, registryMount } from '../../src/registry/mount.js';
 import { Presence } from '../../src/registry/presence.js';
 import { Registry } from '../../src/registry/registry.js';
 import type { ToolContextSpec } from '../../src/registry/types.js';
@@ -17,10 +17,15 @@ export interface Instance {
 }
 
 /** Opens a KV store on `bucket` and mounts `system.tools` on it (started unless `mounted: false`). */
-export async function startInstance(nc: NatsConnection, bucket: string, mounted = true): Promise<Instance> {
+export async function startInstance(
+  nc: NatsConnection,
+  bucket: string,
+  mounted = true,
+  options: Omit<RegistryMountOptions, 'registry'> = {},
+): Promise<Instance> {
   const store = await KvContextStore.open(nc, { bucket });
   const registry = new Registry(store, new Presence(nc, 500, 100));
-  const mount = registryMount(nc, { registry });
+  const mount = registryMount(nc, { ...options, registry });
   if (mounted) await mount.start();
   return {
     store,

@@ -46,4 +46,45 @@ describe('the registry’s KV watch', () => {
     await (await new Kvm(nc).open(name)).destroy();
     expect(errors).toEqual([]);
   });
+
+  it('keeps its sorted keys and provider index right through a stream of writes and deletes', async () => {
+    const nc = await testConnection();
+    const name = `watch-index-${process.pid}`;
+    const seeded = await Bucket.open(nc, name);
+    const model = new Map<string, string[]>();
+    const put = async (bucket: Bucket, i: number, step: number) => {
+      const key = `k-${(i * 7919) % 500}`;
+      const provides = step % 4 === 0 ? [] : [`cap-${step % 3}`, ...(step % 5 === 0 ? ['rare'] : [])];
+      const revision = await bucket.put(key, new TextEncoder().encode(JSON.stringify(contextSpec(key, { provides }))));
+      model.set(key, provides);
+      return revision;
+    };
+    // Loaded at start (out of key order), then followed change by change.
+    for (let i = 0; i < 200; i++) await put(seeded, i, i);
+    const indexed = await KvContextStore.open(nc, { bucket: name });
+    let revision = 0;
+    for (let step = 0; step < 400; step++) {
+      const i = (step * 31 + 11) % 260;
+      if (step % 3 === 0) {
+        const key = `k-${(i * 7919) % 500}`;
+        if (model.delete(key)) revision = await indexed.bucket.delete(key);
+      } else {
+        revision = await put(indexed.bucket, i, step);
+      }
+    }
+    await indexed.waitForRevision(revision);
+    const builtins = ['actor-edit', 'actor-readonly', 'repo-coding', 'test-runner'];
+    expect(indexed.keys()).toEqual([...builtins, ...model.keys()].sort());
+    for (const capability of ['cap-0', 'cap-1', 'cap-2', 'rare']) {
+      expect(indexed.providersOf(capability)).toEqual(
+        [...model]
+          .filter(([, provides]) => provides.includes(capability))
+          .map(([key]) => key)
+          .sort(),
+      );
+    }
+    expect(indexed.providersOf('actor.read')).toEqual(['actor-readonly']);
+    indexed.close();
+    await (await new Kvm(nc).open(name)).destroy();
+  }, 30_000);
 });

@@ -7,6 +7,7 @@ import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '.
 import { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { CHANGED_EVENTS, watchRegistry } from '../../src/registry/events.js';
+import type { RegistryMountOptions } from '../../src/registry/mount.js';
 import { ToolProvider } from '../../src/registry/tool-provider.js';
 import type { ChangedEvent, ListReply, RegisterReply, ResolvedToolContext, ToolContextSpec } from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
@@ -19,9 +20,9 @@ describe('run-time registration', () => {
   const events: ChangedEvent[] = [];
 
   const buckets = new Set<string>();
-  const start = async (bucket: string, mounted = true) => {
+  const start = async (bucket: string, mounted = true, options: RegistryMountOptions = {}) => {
     buckets.add(bucket);
-    const instance = await startInstance(nc, bucket, mounted);
+    const instance = await startInstance(nc, bucket, mounted, options);
     running.push(instance);
     return instance;
   };
@@ -187,6 +188,57 @@ describe('run-time registration', () => {
     expect(failure.details?.violations?.map((v) => v.path)).toEqual(['/spec/matrixTools/0/target', '/spec/matrixTools/2/target']);
     await expect(register(contextSpec('actor-edit'))).rejects.toMatchObject({ code: 'forbidden', message: expect.stringContaining('built-in') });
     await expect(client.request('system.tools', '$unregister', { key: 'actor-readonly' })).rejects.toBeInstanceOf(ForbiddenError);
+  });
+
+  it('refuses a context that defines a built-in tool’s name', async () => {
+    await start(uniqueBucket());
+    for (const name of ['matrix_invoke', 'session_state_read', 'matrix_introspect', 'trace_query', 'package_validate']) {
+      const shadow = contextSpec(`shadow-${name.replaceAll('_', '-')}`, {
+        matrixTools: [{ name, description: 'd', inputSchema: { type: 'object' }, target: 'app.evil', op: '$invoke' }],
+      });
+      const failure = (await register(shadow).catch((e: unknown) => e)) as ForbiddenError;
+      expect(failure).toBeInstanceOf(ForbiddenError);
+      expect(failure.message).toContain(`${name} is the name of a built-in tool`);
+      expect(failure.details?.violations?.map((v) => v.path)).toEqual(['/spec/matrixTools/0/name']);
+    }
+    expect((await list({ keys: ['shadow-matrix-invoke'] })).contexts).toEqual([]);
+  });
+
+  it('refuses a context whose resolution could never be delivered, and takes one that fits', async () => {
+    await start(uniqueBucket());
+    const tools = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        name: `big_${i}`,
+        description: 'd'.repeat(8_000),
+        inputSchema: { type: 'object' as const },
+        target: 'app.big',
+        op: '$x',
+      }));
+    const huge = contextSpec('huge', { matrixTools: tools(110) });
+    await expect(register(huge)).rejects.toMatchObject({
+      code: 'payload_too_large',
+      message: expect.stringMatching(/huge is too large to deliver.*max_payload/),
+    });
+    expect((await list({ keys: ['huge'] })).contexts).toEqual([]);
+    await register(contextSpec('large', { matrixTools: tools(40) }));
+    for (const format of ['matrix', 'openai', 'anthropic', 'mcp']) {
+      expect((await resolve({ profile: 'p', toolContextRefs: ['large'], format })).matrixTools).toHaveLength(40);
+    }
+  });
+
+  it('sends one change event per registration, with several instances serving', async () => {
+    const bucket = uniqueBucket();
+    const quick = { announceAfterMs: 250 };
+    await start(bucket, true, quick);
+    await start(bucket, true, quick);
+    const seen: ChangedEvent[] = [];
+    const unwatch = watchRegistry(nc, (e) => seen.push(e));
+    const replies: RegisterReply[] = [];
+    for (let i = 0; i < 10; i++) replies.push(await register(contextSpec(`once-${i}`)));
+    // Past the window (250-500 ms) in which another instance would announce a change it had not heard of.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    unwatch();
+    expect(seen.filter((e) => e.key.startsWith('once-')).map((e) => e.revision)).toEqual(replies.map((r) => r.revision));
   });
 
   it('lets exactly one of many concurrent registers of one key win', async () => {

@@ -104,6 +104,7 @@ const shapes = {
     revision: 'optional',
     contexts: 'optional',
     tools: 'optional',
+    diagnostics: 'optional',
     instance: 'required',
   } satisfies Presence<IntrospectReply>,
   errorBody: { error: 'required' } satisfies Presence<ErrorBody>,

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { NotFoundError } from '../../src/bus/errors.js';
+import { NotFoundError, PayloadTooLargeError } from '../../src/bus/errors.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
+import { Registry } from '../../src/registry/registry.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
-import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
+import { StaticStore, type StoreChange, type StoredContext, storedBuiltin, type ToolContextStore } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 
 const echo = (name: string, target = 'app.echo', extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
@@ -222,5 +223,108 @@ describe('provider formats and the digest', () => {
     expect(b.digest).toBe(a.digest);
     expect(resolve({ profile: 'evaluate' }).digest).not.toBe(a.digest);
     expect(resolve({ profile: 'default', format: 'openai' }).digest).not.toBe(resolve({ profile: 'default' }).digest);
+  });
+});
+
+/** A store that counts its reads and takes changes, as the KV store does. */
+class CountingStore implements ToolContextStore {
+  reads = 0;
+  revision = 0;
+  private readonly byKey = new Map<string, StoredContext>();
+  private readonly listeners: Array<(change: StoreChange) => void> = [];
+
+  constructor(specs: ToolContextSpec[]) {
+    for (const spec of builtinContexts) this.byKey.set(spec.key, storedBuiltin(spec));
+    for (const spec of specs) this.put(spec);
+  }
+
+  get(key: string): StoredContext | undefined {
+    this.reads++;
+    return this.byKey.get(key);
+  }
+
+  keys(): readonly string[] {
+    return [...this.byKey.keys()].sort();
+  }
+
+  providersOf(capability: string): readonly string[] {
+    return this.keys().filter((k) => this.byKey.get(k)?.spec.provides?.includes(capability));
+  }
+
+  onChange(listener: (change: StoreChange) => void): () => void {
+    this.listeners.push(listener);
+    return () => {};
+  }
+
+  put(spec: ToolContextSpec): void {
+    const change = this.byKey.has(spec.key) ? 'updated' : 'registered';
+    this.byKey.set(spec.key, { spec, source: 'registered', revision: ++this.revision });
+    for (const l of this.listeners) l({ key: spec.key, change, revision: this.revision });
+  }
+
+  remove(key: string): void {
+    this.byKey.delete(key);
+    for (const l of this.listeners) l({ key, change: 'unregistered', revision: ++this.revision });
+  }
+}
+
+describe('providers among many', () => {
+  it('reads only as far as the first admissible provider of a capability', () => {
+    const providers = Array.from({ length: 10_000 }, (_, i) => ctx(`prov-${String(i).padStart(5, '0')}`, { provides: ['shared'] }));
+    const store = new CountingStore(providers);
+    store.reads = 0;
+    const r = resolveToolContext({ profile: 'p', toolContextRefs: [], requires: ['shared'] }, store);
+    expect(r.contexts).toEqual(['prov-00000']);
+    expect(store.reads).toBeLessThan(50);
+  });
+
+  it('still prefers a built-in provider and skips providers the environment cannot serve', () => {
+    const store = withExtras(
+      ctx('aaa-reads', { provides: ['actor.read'] }),
+      ctx('cap-a', { provides: ['cap'], environmentRequirements: { container: true } }),
+      ctx('cap-b', { provides: ['cap'] }),
+    );
+    expect(resolve({ profile: 'p', toolContextRefs: [], requires: ['actor.read'] }, store).contexts).toEqual(['actor-readonly']);
+    const r = resolve({ profile: 'p', toolContextRefs: [], requires: ['cap'], environment: {} }, store);
+    expect(r.contexts).toEqual(['cap-b']);
+    expect(r.diagnostics.map((d) => d.code)).toEqual(['environment_unmet', 'capability_provided']);
+  });
+});
+
+describe('the registry over a changing store', () => {
+  const tools = (...names: string[]) => names.map((n) => echo(n));
+
+  it('counts distinct tool names as contexts come, change and go, without rereading them all', () => {
+    const store = new CountingStore(Array.from({ length: 1_000 }, (_, i) => ctx(`c${i}`, { matrixTools: tools(`t${i % 10}`, `own_${i}`) })));
+    const registry = new Registry(store);
+    const recount = () => new Set(store.keys().flatMap((k) => (store.get(k)?.spec.matrixTools ?? []).map((t) => t.name))).size;
+    expect(registry.describe().tools).toBe(recount());
+    const seed = [7, 3, 9, 1, 4, 8, 2, 6, 5, 0];
+    for (let step = 0; step < 300; step++) {
+      const i = (step * 37 + (seed[step % 10] as number)) % 1_200;
+      if (step % 3 === 0) store.remove(`c${i}`);
+      else store.put(ctx(`c${i}`, { matrixTools: tools(`t${step % 13}`, `own_${i}`, ...(step % 2 ? ['shared'] : [])) }));
+      store.reads = 0;
+      const described = registry.describe();
+      expect(store.reads).toBeLessThan(5);
+      expect(described.tools).toBe(recount());
+    }
+  });
+
+  it('keeps its resolution cache within its byte bound', async () => {
+    const big = ctx('big', { instructions: 'y'.repeat(50_000), matrixTools: tools('big_tool') });
+    const registry = new Registry(withExtras(big), undefined, { maxBytes: 1024 * 1024 });
+    for (let i = 0; i < 100; i++) await registry.resolve({ profile: `p${i}`, toolContextRefs: ['big'] });
+    expect(registry.cachedBytes).toBeGreaterThan(512 * 1024);
+    expect(registry.cachedBytes).toBeLessThanOrEqual(1024 * 1024);
+  });
+
+  it('refuses a $resolve request past the session request limit with payload_too_large', () => {
+    const registry = new Registry();
+    const huge: ResolveRequest = {
+      profile: 'p',
+      skills: Array.from({ length: 120 }, (_, i) => ({ name: `s${i}`, toolContextRefs: Array(256).fill('actor-readonly') })),
+    };
+    expect(() => registry.resolve(huge)).toThrow(PayloadTooLargeError);
   });
 });

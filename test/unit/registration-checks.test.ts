@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import { BadRequestError, ForbiddenError, PayloadTooLargeError } from '../../src/bus/errors.js';
+import { builtinContexts } from '../../src/registry/builtins.js';
+import { resolutionOverflow } from '../../src/registry/fit.js';
+import { resolveToolContext } from '../../src/registry/resolver.js';
+import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
+import type { MatrixToolProjection, ToolContextSpec } from '../../src/registry/types.js';
+import { registrationError, specViolations } from '../../src/registry/validate.js';
+
+const spec = (key: string, tools: MatrixToolProjection[]): ToolContextSpec => ({
+  key,
+  title: `Title ${key}`,
+  description: `Context ${key}`,
+  matrixTools: tools,
+  permissions: { approval: 'never' },
+});
+const tool = (name: string, extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
+  name,
+  description: 'd',
+  inputSchema: { type: 'object' },
+  target: 'app.things',
+  op: '$do',
+  ...extra,
+});
+
+describe('the checks of $register', () => {
+  it('keeps compiling schemas right across thousands of checks, the same $id again and again', () => {
+    // Each schema text new (no remembered verdict): past two renewals of the shared compiler.
+    const withId = (i: number) => ({ type: 'object' as const, $id: 'https://example.invalid/args.json', properties: { [`a${i}`]: { type: 'string' } } });
+    const broken = { type: 'object' as const, properties: { a: { $ref: '#/$defs/missing' } } };
+    for (let i = 0; i < 1_100; i++) {
+      expect(specViolations(spec(`ok-${i}`, [tool('t', { inputSchema: withId(i) })]))).toEqual([]);
+      if (i % 100 === 0) {
+        const violations = specViolations(spec(`bad-${i}`, [tool('t', { inputSchema: structuredClone(broken) })]));
+        expect(violations).toEqual([expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'compile' })]);
+      }
+    }
+  });
+
+  it('says which check a spec fails, by error class', () => {
+    expect(registrationError({ key: 'x' })).toBeInstanceOf(BadRequestError);
+    expect(registrationError(spec('x', [tool('matrix_invoke')]))).toBeInstanceOf(ForbiddenError);
+    expect(registrationError(spec('x', [tool('fine', { target: 'system.dispatcher', op: '$call' })]))).toBeInstanceOf(ForbiddenError);
+    expect(registrationError(spec('actor-edit', [tool('fine')]))).toBeInstanceOf(ForbiddenError);
+    expect(registrationError(spec('x', [tool('fine')]), { maxPayload: 1024 * 1024 })).toBeUndefined();
+  });
+
+  it('refuses a context too large for max_payload in any rendering, and only then', () => {
+    const big = (n: number) =>
+      spec(
+        'big',
+        Array.from({ length: n }, (_, i) => tool(`t${i}`, { description: 'd'.repeat(8_000) })),
+      );
+    expect(registrationError(big(110), { maxPayload: 1024 * 1024 })).toBeInstanceOf(PayloadTooLargeError);
+    expect(registrationError(big(40), { maxPayload: 1024 * 1024 })).toBeUndefined();
+    // 70 tools of 8,000 characters: 560 KB as a spec, over 1 MB once each tool appears twice.
+    expect(resolutionOverflow(big(70), 1024 * 1024)).toMatchObject({ format: 'openai' });
+    // The shortcut for small stored contexts agrees with the full check on both sides of the line.
+    for (const n of [1, 10, 40, 70, 110]) {
+      const s = big(n);
+      const stored = new TextEncoder().encode(JSON.stringify(s)).length;
+      expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(resolutionOverflow(s, 1024 * 1024) === undefined);
+    }
+  });
+
+  it('bounds strict mode’s growth and diagnostics, so the shortcut stays on the safe side', () => {
+    const properties = (n: number, extra: object) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { ...extra }]));
+    const wide = (n: number) => spec('wide', [tool('t', { inputSchema: { type: 'object', properties: properties(n, {}) } })]);
+    const deep = (depth: number, keywords: number): ToolContextSpec => {
+      let schema: Record<string, unknown> = { type: 'object', properties: properties(keywords, { type: 'string', minLength: 1, default: 'x' }) };
+      for (let d = 0; d < depth; d++) schema = { type: 'object', properties: { [`level_${'n'.repeat(50)}_${d}`]: schema } };
+      return spec('deep', [tool('t', { inputSchema: schema as MatrixToolProjection['inputSchema'] })]);
+    };
+    for (const s of [wide(2_000), wide(10_000), wide(30_000), deep(25, 2_000)]) {
+      const stored = new TextEncoder().encode(JSON.stringify(s)).length;
+      expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(resolutionOverflow(s, 1024 * 1024) === undefined);
+    }
+    const registry = resolveToolContext({ profile: 'p', toolContextRefs: ['deep'], format: 'openai', strict: true }, soleStore(deep(25, 2_000)));
+    const removed = registry.diagnostics.find((d) => d.code === 'strict_removed');
+    expect(removed?.message).toMatch(/and 3990 more; removed$/);
+    expect(removed?.message.length).toBeLessThan(700);
+  });
+});
+
+/** The built-ins and one registered context. */
+function soleStore(s: ToolContextSpec): StaticStore {
+  return new StaticStore([...builtinContexts.map(storedBuiltin), { spec: s, source: 'registered', revision: 1 }], 1);
+}
