@@ -13,6 +13,7 @@ const system = [
   'test/integration/e2e.test.ts',
   'test/integration/example.test.ts',
   'test/integration/fuzz.test.ts',
+  'test/integration/registration-memory.test.ts',
   'test/integration/resilience.test.ts',
   'test/integration/security.test.ts',
   'test/integration/service.test.ts',
