@@ -2,7 +2,8 @@
  * A mount: a named actor that answers ops by request–reply. All instances of a mount share
  * one queue group; each op is its own subject `<mount>.<op>`. The mount decodes, validates
  * against the op's contract, honours `Matrix-Deadline`, and answers every request, errors
- * included, in the encoding the request came in.
+ * included, in the encoding the request came in. `stop()` drains, then closes what the mount's
+ * builder created through the `onStop` hook.
  */
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
@@ -57,6 +58,11 @@ export interface MountOptions {
   contracts?: Contracts;
   /** Where unexpected failures are logged; default: nowhere. */
   logger?: Logger;
+  /**
+   * Runs once `stop()` has answered every request taken: closes what the mount's builder
+   * created for it (a dispatcher, a watch), so nothing outlives the mount.
+   */
+  onStop?: () => void | Promise<void>;
 }
 
 interface BoundOp {
@@ -138,12 +144,13 @@ export class Mount {
     return this;
   }
 
-  /** Stops taking requests, answers those already taken, then resolves. */
+  /** Stops taking requests, answers those already taken, runs the `onStop` hook, then resolves. */
   async stop(): Promise<void> {
     const subs = this.subs;
     this.subs = [];
     await Promise.all(subs.map((s) => (s.isClosed() ? undefined : s.drain())));
     if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    await this.options.onStop?.();
   }
 
   /** Figures per op, as `$SRV.STATS` reports them. */
