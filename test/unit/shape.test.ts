@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_DEPTH } from '../../src/bus/codec.js';
 import { ArgumentValidators, argumentName, argumentsMessage, parseArguments } from '../../src/dispatcher/arguments.js';
-import { capContent, shapeReply } from '../../src/dispatcher/shape.js';
+import { capContent, shapeReply, structuredTravels } from '../../src/dispatcher/shape.js';
 import { summarize } from '../../src/dispatcher/summary.js';
 
 const opts = { cap: 1_000, summaryBudget: 300 };
@@ -22,6 +23,15 @@ describe('shaping a reply by resultMode', () => {
     expect(shaped.truncated).toEqual({ shown: expect.any(Number), total: 5_011 });
     expect(shaped.content).toMatch(new RegExp(`truncated: showing ${shaped.truncated?.shown} of 5011 characters]$`));
     expect(shaped.structured).toBeUndefined();
+  });
+
+  it('json: keeps structured only while it nests shallow enough to travel inside a result', () => {
+    const arrays = (levels: number): unknown => (levels <= 1 ? [] : [arrays(levels - 1)]);
+    expect(shapeReply(arrays(MAX_DEPTH - 1), 'json', opts).structured).toEqual(arrays(MAX_DEPTH - 1));
+    const tooDeep = shapeReply(arrays(MAX_DEPTH), 'json', opts);
+    expect(tooDeep.structured).toBeUndefined();
+    expect(tooDeep.content).toBe(JSON.stringify(arrays(MAX_DEPTH)));
+    expect([structuredTravels('text', false), structuredTravels(null, false), structuredTravels({ a: 1 }, true)]).toEqual([true, true, false]);
   });
 
   it('leaves content under the cap alone', () => {
