@@ -54,6 +54,15 @@ export function structuredTravels(reply: unknown, contentCut: boolean): boolean 
   return reply === null || typeof reply !== 'object' || !nestedDeeperThan(reply, MAX_DEPTH - 1);
 }
 
+/**
+ * A result's `structured` reply where a reader needs it as an object (MCP's `structuredContent`
+ * must be one): present only when it travelled (`structuredTravels`) and is a map.
+ */
+export function structuredObject(result: { structured?: unknown }): Record<string, unknown> | undefined {
+  const structured = result.structured;
+  return structured !== null && typeof structured === 'object' && !Array.isArray(structured) ? (structured as Record<string, unknown>) : undefined;
+}
+
 /** Cuts `text` to `cap` characters, ending with a note that says how much was cut. */
 export function capContent(text: string, cap: number): Shaped {
   if (text.length <= cap) return { content: text };
