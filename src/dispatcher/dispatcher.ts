@@ -28,7 +28,7 @@ import { retryDelay, TargetSlots } from './forward.js';
 import { CallRefused, errorResult, refuse, targetFailed } from './results.js';
 import { type Route, route } from './route.js';
 import { busToolSource, type Session, SessionCache, type SessionCacheOptions, type ToolSource } from './sessions.js';
-import { DEFAULT_CONTENT_CAP, shapeReply } from './shape.js';
+import { DEFAULT_CONTENT_CAP, type Shaped, shapeReply } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
 import type { CallEvent, ToolCall, ToolResult } from './types.js';
 
@@ -135,15 +135,15 @@ export class Dispatcher {
    * oracle's (unknown refs, a malformed request, a forbidden grant) and rejects `call`.
    */
   private session(request: ResolveRequest, run: CallRun): Session | Promise<Session> {
-    const unreachable = (err: unknown): never => {
+    const failed = (err: unknown): never => {
       if (err instanceof MatrixError && registryFailures.has(err.code)) throw refuse.registryFailed(err);
       throw err;
     };
     try {
       const found = this.sessions.get(request, run.context);
-      return found instanceof Promise ? found.catch(unreachable) : found;
+      return found instanceof Promise ? found.catch(failed) : found;
     } catch (err) {
-      return unreachable(err);
+      return failed(err);
     }
   }
 
@@ -183,7 +183,7 @@ export class Dispatcher {
 
   /** `shape`: the reply as the model reads it, by the tool's `resultMode`, within the cap. */
   private shape(reply: unknown, to: Route, run: CallRun): ToolResult {
-    let shaped: ReturnType<typeof shapeReply>;
+    let shaped: Shaped;
     try {
       shaped = shapeReply(reply, to.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
     } catch (err) {
