@@ -103,11 +103,11 @@ export class BusClient {
     } catch (err) {
       return Promise.reject(err);
     }
-    this.ensureSubscribed();
     const token = (this.next++).toString(36);
     return new Promise<unknown>((resolve, reject) => {
       this.pending.set(token, { resolve, reject, deadline, subject, raw });
       try {
+        this.ensureSubscribed();
         this.nc.publish(subject, message.data, { reply: this.inbox + token, headers: message.headers });
       } catch (err) {
         this.pending.delete(token);

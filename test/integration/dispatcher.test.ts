@@ -679,3 +679,24 @@ describe('system.dispatcher', () => {
     });
   });
 });
+
+describe('the bus client under the dispatcher', () => {
+  it('rejects, never throws, a request it cannot send: an unencodable body, a header with a line break, a closed connection', async () => {
+    const own = await connectBus({ servers: inject('natsUrl'), name: 'test-unsendable' });
+    const client = new BusClient(own);
+    const outcome = (send: () => Promise<unknown>) => {
+      try {
+        return send().then(
+          () => 'resolved',
+          (err: Error) => err.name,
+        );
+      } catch {
+        return 'threw';
+      }
+    };
+    expect(await outcome(() => client.request(uniqueMount('x'), '$op', { n: 1n }))).toBe('UnsendableRequestError');
+    expect(await outcome(() => client.request(uniqueMount('x'), '$op', {}, { session: 'a\nb' }))).toBe('UnsendableRequestError');
+    await own.close();
+    expect(await outcome(() => client.request(uniqueMount('x'), '$op', {}))).toBe('UnavailableError');
+  });
+});
