@@ -2,22 +2,27 @@
  * Calls ops on mounts. One reply subscription for all requests (a muxed inbox) and one
  * timer sweep for all deadlines, so a request costs a publish and a map entry, not a
  * subscription and a timer. NATS failures come back as the protocol's typed errors:
- * no responders → `UnavailableError`, no answer by the deadline → `TimeoutError`, an
- * error reply → the error class of its code.
+ * no responders → `NoRespondersError` (an `UnavailableError`), no answer by the deadline →
+ * `TimeoutError`, an error reply → the error class of its code (a mount's own 503 is an
+ * `UnavailableError`, not `NoRespondersError`: it got the request), a reply nothing can
+ * decode → `InternalError`.
  */
 import { createInbox, Match, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
-import { decodeBody, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
+import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
 import {
   codeOfStatus,
   type ErrorDetails,
   errorFromWire,
   ForbiddenError,
+  InternalError,
   isErrorCode,
-  MatrixError,
+  type MatrixError,
+  NoRespondersError,
   PayloadTooLargeError,
   TimeoutError,
   UnavailableError,
+  UnsendableRequestError,
 } from './errors.js';
 import { opSubject } from './subjects.js';
 
@@ -50,7 +55,6 @@ interface Pending {
   reject(err: Error): void;
   deadline: number;
   subject: string;
-  encoding: Encoding;
 }
 
 /** A request–reply client for mounts; share one per connection. */
@@ -83,27 +87,28 @@ export class BusClient {
     return this.send(subject, args, options, true) as Promise<RawReply>;
   }
 
-  /** The shared path of every call: resolves with the decoded value, or the raw reply when `raw`. */
+  /**
+   * The shared path of every call: resolves with the decoded value, or the raw reply when `raw`.
+   * Never throws: whatever goes wrong, before or after the publish, comes back as a rejection.
+   */
   private send(subject: string, args: unknown, options: RequestOptions, raw: boolean): Promise<unknown> {
-    const encoding = options.json ? Encoding.Json : Encoding.MsgPack;
     const now = Date.now();
     const deadline = deadlineOf(options.timeoutMs ?? this.timeoutMs, options.deadline, now);
     if (deadline <= now) {
       return Promise.reject(new TimeoutError(`the deadline passed before ${subject} was called`));
     }
-    const data = encodeBody(args ?? {}, encoding);
-    const max = this.nc.info?.max_payload;
-    if (max !== undefined && data.length > max) {
-      return Promise.reject(new PayloadTooLargeError(`request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`));
+    let message: { data: Uint8Array; headers: MsgHdrs | undefined };
+    try {
+      message = this.encodeRequest(subject, args, options, deadline);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    let h = writeContext(options, undefined, deadline);
-    if (encoding === Encoding.Json) h = putHeader(h, Header.ContentType, JSON_CONTENT_TYPE);
-    this.ensureSubscribed();
     const token = (this.next++).toString(36);
     return new Promise<unknown>((resolve, reject) => {
-      this.pending.set(token, { resolve, reject, deadline, subject, encoding, raw });
+      this.pending.set(token, { resolve, reject, deadline, subject, raw });
       try {
-        this.nc.publish(subject, data, { reply: this.inbox + token, headers: h });
+        this.ensureSubscribed();
+        this.nc.publish(subject, message.data, { reply: this.inbox + token, headers: message.headers });
       } catch (err) {
         this.pending.delete(token);
         reject(new UnavailableError(`cannot send to ${subject}: ${(err as Error).message}`, { cause: err }));
@@ -111,6 +116,25 @@ export class BusClient {
       }
       this.ensureSweeping();
     });
+  }
+
+  /** The body and headers of a request; throws `UnsendableRequestError` or `PayloadTooLargeError`. */
+  private encodeRequest(subject: string, args: unknown, options: RequestOptions, deadline: number): { data: Uint8Array; headers: MsgHdrs | undefined } {
+    const encoding = options.json ? Encoding.Json : Encoding.MsgPack;
+    let data: Uint8Array;
+    let headers: MsgHdrs | undefined;
+    try {
+      data = encodeBody(args ?? {}, encoding);
+      headers = writeContext(options, undefined, deadline);
+      if (encoding === Encoding.Json) headers = putHeader(headers, Header.ContentType, JSON_CONTENT_TYPE);
+    } catch (err) {
+      throw new UnsendableRequestError(`the request to ${subject} cannot be sent: ${(err as Error).message}`, { cause: err });
+    }
+    const max = this.nc.info?.max_payload;
+    if (max !== undefined && data.length > max) {
+      throw new PayloadTooLargeError(`request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`);
+    }
+    return { data, headers };
   }
 
   /** Fails every pending request and stops listening for replies. */
@@ -167,22 +191,11 @@ export class BusClient {
     const p = this.pending.get(token);
     if (p === undefined) return; // late reply to a request that already timed out
     this.pending.delete(token);
-    const h = msg.headers;
-    if (h !== undefined && h.code === 503 && msg.data.length === 0) {
-      p.reject(new UnavailableError(`no responders for ${p.subject}: nothing serves that op`));
-      return;
-    }
     try {
-      const encoding = h?.get(Header.ContentType, Match.IgnoreCase)?.startsWith(JSON_CONTENT_TYPE) ? Encoding.Json : p.encoding;
-      const value = decodeBody(msg.data, encoding);
-      const status = h?.get(Header.ServiceErrorCode);
-      if (status) {
-        p.reject(wireError(status, h?.get(Header.ServiceError) ?? '', value, p.subject));
-        return;
-      }
-      p.resolve(p.raw ? { value, headers: h, bytes: msg.data.length } : value);
+      const value = readReply(msg, p.subject);
+      p.resolve(p.raw ? { value, headers: msg.headers, bytes: msg.data.length } : value);
     } catch (err) {
-      p.reject(err instanceof MatrixError ? err : new UnavailableError(`undecodable reply from ${p.subject}`, { cause: err }));
+      p.reject(err as MatrixError);
     }
   }
 
@@ -208,10 +221,41 @@ export class BusClient {
   }
 }
 
-function wireError(status: string, headerMessage: string, body: unknown, subject: string): MatrixError {
+/**
+ * A reply as PROTOCOL section 2 says to read one: no responders first (nobody got the request),
+ * then the error headers (whatever the body holds), then the body by its `Content-Type`, else
+ * MessagePack, else JSON. Throws the reply's `MatrixError`; a body nothing decodes is the
+ * sender's fault, an `InternalError`, never the caller's bad request.
+ */
+function readReply(msg: Msg, subject: string): unknown {
+  const h = msg.headers;
+  const status = h?.get(Header.ServiceErrorCode);
+  if (h !== undefined && h.code === 503 && !status && msg.data.length === 0) {
+    throw new NoRespondersError(`no responders for ${subject}: nothing serves that op`);
+  }
+  const contentType = h?.get(Header.ContentType, Match.IgnoreCase);
+  if (status) return throwWireError(status, h?.get(Header.ServiceError) ?? '', decodeErrorBody(msg.data, contentType), subject);
+  try {
+    return decodeReply(msg.data, contentType);
+  } catch (err) {
+    throw new InternalError(`${subject} answered with a body that cannot be read: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The body of an error reply, when it decodes at all: micro services put anything there, or nothing. */
+function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unknown {
+  try {
+    return decodeReply(data, contentType);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Throws the typed error of an error reply: code and message from `{error}` when the body has them, else from the headers. */
+function throwWireError(status: string, headerMessage: string, body: unknown, subject: string): never {
   const error = (body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
   const code = isErrorCode(error?.code) ? error.code : codeOfStatus(Number(status));
   const message = typeof error?.message === 'string' ? error.message : headerMessage || `${subject} failed with ${status}`;
   const details = error?.details !== null && typeof error?.details === 'object' ? (error.details as ErrorDetails) : undefined;
-  return errorFromWire(code, message, details);
+  throw errorFromWire(code, message, details);
 }

@@ -1,6 +1,7 @@
 /**
  * Bodies on the wire: MessagePack maps, or JSON when the request says
- * `Content-Type: application/json`. An empty body is `{}`.
+ * `Content-Type: application/json`. An empty body is `{}`. Replies from mounts this project
+ * did not write are read by their `Content-Type`, else as MessagePack, else as JSON.
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
 import { BadRequestError } from './errors.js';
@@ -42,6 +43,36 @@ export function decodeBody(data: Uint8Array, encoding: Encoding = Encoding.MsgPa
   }
 }
 
+/** What a reply's `Content-Type` says of its body. */
+function encodingOfContentType(contentType: string | undefined): Encoding | 'text' | undefined {
+  const type = contentType?.split(';', 1)[0]?.trim().toLowerCase();
+  if (type === undefined || type === '') return undefined;
+  if (type === JSON_CONTENT_TYPE || type.endsWith('+json')) return Encoding.Json;
+  if (type.startsWith('text/')) return 'text';
+  return type.endsWith('msgpack') ? Encoding.MsgPack : undefined;
+}
+
+/**
+ * Decodes a reply body as PROTOCOL section 2 says a reader must (mounts in other languages
+ * answer JSON by default): by its `Content-Type` when it has one, else as MessagePack, and
+ * failing that as JSON. Throws `BadRequestError` when nothing decodes it; the caller decides
+ * whose fault that is (a reply's is its sender's).
+ */
+export function decodeReply(data: Uint8Array, contentType?: string): unknown {
+  const declared = encodingOfContentType(contentType);
+  if (declared === 'text') return data.length === 0 ? '' : utf8Decoder.decode(data);
+  if (declared !== undefined) return decodeBody(data, declared);
+  try {
+    return decodeBody(data, Encoding.MsgPack);
+  } catch (notMsgPack) {
+    try {
+      return decodeBody(data, Encoding.Json);
+    } catch {
+      throw new BadRequestError(`body is neither MessagePack nor JSON (${(notMsgPack as Error).message})`, { cause: notMsgPack });
+    }
+  }
+}
+
 /** How deeply a request may nest maps and arrays; deeper bodies are refused before any work. */
 export const MAX_DEPTH = 64;
 
@@ -71,6 +102,28 @@ export function decodeMap(data: Uint8Array, encoding: Encoding = Encoding.MsgPac
  */
 export function nestedDeeperThan(value: object, max: number): boolean {
   return depthExceeds(value, 1, max);
+}
+
+/**
+ * Whether JSON text nests objects and arrays deeper than `max`: one pass over the characters,
+ * skipping strings, so text far deeper than the stack is judged before anything parses it.
+ * Malformed text is left to the parser to report.
+ */
+export function jsonTextDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      // A backslash escapes the character after it.
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
 }
 
 function depthExceeds(node: object, depth: number, max: number): boolean {

@@ -128,6 +128,23 @@ export class UnavailableError extends MatrixError {
   }
 }
 
+/**
+ * The request found no responders (the NATS `503` status with no body): nobody received it, so
+ * nothing ran and it may be sent again. A mount's own `503` error reply is an `UnavailableError`
+ * but not this one: that mount did receive the request.
+ */
+export class NoRespondersError extends UnavailableError {
+  override name = 'NoRespondersError';
+}
+
+/**
+ * A request this side could not send as given (a body the codec cannot encode, a header value
+ * with a line break): it never left the process, and sending it again cannot help.
+ */
+export class UnsendableRequestError extends BadRequestError {
+  override name = 'UnsendableRequestError';
+}
+
 /** The target did not answer before the deadline. */
 export class TimeoutError extends MatrixError {
   override name = 'TimeoutError';

@@ -2,7 +2,8 @@
  * A mount: a named actor that answers ops by request–reply. All instances of a mount share
  * one queue group; each op is its own subject `<mount>.<op>`. The mount decodes, validates
  * against the op's contract, honours `Matrix-Deadline`, and answers every request, errors
- * included, in the encoding the request came in.
+ * included, in the encoding the request came in. `stop()` drains, then closes what the mount's
+ * builder created through the `onStop` hook.
  */
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
@@ -57,6 +58,11 @@ export interface MountOptions {
   contracts?: Contracts;
   /** Where unexpected failures are logged; default: nowhere. */
   logger?: Logger;
+  /**
+   * Runs once `stop()` has answered every request taken: closes what the mount's builder
+   * created for it (a dispatcher, a watch), so nothing outlives the mount.
+   */
+  onStop?: () => void | Promise<void>;
 }
 
 interface BoundOp {
@@ -138,12 +144,13 @@ export class Mount {
     return this;
   }
 
-  /** Stops taking requests, answers those already taken, then resolves. */
+  /** Stops taking requests, answers those already taken, runs the `onStop` hook, then resolves. */
   async stop(): Promise<void> {
     const subs = this.subs;
     this.subs = [];
     await Promise.all(subs.map((s) => (s.isClosed() ? undefined : s.drain())));
     if (this.inFlight > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    await this.options.onStop?.();
   }
 
   /** Figures per op, as `$SRV.STATS` reports them. */
@@ -158,41 +165,44 @@ export class Mount {
     const bound = this.ops.get(op);
     let encoding: Encoding = Encoding.MsgPack;
     try {
-      let ctx: CallContext = {};
-      if (msg.headers !== undefined) {
-        const read = readRequestHeaders(msg.headers);
-        if (read.json) encoding = Encoding.Json;
-        ctx = read.context;
-      }
+      const read = readRequestHeaders(msg.headers);
+      if (read.json) encoding = Encoding.Json;
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
-      if (msg.data.length > this.maxRequestBytes) {
-        throw new PayloadTooLargeError(`request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`);
-      }
-      const request = decodeMap(msg.data, encoding);
-      const violations = bound.check(request);
-      if (violations !== undefined) throw badRequest(op, violations);
-      if (ctx.deadline !== undefined && ctx.deadline <= Date.now()) {
+      const request = this.readBody(msg, op, bound, encoding);
+      if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
       }
-      const opCtx: OpContext = { ...ctx, mount: this.name, op, encoding };
-      const result = bound.spec.handle(request as never, opCtx);
-      if (result instanceof Promise) {
-        this.inFlight++;
-        result
-          .then(
-            (reply) => this.reply(msg, reply, encoding, bound, started),
-            (err: unknown) => this.fail(msg, err, encoding, bound, started),
-          )
-          .finally(() => {
-            if (--this.inFlight === 0) this.idle?.();
-          });
-      } else {
-        this.reply(msg, result, encoding, bound, started);
-      }
+      const result = bound.spec.handle(request as never, { ...read.context, mount: this.name, op, encoding });
+      // A handler that answers at once is answered at once; only a promise is waited for.
+      if (result instanceof Promise) void this.answerWhenSettled(msg, result, encoding, bound, started);
+      else this.reply(msg, result, encoding, bound, started);
     } catch (err) {
       this.fail(msg, err, encoding, bound, started);
+    }
+  }
+
+  /** The request body: within the size bound, decoded (at most `MAX_DEPTH` deep), valid against the op's schema. */
+  private readBody(msg: Msg, op: string, bound: BoundOp, encoding: Encoding): Record<string, unknown> {
+    if (msg.data.length > this.maxRequestBytes) {
+      throw new PayloadTooLargeError(`request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`);
+    }
+    const request = decodeMap(msg.data, encoding);
+    const violations = bound.check(request);
+    if (violations !== undefined) throw badRequest(op, violations);
+    return request;
+  }
+
+  /** Answers once the handler's promise settles; `stop()` waits for every one of these. */
+  private async answerWhenSettled(msg: Msg, pending: Promise<unknown>, encoding: Encoding, bound: BoundOp, started: number): Promise<void> {
+    this.inFlight++;
+    try {
+      this.reply(msg, await pending, encoding, bound, started);
+    } catch (err) {
+      this.fail(msg, err, encoding, bound, started);
+    } finally {
+      if (--this.inFlight === 0) this.idle?.();
     }
   }
 

@@ -4,7 +4,7 @@
  */
 import type { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
-import { MatrixError, TimeoutError, UnavailableError } from '../bus/errors.js';
+import { MatrixError, NoRespondersError, TimeoutError, UnavailableError, UnsendableRequestError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
 import type { ApprovalDecision, ApprovalRequest } from './types.js';
 
@@ -20,10 +20,7 @@ export async function approvalGate(client: BusClient, request: ApprovalRequest, 
   try {
     reply = await client.request(Mounts.Approvals, DECIDE_OP, request, { ...ctx, timeoutMs });
   } catch (err) {
-    if (err instanceof UnavailableError) return { approved: false, reason: 'no approver is running to decide on it' };
-    if (err instanceof TimeoutError) return { approved: false, reason: `no approver decided within ${timeoutMs} ms` };
-    const message = err instanceof MatrixError ? err.message : 'the approver failed';
-    return { approved: false, reason: `the approver failed: ${message}` };
+    return { approved: false, reason: notAsked(err, timeoutMs) };
   }
   const decision = reply as Partial<ApprovalDecision> | undefined;
   if (decision?.decision === 'approve') return decision.by === undefined ? { approved: true } : { approved: true, by: decision.by };
@@ -33,4 +30,13 @@ export async function approvalGate(client: BusClient, request: ApprovalRequest, 
     return { approved: false, reason: `it was rejected${by}${reason}` };
   }
   return { approved: false, reason: 'the approver gave no valid decision' };
+}
+
+/** Why no decision came, in words that blame the right party: the request, nobody, the clock, or the approver. */
+function notAsked(err: unknown, timeoutMs: number): string {
+  if (err instanceof UnsendableRequestError) return `its approval request could not be sent (${err.message})`;
+  if (err instanceof NoRespondersError) return 'no approver is running to decide on it';
+  if (err instanceof TimeoutError) return `no approver decided within ${timeoutMs} ms`;
+  if (err instanceof UnavailableError) return `the approver is unavailable: ${err.message}`;
+  return `the approver failed: ${err instanceof MatrixError ? err.message : 'unexpectedly'}`;
 }

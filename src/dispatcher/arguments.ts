@@ -1,12 +1,82 @@
 /**
- * Tool arguments: parsed (providers often send JSON text), validated against the tool's
- * `inputSchema` by a validator compiled once per schema, and explained in words a model
- * can act on.
+ * The `readArguments` step (PROTOCOL 6.1 step 2): arguments parsed (providers often send JSON
+ * text), bounded before anything parses or walks them (64 levels, PROTOCOL section 2), checked
+ * for what no mount can receive, recorded in the audit event as a digest, freed of the nulls
+ * OpenAI strict mode sends for optional properties, and validated against the tool's
+ * `inputSchema` by a validator compiled once per schema.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import type { Violation } from '../bus/errors.js';
+import { jsonTextDeeperThan, MAX_DEPTH } from '../bus/codec.js';
 import { type Check, violationsOf } from '../contracts/schemas.js';
+import { sha256Hex } from '../registry/canonical.js';
 import type { JsonSchemaObject } from '../registry/types.js';
+import { argumentName, refuse } from './results.js';
+import { withoutStrictNulls } from './strict-nulls.js';
+import type { CallEvent, ToolCall } from './types.js';
+
+export { argumentName, argumentsMessage } from './results.js';
+
+/**
+ * The arguments of a call, ready to send; throws `CallRefused` (`bad_request`, or `internal`
+ * for a schema that does not compile). With `event`, records the arguments' digest and size
+ * on it, whatever the outcome.
+ */
+export function readArguments(call: ToolCall, schema: JsonSchemaObject, validators: ArgumentValidators, event?: CallEvent): Record<string, unknown> {
+  const raw = call.arguments;
+  if (typeof raw === 'string' && jsonTextDeeperThan(raw, MAX_DEPTH)) {
+    if (event !== undefined) recordDigest(event, raw);
+    throw refuse.refusedArguments(call.name, `they nest deeper than ${MAX_DEPTH} levels`);
+  }
+  const parsed = parseArguments(raw);
+  if (!parsed.ok) throw refuse.unreadableArguments(call.name, parsed.reason);
+  const args = parsed.value;
+  const problem = typeof raw === 'string' && !raw.includes('__proto__') ? undefined : unsendable(args, 1, '');
+  // Arguments past the bound are not stringified (that could exhaust the stack): text is hashed as it came.
+  if (event !== undefined) recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
+  if (problem !== undefined) throw refuse.refusedArguments(call.name, problem);
+  let check: Check;
+  try {
+    check = validators.check(schema);
+  } catch (err) {
+    throw refuse.schemaBroken(call.name, err);
+  }
+  const value = withoutStrictNulls(schema, args) as Record<string, unknown>;
+  const violations = check(value);
+  if (violations !== undefined) throw refuse.invalidArguments(call.name, violations);
+  return value;
+}
+
+/**
+ * What makes arguments impossible to send, or undefined: nesting past the bound (JSON text was
+ * measured before parsing; an object is measured here), or a `__proto__` key, which the
+ * MessagePack decoders of every mount refuse (they would otherwise blame the approver).
+ */
+function unsendable(node: object, depth: number, path: string): string | undefined {
+  if (depth > MAX_DEPTH) return `they nest deeper than ${MAX_DEPTH} levels`;
+  const array = Array.isArray(node);
+  for (const key in node) {
+    const at = array ? `${path}/${key}` : `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+    if (key === '__proto__' && !array) return `they hold a key "__proto__" (${argumentName(at)}), which no mount accepts`;
+    const child = (node as Record<string, unknown>)[key];
+    const problem = child !== null && typeof child === 'object' ? unsendable(child, depth + 1, at) : undefined;
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+/** Records a digest of the arguments (never the arguments) on the audit event: of their JSON text, or of the text itself. */
+function recordDigest(event: CallEvent, args: unknown): void {
+  let text: string | undefined;
+  try {
+    text = typeof args === 'string' ? args : JSON.stringify(args);
+  } catch {
+    // Values JSON has no text for (a BigInt from a library caller): the event goes without a digest.
+    return;
+  }
+  if (text === undefined) return;
+  event.argumentsDigest = sha256Hex(text).slice(0, 16);
+  event.argumentsBytes = Buffer.byteLength(text);
+}
 
 /** Parsed arguments, or why they could not be parsed. */
 export type ParsedArguments = { ok: true; value: Record<string, unknown> } | { ok: false; reason: string };
@@ -66,23 +136,4 @@ export class ArgumentValidators {
     this.byObject.set(schema, check);
     return check;
   }
-}
-
-/** `/a/0/b` → `a[0].b`: how a model names an argument. */
-export function argumentName(pointer: string): string {
-  if (pointer === '') return 'the arguments';
-  const name = pointer
-    .slice(1)
-    .split('/')
-    .map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'))
-    .map((t, i) => (/^\d+$/.test(t) ? `[${t}]` : i === 0 ? t : `.${t}`))
-    .join('');
-  return `argument "${name}"`;
-}
-
-/** One sentence per violation, then what to do. */
-export function argumentsMessage(tool: string, violations: readonly Violation[]): string {
-  const listed = violations.slice(0, 20).map((v) => `${argumentName(v.path)} ${v.message}`);
-  const more = violations.length > 20 ? ` (and ${violations.length - 20} more)` : '';
-  return `Invalid arguments for "${tool}": ${listed.join('; ')}${more}. Fix the arguments and call "${tool}" again.`;
 }

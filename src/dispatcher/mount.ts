@@ -1,25 +1,28 @@
 /** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { MAX_DEPTH, nestedDeeperThan } from '../bus/codec.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { Dispatcher } from './dispatcher.js';
-import type { CallRequest, ToolResult } from './types.js';
+import type { CallRequest } from './types.js';
 
 /** Version of the dispatcher implementation. */
 export const DISPATCHER_VERSION = '0.1.0';
 
 /** How to mount the dispatcher. */
 export interface DispatcherMountOptions {
-  /** The dispatcher to serve with; default a new one on the same connection. */
+  /** The dispatcher to serve with (the caller closes it); default a new one on the same connection, closed by `stop()`. */
   dispatcher?: Dispatcher;
   maxRequestBytes?: number;
   logger?: Logger;
 }
 
-/** Builds the `system.dispatcher` mount (call `start()` on it). */
+/**
+ * Builds the `system.dispatcher` mount (call `start()` on it). A dispatcher it creates itself is
+ * closed when the mount stops (its registry watch ends, its unsent audit events go out); one
+ * passed in belongs to the caller.
+ */
 export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOptions = {}): Mount {
   const dispatcher = options.dispatcher ?? new Dispatcher(nc);
   return new Mount(nc, {
@@ -28,32 +31,20 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     description: 'The tool dispatcher: runs LLM tool calls against the mounts their context allows.',
     maxRequestBytes: options.maxRequestBytes,
     logger: options.logger,
+    onStop: options.dispatcher === undefined ? () => dispatcher.close() : undefined,
     ops: {
       $call: {
         description: 'Runs one LLM tool call for a session and returns the result the model reads.',
         request: SchemaId.CallRequest,
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) =>
-          dispatcher
-            .call(request.session, request.call, {
-              traceparent: ctx.traceparent,
-              deadline: ctx.deadline,
-              session: ctx.session,
-              principal: ctx.principal,
-            })
-            .then(travelling),
+          dispatcher.call(request.session, request.call, {
+            traceparent: ctx.traceparent,
+            deadline: ctx.deadline,
+            session: ctx.session,
+            principal: ctx.principal,
+          }),
       },
     },
   });
-}
-
-/**
- * A result as it can travel: a `structured` reply nested deeper than a body may be (it could
- * not be encoded, or read back) is left out; `content` still holds its text.
- */
-function travelling(result: ToolResult): ToolResult {
-  const structured = result.structured;
-  if (structured === null || typeof structured !== 'object' || !nestedDeeperThan(structured, MAX_DEPTH - 1)) return result;
-  const { structured: _dropped, ...rest } = result;
-  return rest;
 }

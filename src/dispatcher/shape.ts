@@ -2,6 +2,7 @@
  * Shaping a target's reply for the model by `resultMode` (PROTOCOL 6.1 step 5), and the
  * cap every mode obeys, which says how much it cut.
  */
+import { MAX_DEPTH, nestedDeeperThan } from '../bus/codec.js';
 import type { ResultMode } from '../registry/types.js';
 import { summarize } from './summary.js';
 
@@ -27,10 +28,8 @@ export interface ShapeOptions {
 export function shapeReply(reply: unknown, mode: ResultMode, options: ShapeOptions): Shaped {
   switch (mode) {
     case 'json': {
-      const text = jsonText(reply);
-      const shaped = capContent(text, options.cap);
-      // The structured reply travels only when the text of it fits: the cap bounds the result.
-      if (shaped.truncated === undefined) shaped.structured = reply;
+      const shaped = capContent(jsonText(reply), options.cap);
+      if (structuredTravels(reply, shaped.truncated !== undefined)) shaped.structured = reply;
       return shaped;
     }
     case 'text': {
@@ -41,6 +40,27 @@ export function shapeReply(reply: unknown, mode: ResultMode, options: ShapeOptio
     case 'summary':
       return capContent(summarize(reply, Math.min(options.summaryBudget, options.cap)), options.cap);
   }
+}
+
+/**
+ * The one rule for whether a `json` reply travels as `structured` beside its text: only when
+ * its text fits the cap uncut (the cap bounds the whole result), and only when it nests shallow
+ * enough to be encoded inside a `ToolResult` and read back (`MAX_DEPTH` less the result's own
+ * level). Otherwise `content` alone carries it. Every reader of results (the `$call` mount, the
+ * MCP bridge) relies on this rule rather than its own.
+ */
+export function structuredTravels(reply: unknown, contentCut: boolean): boolean {
+  if (contentCut) return false;
+  return reply === null || typeof reply !== 'object' || !nestedDeeperThan(reply, MAX_DEPTH - 1);
+}
+
+/**
+ * A result's `structured` reply where a reader needs it as an object (MCP's `structuredContent`
+ * must be one): present only when it travelled (`structuredTravels`) and is a map.
+ */
+export function structuredObject(result: { structured?: unknown }): Record<string, unknown> | undefined {
+  const structured = result.structured;
+  return structured !== null && typeof structured === 'object' && !Array.isArray(structured) ? (structured as Record<string, unknown>) : undefined;
 }
 
 /** Cuts `text` to `cap` characters, ending with a note that says how much was cut. */

@@ -47,6 +47,8 @@ export interface MatrixToolProjection {
   timeoutMs?: number;
   /** MCP's hints; `idempotent` allows the dispatcher to retry. */
   annotations?: ToolAnnotations;
+  /** How the target reads its requests: `msgpack` (default), or `json` for a mount that reads only JSON (PROTOCOL section 2). */
+  encoding?: 'msgpack' | 'json';
 }
 
 /** Which of a context's tools need a person's approval before each call. */

@@ -1,9 +1,10 @@
 import { decode } from '@msgpack/msgpack';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { Svcm } from '@nats-io/services';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { headers, type NatsConnection } from '@nats-io/nats-core';
+import { type Service, Svcm } from '@nats-io/services';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
-import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import { connectBus } from '../../src/bus/connect.js';
+import { type CallContext, newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import { NotFoundError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
@@ -11,15 +12,21 @@ import { CALL_EVENTS } from '../../src/dispatcher/audit.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/mount.js';
 import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
+import { packagesMount } from '../../src/mounts/packages.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
 import { silence, startTarget, type Target, TargetError } from '../harness/targets.js';
 
 const T = uniqueMount('app');
+/** A mount that answers every request with its own 503 (NATS micro `req.Error("503", "busy")`). */
+const BUSY = uniqueMount('busy');
+/** A mount built on `@nats-io/services` that speaks JSON, as micro services in every language do. */
+const MICRO = uniqueMount('micro');
 const tool = (name: string, op: string, extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
   name,
   description: `${name} for tests`,
@@ -53,6 +60,12 @@ const testContexts: ToolContextSpec[] = [
       tool('deep', '$deep', { resultMode: 'json' }),
       tool('nobody', '$x', { target: uniqueMount('nobody') }),
       tool('gated', '$echo'),
+      tool('slow', '$slow'),
+      tool('garbage', '$garbage'),
+      tool('busy', '$work', { target: BUSY }),
+      tool('busy_idempotent', '$work', { target: BUSY, annotations: { idempotent: true } }),
+      tool('widget', '$widget', { target: MICRO, encoding: 'json' }),
+      tool('widget_status', '$status', { target: MICRO }),
     ],
     sdkTools: ['run_shell'],
     permissions: { approval: { tools: ['gated'] } },
@@ -63,7 +76,7 @@ const testContexts: ToolContextSpec[] = [
     title: 'Narrow invoke',
     description: 'matrix_invoke to one op only',
     matrixTools: [matrixInvoke],
-    permissions: { approval: { tools: ['matrix_invoke'] }, allowTargets: [`${T}.$echo`, 'system.tools.>'] },
+    permissions: { approval: { tools: ['matrix_invoke'] }, allowTargets: [`${T}.$echo`, `${BUSY}.$work`, 'system.tools.>'] },
   },
 ];
 
@@ -79,6 +92,29 @@ function nestedArrays(levels: number): unknown {
   return value;
 }
 
+/** JSON text of `{"spec": …}` nested `levels` maps deep, as the attacker of issue 12 sent it. */
+const deepSpec = (levels: number) => `{"spec":${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}}`;
+
+/**
+ * Failures of assertions made inside NATS callbacks (a target's handler, an event
+ * subscription). A throw there fails no test (and breaks the connection it came in on): it is
+ * kept instead, and each test fails on those made during it.
+ */
+const callbackFailures: unknown[] = [];
+function checked<A extends unknown[], R>(callback: (...args: A) => R): (...args: A) => R | undefined {
+  return (...args) => {
+    try {
+      return callback(...args);
+    } catch (err) {
+      callbackFailures.push(err);
+      return undefined;
+    }
+  };
+}
+afterEach(() => {
+  expect(callbackFailures.splice(0)).toEqual([]);
+});
+
 /** MessagePack of arrays nested 100,000 deep: decodable, too deep for JSON.stringify. */
 const abyss = Uint8Array.from({ length: 100_001 }, (_, i) => (i < 100_000 ? 0x91 : 0x90));
 
@@ -88,6 +124,8 @@ describe('the dispatcher', () => {
   let target: Target;
   let approvals: Target | undefined;
   let dispatcher: Dispatcher;
+  let busy: { count: number; stop(): void };
+  let micro: Service;
   const events: CallEvent[] = [];
   let flakyFailures = 0;
 
@@ -96,11 +134,11 @@ describe('the dispatcher', () => {
     approvals = undefined;
     if (mode === 'none') return;
     approvals = await startTarget(nc, 'system.approvals', {
-      $decide: (args) => {
+      $decide: checked((args) => {
         if (mode === 'slow') return new Promise((resolve) => setTimeout(() => resolve({ decision: 'approve' }), 1_000));
         expect(contracts().check(SchemaId.ApprovalRequest)(args)).toBeUndefined();
         return mode === 'approve' ? { decision: 'approve', by: 'tester' } : { decision: 'reject', reason: 'too risky', by: 'tester' };
-      },
+      }),
     });
   };
 
@@ -125,25 +163,35 @@ describe('the dispatcher', () => {
       $flaky: () => (flakyFailures-- > 0 ? new TargetError(500, 'internal', 'transient') : { ok: true }),
       $big: () => ({ blob: 'z'.repeat(200_000) }),
       $abyss: () => abyss,
+      $slow: () => new Promise((resolve) => setTimeout(() => resolve({ ok: true }), 100)),
+      $garbage: () => Uint8Array.of(0xc1, 0x7b),
     });
+    busy = await startBusyMount(nc, BUSY);
+    micro = await startJsonMicroMount(nc, MICRO);
     nc.subscribe(CALL_EVENTS, {
-      callback: (_e, msg) => {
+      callback: checked((_e, msg) => {
         const batch = decode(msg.data) as CallEvent[];
         expect(contracts().check(SchemaId.CallEvents)(batch)).toBeUndefined();
         events.push(...batch);
-      },
+      }),
     });
     dispatcher = new Dispatcher(nc, { approvalTimeoutMs: 300, summaryBudget: 500 });
   });
   afterAll(async () => {
     dispatcher.close();
     target.stop();
+    busy.stop();
+    await micro.stop();
     approvals?.stop();
     await registry.stop();
   });
-  afterEach(() => expect(contracts().check(SchemaId.ToolResult)(last)).toBeUndefined());
-
   let last: ToolResult | undefined;
+  afterEach(() => {
+    const result = last;
+    last = undefined;
+    if (result !== undefined) expect(contracts().check(SchemaId.ToolResult)(result)).toBeUndefined();
+  });
+
   const call = async (name: string, args: Record<string, unknown> | string = {}, s = session, ctx = {}) => {
     last = await dispatcher.call(s, { id: `c-${name}`, name, arguments: args }, ctx);
     return last;
@@ -211,6 +259,30 @@ describe('the dispatcher', () => {
     it('accepts arguments as JSON text, as providers send them', async () => {
       expect(await call('search', '{"q":"dogs"}')).toMatchObject({ isError: false, structured: { args: { q: 'dogs' } } });
     });
+
+    it('refuses JSON text nested deeper than 64 levels before anything else, as a result', async () => {
+      const before = target.count('$echo');
+      for (const levels of [64, 5_000]) {
+        const r = await call('search', deepSpec(levels));
+        expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' }, content: expect.stringContaining('nest deeper than 64 levels') });
+      }
+      expect(target.count('$echo')).toBe(before);
+    });
+  });
+
+  describe('OpenAI strict mode', () => {
+    it('takes a null for an optional argument as absent, as a strict model sends it', async () => {
+      const r = await call('search', '{"q":"cats","limit":null}');
+      expect(r).toMatchObject({ isError: false, structured: { args: { q: 'cats' } } });
+    });
+
+    it('still refuses a null on a required argument whose schema forbids it', async () => {
+      expect(await call('search', '{"q":null,"limit":null}')).toMatchObject({
+        isError: true,
+        error: { code: 'bad_request' },
+        content: expect.stringContaining('argument "q" must be string'),
+      });
+    });
   });
 
   describe('approval', () => {
@@ -218,8 +290,9 @@ describe('the dispatcher', () => {
 
     it('forwards an approved call', async () => {
       await useApprover('approve');
+      const before = gatedCalls();
       expect(await call('gated', { who: 'gated' })).toMatchObject({ isError: false });
-      expect(gatedCalls()).toBe(1);
+      expect(gatedCalls()).toBe(before + 1);
       expect(approvals?.count('$decide')).toBe(1);
     });
 
@@ -229,12 +302,13 @@ describe('the dispatcher', () => {
       ['slow', /no approver decided within 300 ms/],
     ] as const)('never calls the target when the approver says %s', async (mode, reason) => {
       await useApprover(mode);
+      const before = gatedCalls();
       const started = performance.now();
       const r = await call('gated', { who: 'gated' });
       expect(r).toMatchObject({ isError: true, error: { code: 'approval_denied' } });
       expect(r.content).toMatch(reason);
-      expect(performance.now() - started).toBeLessThan(300 + 100);
-      expect(gatedCalls()).toBe(1);
+      expect(performance.now() - started).toBeLessThan(300 * 5);
+      expect(gatedCalls()).toBe(before);
     });
   });
 
@@ -253,32 +327,67 @@ describe('the dispatcher', () => {
       expect(target.count('$flaky')).toBe(before + 3);
     });
 
+    it('sends a non-idempotent call to a mount that answers its own 503 once, keeping its message', async () => {
+      const before = busy.count;
+      const r = await call('busy');
+      expect(r).toMatchObject({ isError: true, error: { code: 'unavailable' }, content: expect.stringContaining('busy') });
+      expect(busy.count - before).toBe(1);
+    });
+
+    it('retries a mount’s own 503 for an idempotent tool', async () => {
+      const before = busy.count;
+      expect(await call('busy_idempotent')).toMatchObject({ isError: true, error: { code: 'unavailable' } });
+      expect(busy.count - before).toBe(3);
+    });
+
     it('gives up at the tool’s deadline when the target never answers', async () => {
       const started = performance.now();
       const r = await call('stall');
       const waited = performance.now() - started;
       expect(r).toMatchObject({ isError: true, error: { code: 'timeout' } });
       expect(waited).toBeGreaterThanOrEqual(295);
-      expect(waited).toBeLessThan(300 + 50);
+      expect(waited).toBeLessThan(300 * 5);
     });
 
     it('answers at once when the target has no responders', async () => {
       const started = performance.now();
       const r = await call('nobody');
       expect(r).toMatchObject({ isError: true, error: { code: 'unavailable' }, content: expect.stringContaining('no responders') });
-      expect(performance.now() - started).toBeLessThan(50);
+      expect(performance.now() - started).toBeLessThan(250);
     });
 
     it('keeps to the caller’s deadline when it is shorter than the tool’s', async () => {
       const started = performance.now();
       const r = await call('stall', {}, session, { deadline: Date.now() + 100 });
       expect(r.error?.code).toBe('timeout');
-      expect(performance.now() - started).toBeLessThan(100 + 50);
+      expect(performance.now() - started).toBeLessThan(100 * 5);
     });
 
     it('answers a reply too deep to show as text with a result, not a throw', async () => {
       const r = await call('abyss');
       expect(r).toMatchObject({ isError: true, error: { code: 'internal' }, content: expect.stringContaining('cannot be shown as text') });
+    });
+
+    it('blames the target, not the arguments, for a reply nothing can decode', async () => {
+      const r = await call('garbage');
+      expect(r).toMatchObject({ isError: true, error: { code: 'internal' }, content: expect.stringContaining('cannot be read') });
+      expect(r.content).not.toContain('refused its arguments');
+    });
+  });
+
+  describe('a mount built on @nats-io/services that speaks JSON', () => {
+    it('gets its request as JSON when the projection says encoding json, and its JSON reply read right', async () => {
+      const r = await call('widget', { size: 3 });
+      expect(r).toMatchObject({ isError: false, structured: { ok: true, got: { size: 3 }, contentType: 'application/json' } });
+    });
+
+    it('is read right when it answers JSON without a Content-Type to a MessagePack request', async () => {
+      expect(await call('widget_status')).toMatchObject({ isError: false, structured: { ok: true } });
+    });
+
+    it('keeps the message of its micro error reply', async () => {
+      const r = await call('widget', { size: -1 });
+      expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' }, content: expect.stringContaining('bad widget') });
     });
   });
 
@@ -290,18 +399,38 @@ describe('the dispatcher', () => {
       expect(approvals?.seen[0]?.args).toMatchObject({ tool: 'matrix_invoke', target: T, op: '$echo' });
     });
 
+    it('reaches its target at most once when approved, even when the target answers its own 503', async () => {
+      await useApprover('approve');
+      const before = busy.count;
+      const r = await call('matrix_invoke', { target: BUSY, op: '$work', args: {} }, invokeSession);
+      expect(r).toMatchObject({ isError: true, error: { code: 'unavailable' } });
+      expect(approvals?.count('$decide')).toBe(1);
+      expect(busy.count - before).toBe(1);
+    });
+
     it('refuses a subject its context does not allow, before asking anyone', async () => {
+      await useApprover('approve');
       const before = target.count('$text');
-      const asked = approvals?.count() ?? 0;
       const r = await call('matrix_invoke', { target: T, op: '$text' }, invokeSession);
       expect(r).toMatchObject({ isError: true, error: { code: 'forbidden' }, content: expect.stringContaining(`allows only ${T}.$echo`) });
       expect(target.count('$text')).toBe(before);
-      expect(approvals?.count()).toBe(asked);
+      expect(approvals?.count()).toBe(0);
     });
 
     it('refuses a reserved subject even when allowTargets match it', async () => {
       const r = await call('matrix_invoke', { target: 'system.tools', op: '$list' }, invokeSession);
       expect(r).toMatchObject({ isError: true, error: { code: 'forbidden' }, content: expect.stringContaining('reserved') });
+    });
+
+    it('refuses a __proto__ key in its args as refused arguments, never asking or blaming the approver', async () => {
+      await useApprover('approve');
+      const before = target.count('$echo');
+      const r = await call('matrix_invoke', `{"target":"${T}","op":"$echo","args":{"__proto__":{"admin":true}}}`, invokeSession);
+      expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' } });
+      expect(r.content).toMatch(/The arguments of "matrix_invoke" were refused: they hold a key "__proto__"/);
+      expect(r.content).not.toMatch(/approver/);
+      expect(approvals?.count()).toBe(0);
+      expect(target.count('$echo')).toBe(before);
     });
   });
 
@@ -329,22 +458,123 @@ describe('the dispatcher', () => {
       expect(refused[0]?.content).toMatch(/calls in flight, the most allowed/);
       expect(results.filter((r) => !r.isError).length).toBeGreaterThanOrEqual(10);
     });
+
+    it('gives back the in-flight slot of 2,000 calls of each way of failing, then serves a good call', async () => {
+      const own = new Dispatcher(nc);
+      /** How one call ended: its error code, or that it threw or rejected instead of giving a result. */
+      const outcome = (name: string, args: Record<string, unknown>, ctx: CallContext, id: string): Promise<string> => {
+        try {
+          return own.call(session, { id, name, arguments: args }, ctx).then(
+            (r) => r.error?.code ?? 'ok',
+            () => 'rejected',
+          );
+        } catch {
+          return Promise.resolve('threw');
+        }
+      };
+      const run = async (name: string, args: Record<string, unknown>, context: () => CallContext = () => ({})) => {
+        const outcomes: string[] = [];
+        // 500 at a time: within the bound of 1,024, so none is refused for the bound itself.
+        for (let i = 0; i < 2_000; i += 500) {
+          const ctx = context();
+          outcomes.push(...(await Promise.all(Array.from({ length: 500 }, (_, j) => outcome(name, args, ctx, `w${i + j}`)))));
+        }
+        return new Set(outcomes);
+      };
+      expect(await own.call(session, { id: 'warm', name: 'search', arguments: { q: 'warm' } })).toMatchObject({ isError: false });
+      // A throw inside the request: a header's (a line break in it), the encoder's (a value MessagePack has no form for).
+      expect.soft(await run('read_text', {}, () => ({ principal: 'agent\r\nInjected: yes' }))).toEqual(new Set(['bad_request']));
+      expect.soft(await run('read_text', { n: 10n })).toEqual(new Set(['bad_request']));
+      expect.soft(await run('boom', {})).toEqual(new Set(['internal']));
+      expect.soft(await run('stall', {}, () => ({ deadline: Date.now() + 50 }))).toEqual(new Set(['timeout']));
+      expect(await own.call(session, { id: 'good', name: 'search', arguments: { q: 'after' } })).toMatchObject({ isError: false });
+      expect(own.inFlight(T)).toBe(0);
+      own.close();
+    });
   });
 
   describe('audit events', () => {
     it('emits one per call, with the trace but never the arguments', async () => {
       const traceparent = newTraceparent();
       await call('search', { q: 'secret-password-123' }, session, { traceparent, principal: 'agent:1' });
-      await nc.flush();
-      await new Promise((r) => setTimeout(r, 20));
-      const event = events.find((e) => e.traceparent === traceparent);
+      const event = await eventually(() => events.find((e) => e.traceparent === traceparent) ?? false);
       expect(event).toMatchObject({ name: 'search', target: T, op: '$echo', outcome: 'ok', principal: 'agent:1', attempts: 1 });
-      expect(traceIdOf(event?.traceparent)).toBe(traceIdOf(traceparent));
       expect(JSON.stringify(event)).not.toContain('secret-password-123');
-      expect(events.some((e) => e.name === 'gated' && e.outcome === 'error' && e.code === 'approval_denied' && e.attempts === 0)).toBe(true);
+    });
+
+    it('emits one for a call refused before the target, with no attempts', async () => {
+      await useApprover('reject');
+      const traceparent = newTraceparent();
+      await call('gated', { who: 'audited' }, session, { traceparent });
+      const event = await eventually(() => events.find((e) => e.traceparent === traceparent) ?? false);
+      expect(event).toMatchObject({ name: 'gated', outcome: 'error', code: 'approval_denied', attempts: 0 });
+    });
+
+    it('emits one for arguments too deep to stringify, with a digest of their text', async () => {
+      const traceparent = newTraceparent();
+      expect((await call('search', deepSpec(5_000), session, { traceparent })).error?.code).toBe('bad_request');
+      const event = await eventually(() => events.find((e) => e.traceparent === traceparent) ?? false);
+      expect(event).toMatchObject({ outcome: 'error', code: 'bad_request', argumentsDigest: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    });
+  });
+
+  describe('as system.dispatcher', () => {
+    it('closes the dispatcher it created when it stops: its registry watch ends, its unsent audit events go out', async () => {
+      const own = await connectBus({ servers: inject('natsUrl'), name: 'test-stop' });
+      const subscriptions = () => (own as unknown as { protocol: { subscriptions: { size(): number } } }).protocol.subscriptions.size();
+      const before = subscriptions();
+      const mount = await dispatcherMount(own).start();
+      const client = new BusClient(nc);
+      const traceparent = newTraceparent();
+      const slowCalls = target.count('$slow');
+      const pending = client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'stop-1', name: 'slow' } }, { traceparent });
+      await eventually(() => expect(target.count('$slow')).toBe(slowCalls + 1));
+      // Stopped while the call is in flight: stop() answers it, then closes the dispatcher.
+      await mount.stop();
+      expect(subscriptions()).toBe(before);
+      await own.flush();
+      await own.close();
+      expect(await pending).toMatchObject({ callId: 'stop-1', isError: false });
+      client.close();
+      await eventually(() => expect(events.find((e) => e.traceparent === traceparent)).toMatchObject({ name: 'slow', outcome: 'ok' }));
     });
   });
 });
+
+/** A raw responder that answers every request the NATS micro way with its own 503, and counts them. */
+async function startBusyMount(nc: NatsConnection, name: string): Promise<{ count: number; stop(): void }> {
+  const state = { count: 0, stop: () => sub.unsubscribe() };
+  const sub = nc.subscribe(`${name}.*`, {
+    callback: (_err, msg) => {
+      state.count++;
+      const h = headers();
+      h.set('Nats-Service-Error-Code', '503');
+      h.set('Nats-Service-Error', 'busy');
+      msg.respond(new Uint8Array(0), { headers: h });
+    },
+  });
+  await nc.flush();
+  return state;
+}
+
+/**
+ * A service on `@nats-io/services`, as a mount in Go or Python would be: it reads JSON, answers
+ * JSON with no Content-Type, and fails with `respondError(400, "bad widget", <json>)`.
+ */
+async function startJsonMicroMount(nc: NatsConnection, name: string): Promise<Service> {
+  const service = await new Svcm(nc).add({ name: name.replaceAll('.', '-'), version: '1.0.0', queue: name.replaceAll('.', '-') });
+  service.addEndpoint('widget', {
+    subject: `${name}.$widget`,
+    handler: checked((_err, msg) => {
+      const request = msg.json<{ size: number }>();
+      if (request.size < 0) msg.respondError(400, 'bad widget', JSON.stringify({ field: 'size', problem: 'negative' }));
+      else msg.respond(JSON.stringify({ ok: true, got: request, contentType: msg.headers?.get('Content-Type') }));
+    }),
+  });
+  service.addEndpoint('status', { subject: `${name}.$status`, handler: (_err, msg) => msg.respond(JSON.stringify({ ok: true })) });
+  await nc.flush();
+  return service;
+}
 
 describe('system.dispatcher', () => {
   let nc: NatsConnection;
@@ -359,7 +589,7 @@ describe('system.dispatcher', () => {
       1,
     );
     target = await startTarget(nc, T, { $echo: (args, seen) => ({ args, traceparent: seen.headers.traceparent }), $deep: () => nestedArrays(80) });
-    mounts = await Promise.all([registryMount(nc, { registry: new Registry(store) }).start(), dispatcherMount(nc).start()]);
+    mounts = await Promise.all([registryMount(nc, { registry: new Registry(store) }).start(), dispatcherMount(nc).start(), packagesMount(nc).start()]);
     client = new BusClient(nc, { timeoutMs: 10_000 });
   });
   afterAll(async () => {
@@ -412,12 +642,61 @@ describe('system.dispatcher', () => {
   });
 
   it('reports per-op figures in $SRV.STATS', async () => {
-    const stats = [];
-    for await (const s of await new Svcm(nc).client({ strategy: 'timer', maxWait: 300 }).stats('system-dispatcher')) stats.push(s);
-    const call = stats[0]?.endpoints?.find((e) => e.name === 'call');
-    expect(call).toMatchObject({ subject: 'system.dispatcher.$call', queue_group: 'system-dispatcher' });
-    expect(call?.num_requests).toBeGreaterThanOrEqual(1_003);
-    expect(call?.num_errors).toBe(1);
-    expect(call?.average_processing_time).toBeGreaterThan(0);
+    const callStats = async () => {
+      const stats = [];
+      for await (const s of await new Svcm(nc).client({ strategy: 'timer', maxWait: 300 }).stats('system-dispatcher')) stats.push(s);
+      return stats[0]?.endpoints?.find((e) => e.name === 'call');
+    };
+    const before = await callStats();
+    await client.request('system.dispatcher', '$call', { session, call: { id: 's1', name: 'search', arguments: { q: 'a' } } });
+    await client.request('system.dispatcher', '$call', { session, call: { id: 's2', name: 'nope' } });
+    await client.request('system.dispatcher', '$call', { call: {} }).catch(() => undefined);
+    const after = await callStats();
+    expect(after).toMatchObject({ subject: 'system.dispatcher.$call', queue_group: 'system-dispatcher' });
+    expect((after?.num_requests ?? 0) - (before?.num_requests ?? 0)).toBe(3);
+    expect((after?.num_errors ?? 0) - (before?.num_errors ?? 0)).toBe(1);
+    expect(after?.average_processing_time).toBeGreaterThan(0);
+  });
+
+  describe('under the attack of issue 12', () => {
+    const packagesSession: ResolveRequest = { profile: 'test', toolContextRefs: ['repo-coding'] };
+    const validate = (id: string, args: string | Record<string, unknown>) =>
+      client.request<ToolResult>('system.dispatcher', '$call', { session: packagesSession, call: { id, name: 'package_validate', arguments: args } });
+
+    it('answers ~1,030 calls with arguments as JSON text 110 levels deep as results, and still serves a good call', async () => {
+      for (let i = 0; i < 1_030; i += 103) {
+        const results = await Promise.all(Array.from({ length: 103 }, (_, j) => validate(`deep${i + j}`, deepSpec(110))));
+        for (const r of results) expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' } });
+      }
+      const good = await validate('good', { spec: { key: 'fine' } });
+      expect(good).toMatchObject({ isError: false, structured: { valid: false } });
+    });
+
+    it('answers arguments 5,000 levels deep with a result, not a protocol error', async () => {
+      const r = await validate('abyss', deepSpec(5_000));
+      expect(contracts().check(SchemaId.ToolResult)(r)).toBeUndefined();
+      expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' }, content: expect.stringContaining('nest deeper than 64 levels') });
+    });
+  });
+});
+
+describe('the bus client under the dispatcher', () => {
+  it('rejects, never throws, a request it cannot send: an unencodable body, a header with a line break, a closed connection', async () => {
+    const own = await connectBus({ servers: inject('natsUrl'), name: 'test-unsendable' });
+    const client = new BusClient(own);
+    const outcome = (send: () => Promise<unknown>) => {
+      try {
+        return send().then(
+          () => 'resolved',
+          (err: Error) => err.name,
+        );
+      } catch {
+        return 'threw';
+      }
+    };
+    expect(await outcome(() => client.request(uniqueMount('x'), '$op', { n: 1n }))).toBe('UnsendableRequestError');
+    expect(await outcome(() => client.request(uniqueMount('x'), '$op', {}, { session: 'a\nb' }))).toBe('UnsendableRequestError');
+    await own.close();
+    expect(await outcome(() => client.request(uniqueMount('x'), '$op', {}))).toBe('UnavailableError');
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeMap, encodeBody, MAX_DEPTH, nestedDeeperThan } from '../../src/bus/codec.js';
+import { decodeMap, decodeReply, encodeBody, jsonTextDeeperThan, MAX_DEPTH, nestedDeeperThan } from '../../src/bus/codec.js';
 import { BadRequestError } from '../../src/bus/errors.js';
 
 /** `levels` maps and arrays, alternating, nested one in the other. */
@@ -32,5 +32,43 @@ describe('the nesting bound', () => {
     expect(nestedDeeperThan({ a: new Uint8Array(10) }, 2)).toBe(false);
     expect(nestedDeeperThan({ a: 1, b: [1, 2, {}], c: { d: [{ e: [] }] } }, 4)).toBe(true);
     expect(nestedDeeperThan({ a: 1, b: [1, 2, {}], c: { d: [{ e: 1 }] } }, 4)).toBe(false);
+  });
+});
+
+describe('the nesting bound on JSON text', () => {
+  const text = (levels: number) => `${'{"a":['.repeat(levels / 2)}1${']}'.repeat(levels / 2)}`;
+
+  it('takes text nested exactly as deep as allowed and refuses one level more', () => {
+    expect(jsonTextDeeperThan(text(MAX_DEPTH), MAX_DEPTH)).toBe(false);
+    expect(jsonTextDeeperThan(`[${text(MAX_DEPTH)}]`, MAX_DEPTH)).toBe(true);
+  });
+
+  it('judges text far deeper than the stack in one pass', () => {
+    expect(jsonTextDeeperThan(text(1_000_000), MAX_DEPTH)).toBe(true);
+  });
+
+  it('skips brackets inside strings, escaped quotes included', () => {
+    expect(jsonTextDeeperThan(JSON.stringify({ s: `\\"${'['.repeat(100)}` }), 2)).toBe(false);
+  });
+});
+
+describe('reading a reply (PROTOCOL section 2)', () => {
+  const utf8 = (s: string) => new TextEncoder().encode(s);
+
+  it('reads a body by its Content-Type', () => {
+    expect(decodeReply(utf8('{"ok":true}'), 'application/json; charset=utf-8')).toEqual({ ok: true });
+    expect(decodeReply(utf8('hello'), 'text/plain')).toBe('hello');
+    expect(decodeReply(encodeBody({ ok: 1 }), 'application/msgpack')).toEqual({ ok: 1 });
+  });
+
+  it('reads a body without one as MessagePack, failing that as JSON', () => {
+    expect(decodeReply(encodeBody({ ok: true }))).toEqual({ ok: true });
+    expect(decodeReply(utf8('{"ok":true}'))).toEqual({ ok: true });
+    expect(decodeReply(utf8(' [1,2]'))).toEqual([1, 2]);
+  });
+
+  it('refuses a body that is neither, saying so', () => {
+    expect(() => decodeReply(Uint8Array.of(0xc1, 0x7b))).toThrow(/neither MessagePack nor JSON/);
+    expect(() => decodeReply(utf8('{"ok":'), 'application/json')).toThrow(BadRequestError);
   });
 });

@@ -1,0 +1,145 @@
+/**
+ * Every way a call can fail, as the result the model reads (PROTOCOL 6.1: a failed tool is a
+ * result, `isError: true`). Each message says what happened and what the model may do next;
+ * they are all written here, so they read alike and change in one place.
+ */
+import { ErrorCode, MatrixError, NoRespondersError, UnsendableRequestError, type Violation } from '../bus/errors.js';
+import { MATRIX_INVOKE } from '../registry/builtins.js';
+import type { ToolErrorCode, ToolResult } from './types.js';
+
+/**
+ * A call that ends as an error result. Thrown by the steps of the pipeline and caught once, at
+ * its end; never crosses the wire as an error (the `ToolResult` does).
+ */
+export class CallRefused extends Error {
+  override name = 'CallRefused';
+
+  constructor(
+    readonly code: ToolErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The error result of a refused call (its `durationMs` is filled in by the audit step). */
+export function errorResult(callId: string, name: string, refused: CallRefused): ToolResult {
+  const error = { code: refused.code, message: refused.message };
+  return { callId, name, isError: true, content: refused.message, error, durationMs: 0 };
+}
+
+/** The refusals, by the step that makes them. */
+export const refuse = {
+  /** The session: the registry did not answer, or failed. */
+  registryFailed: (err: MatrixError) =>
+    new CallRefused(err.code, `The tool registry could not resolve this session (${err.message}); try the call again shortly.`, { cause: err }),
+
+  /** Membership: an SDK tool sent to the bus. */
+  sdkTool: (tool: string) =>
+    new CallRefused('forbidden', `"${tool}" is one of your own SDK tools, not a bus tool: call it directly, not through the dispatcher.`),
+
+  /** Membership: no such tool in the session. */
+  notInSession: (tool: string, available: readonly string[]) =>
+    new CallRefused('not_found', `No tool named "${tool}" is available in this session. Available tools: ${available.join(', ') || 'none'}.`),
+
+  /** Arguments: not JSON, or not an object. */
+  unreadableArguments: (tool: string, reason: string) =>
+    new CallRefused('bad_request', `The arguments of "${tool}" could not be read: ${reason}. Send a JSON object that matches the tool's schema.`),
+
+  /** Arguments: something no target can be sent. */
+  refusedArguments: (tool: string, reason: string) =>
+    new CallRefused('bad_request', `The arguments of "${tool}" were refused: ${reason}. Fix them and call "${tool}" again.`),
+
+  /** Arguments: schema violations. */
+  invalidArguments: (tool: string, violations: readonly Violation[]) => new CallRefused('bad_request', argumentsMessage(tool, violations)),
+
+  /** Arguments: the tool's own schema is broken. */
+  schemaBroken: (tool: string, err: unknown) =>
+    new CallRefused(
+      'internal',
+      `"${tool}" cannot be called: its input schema does not compile (${(err as Error).message}). Use another tool; the context's owner must fix it.`,
+    ),
+
+  /** Route: `matrix_invoke` towards a reserved subject. */
+  reservedTarget: (subject: string, target: string) =>
+    new CallRefused('forbidden', `${MATRIX_INVOKE} may not call ${subject}: ${target} is reserved. Choose another mount.`),
+
+  /** Route: `matrix_invoke` outside the context's `allowTargets`. */
+  targetNotAllowed: (subject: string, allowed: readonly string[]) =>
+    new CallRefused('forbidden', `${MATRIX_INVOKE} may not call ${subject}: this session allows only ${allowed.join(', ') || 'no targets'}.`),
+
+  /** Approval: not approved (rejected, no approver, no answer in time). */
+  approvalDenied: (tool: string, reason: string) =>
+    new CallRefused('approval_denied', `The call to "${tool}" was not made: ${reason}. Do not retry it unchanged; ask the user how to proceed.`),
+
+  /** Forward: the target's bound of calls in flight is reached. */
+  tooManyInFlight: (tool: string, target: string, inFlight: number) =>
+    new CallRefused('unavailable', `${target} already has ${inFlight} calls in flight, the most allowed; try "${tool}" again in a moment.`),
+
+  /** Shape: a reply that cannot be turned into text. */
+  unshowableReply: (tool: string, err: unknown) =>
+    new CallRefused(
+      'internal',
+      `"${tool}" answered with a reply that cannot be shown as text (${(err as Error).message}); its service must fix it. Use another tool.`,
+    ),
+
+  /** Anywhere: a failure the dispatcher did not foresee (a defect of its own). */
+  unexpected: (tool: string, err: unknown) =>
+    new CallRefused('internal', `"${tool}" failed unexpectedly in the dispatcher; try again, or use another tool.`, { cause: err }),
+};
+
+/** Where a forwarded call went, for the messages of its failures. */
+export interface ForwardedTo {
+  subject: string;
+  timeoutMs: number;
+}
+
+/** Forward: how a failed request to the target reads to the model. */
+export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallRefused {
+  if (!(err instanceof MatrixError)) return refuse.unexpected(tool, err);
+  const cause = { cause: err };
+  if (err instanceof UnsendableRequestError) {
+    return new CallRefused('bad_request', `The call to "${tool}" was not sent: ${err.message}. Fix the arguments and call again.`, cause);
+  }
+  if (err instanceof NoRespondersError) {
+    return new CallRefused(
+      'unavailable',
+      `No service is answering "${tool}" right now (${to.subject} has no responders). Try again later, or use another tool.`,
+      cause,
+    );
+  }
+  switch (err.code) {
+    case ErrorCode.Timeout:
+      return new CallRefused(
+        'timeout',
+        `"${tool}" did not answer in time (${to.subject}, at most ${to.timeoutMs} ms or the caller's deadline). It may still be running: check its effect before repeating a call that changes things.`,
+        cause,
+      );
+    case ErrorCode.Unavailable:
+      return new CallRefused('unavailable', `"${tool}" is unavailable: ${err.message} (said ${to.subject}). Try again later, or use another tool.`, cause);
+    case ErrorCode.BadRequest:
+      return new CallRefused('bad_request', `"${tool}" refused its arguments: ${err.message}. Fix them and call again.`, cause);
+    default:
+      return new CallRefused(err.code, `"${tool}" failed (${err.code}): ${err.message}`, cause);
+  }
+}
+
+/** `/a/0/b` → `a[0].b`: how a model names an argument. */
+export function argumentName(pointer: string): string {
+  if (pointer === '') return 'the arguments';
+  const name = pointer
+    .slice(1)
+    .split('/')
+    .map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .map((t, i) => (/^\d+$/.test(t) ? `[${t}]` : i === 0 ? t : `.${t}`))
+    .join('');
+  return `argument "${name}"`;
+}
+
+/** One sentence per violation, then what to do. */
+export function argumentsMessage(tool: string, violations: readonly Violation[]): string {
+  const listed = violations.slice(0, 20).map((v) => `${argumentName(v.path)} ${v.message}`);
+  const more = violations.length > 20 ? ` (and ${violations.length - 20} more)` : '';
+  return `Invalid arguments for "${tool}": ${listed.join('; ')}${more}. Fix the arguments and call "${tool}" again.`;
+}

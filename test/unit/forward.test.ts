@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { BadRequestError, InternalError, NoRespondersError, TimeoutError, UnavailableError } from '../../src/bus/errors.js';
+import { retryDelay, TargetSlots } from '../../src/dispatcher/forward.js';
+import { route } from '../../src/dispatcher/route.js';
+import type { ResolvedTool } from '../../src/registry/types.js';
+
+const tool = (extra: Partial<ResolvedTool> = {}): ResolvedTool => ({
+  name: 't',
+  description: 't',
+  inputSchema: { type: 'object' },
+  target: 'app.x',
+  op: '$do',
+  resultMode: 'json',
+  requiresApproval: false,
+  context: 'c',
+  ...extra,
+});
+const policy = { maxAttempts: 3, backoffMs: 5 };
+const later = () => Date.now() + 10_000;
+const retried = (t: ResolvedTool, err: unknown, attempt = 1, deadline = later()) =>
+  retryDelay(route(t, {}, 30_000), err, attempt, deadline, policy) !== undefined;
+
+describe('when a failed request is sent again', () => {
+  const idempotent = tool({ annotations: { idempotent: true } });
+
+  it('after no responders, for any tool: nobody received it', () => {
+    expect(retried(tool(), new NoRespondersError('none'))).toBe(true);
+    expect(retried(tool({ requiresApproval: true }), new NoRespondersError('none'))).toBe(true);
+  });
+
+  it('after an answer, a mount’s own 503 included, only for an idempotent tool that is not gated', () => {
+    for (const err of [new UnavailableError('busy'), new InternalError('down')]) {
+      expect(retried(tool(), err)).toBe(false);
+      expect(retried(idempotent, err)).toBe(true);
+      expect(retried({ ...idempotent, requiresApproval: true }, err)).toBe(false);
+    }
+    expect(retried(idempotent, new BadRequestError('no'))).toBe(false);
+  });
+
+  it('never after a timeout, past the last attempt, or past the deadline', () => {
+    expect(retried(idempotent, new TimeoutError('late'))).toBe(false);
+    expect(retried(idempotent, new NoRespondersError('none'), 3)).toBe(false);
+    expect(retried(idempotent, new NoRespondersError('none'), 1, Date.now())).toBe(false);
+  });
+
+  it('never for matrix_invoke, idempotent or not: one approval, one request', () => {
+    const invoke = tool({ target: 'system.dispatcher', op: '$invoke', requiresApproval: false, annotations: { idempotent: true }, allowTargets: ['>'] });
+    const to = route(invoke, { target: 'app.notes', op: '$update' }, 30_000);
+    expect(to).toMatchObject({ target: 'app.notes', op: '$update', gated: true, idempotent: false });
+    expect(retryDelay(to, new UnavailableError('busy'), 1, later(), policy)).toBeUndefined();
+  });
+});
+
+describe('calls in flight per target', () => {
+  it('takes slots up to the bound and counts what is given back', () => {
+    const slots = new TargetSlots(2);
+    expect([slots.take('a'), slots.take('a'), slots.take('a'), slots.take('b')]).toEqual([true, true, false, true]);
+    slots.give('a');
+    slots.give('a');
+    expect([slots.count('a'), slots.count('b')]).toEqual([0, 1]);
+  });
+});
