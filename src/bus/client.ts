@@ -70,7 +70,8 @@ export class BusClient {
   ) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
-    this.inbox = `${createInbox()}.`;
+    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive replies.
+    this.inbox = `${createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
   }
 
   /** Calls `<target>.<op>` with `args` and returns the decoded reply, or throws a `MatrixError`. */

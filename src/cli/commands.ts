@@ -6,6 +6,7 @@ import { newTraceparent, traceIdOf } from '../bus/context.js';
 import { Mounts } from '../bus/subjects.js';
 import { watchCalls } from '../dispatcher/audit.js';
 import type { ToolResult } from '../dispatcher/types.js';
+import { GrantedSession, loadGrant } from '../identity/granted.js';
 import type { MountDescription } from '../mounts/agents.js';
 import { watchRegistry } from '../registry/events.js';
 import type { IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, ResolveRequest, ToolContextSpec } from '../registry/types.js';
@@ -13,7 +14,10 @@ import { ExitCode, jsonFlag, table, UsageError } from './output.js';
 
 /** Flags that pick a session (the `$resolve` request behind `resolve` and `call`). */
 export interface SessionFlags {
-  profile: string;
+  /** Required unless `grant` gives it. */
+  profile?: string;
+  /** A session grant (its text or a file), `--grant` / `MATRIX_GRANT`: sent as `Matrix-Grant`, its authority the request's. */
+  grant?: string;
   worker?: string;
   refs?: string;
   skill?: string[];
@@ -34,7 +38,10 @@ const csv = (text: string | undefined) =>
 
 /** The `$resolve` request the flags describe. */
 export function sessionRequest(flags: SessionFlags): ResolveRequest {
-  const request: ResolveRequest = { profile: flags.profile };
+  // With a grant, its authority; flags given besides are sent too, for the service to hold against it.
+  const request: ResolveRequest = flags.grant ? { ...new GrantedSession(loadGrant(flags.grant)).request } : { profile: '' };
+  if (flags.profile) request.profile = flags.profile;
+  if (!request.profile) throw new UsageError('--profile is required (or --grant / MATRIX_GRANT, whose profile is used)');
   if (flags.worker) request.worker = flags.worker;
   const refs = csv(flags.refs);
   if (refs) request.toolContextRefs = refs;
@@ -53,6 +60,11 @@ export function sessionRequest(flags: SessionFlags): ResolveRequest {
   if (flags.onlyAvailable) request.onlyAvailable = true;
   if (flags.strict) request.strict = true;
   return request;
+}
+
+/** The `Matrix-Grant` header the flags ask for, if any. */
+export function grantContext(flags: { grant?: string }): { grant?: string } {
+  return flags.grant ? { grant: loadGrant(flags.grant) } : {};
 }
 
 /** `list`: one table of every context (all pages), or JSON. */
@@ -84,7 +96,12 @@ export async function list(nc: NatsConnection, flags: { tool?: string; json?: bo
 
 /** `resolve`: the resolved tools as a table (or the whole reply as JSON). */
 export async function resolve(nc: NatsConnection, flags: SessionFlags & { json?: boolean }): Promise<number> {
-  const reply = await new BusClient(nc, { timeoutMs: 5_000 }).request<ResolvedToolContext>(Mounts.Tools, '$resolve', sessionRequest(flags));
+  const reply = await new BusClient(nc, { timeoutMs: 5_000 }).request<ResolvedToolContext>(
+    Mounts.Tools,
+    '$resolve',
+    sessionRequest(flags),
+    grantContext(flags),
+  );
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(reply, null, 2)}\n`);
     return ExitCode.Ok;
@@ -121,6 +138,7 @@ export async function call(
     timeoutMs: Number(flags.timeout) || 65_000,
     ...(flags.session ? { session: flags.session } : {}),
     ...(flags.principal ? { principal: flags.principal } : {}),
+    ...grantContext(flags),
   };
   const result = await new BusClient(nc).request<ToolResult>(
     Mounts.Dispatcher,

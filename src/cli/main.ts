@@ -8,6 +8,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { Command, CommanderError, Option } from 'commander';
 import { type ConnectOptions, connectBus, connectOptionsFromEnv } from '../bus/connect.js';
 import * as verbs from './commands.js';
+import { addIdentityCommands } from './grant.js';
 import { serveMcp } from './mcp.js';
 import { ExitCode, reportError } from './output.js';
 import { serve, serveDefaults } from './serve.js';
@@ -20,12 +21,14 @@ function withConnection(cmd: Command): Command {
     .addOption(new Option('--password <password>', 'NATS password').env('NATS_PASSWORD'))
     .addOption(new Option('--token <token>', 'NATS token').env('NATS_TOKEN'))
     .addOption(new Option('--nkey <file>', 'nkey seed file').env('NATS_NKEY'))
-    .addOption(new Option('--creds <file>', 'JWT creds file').env('NATS_CREDS'));
+    .addOption(new Option('--creds <file>', 'JWT creds file').env('NATS_CREDS'))
+    .addOption(new Option('--inbox-prefix <prefix>', 'reply subject prefix, e.g. _INBOX_agent').env('NATS_INBOX_PREFIX'));
 }
 
 function withSession(cmd: Command): Command {
   return cmd
-    .requiredOption('-p, --profile <name>', 'agent profile (default, explain, monitor, edit, propose, evaluate, …)')
+    .option('-p, --profile <name>', 'agent profile (default, explain, monitor, edit, propose, evaluate, …); required without --grant')
+    .addOption(new Option('--grant <jwt|file>', 'session grant sent as Matrix-Grant; its profile and authority are the session').env('MATRIX_GRANT'))
     .option('-w, --worker <name>', 'worker, e.g. claude-code or codex')
     .option('--refs <keys>', 'tool context refs, comma-separated (skips the built-in rules)')
     .option('--skill <name=refs>', 'a skill and its refs, e.g. review=repo-coding (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
@@ -43,6 +46,7 @@ function connectOptions(flags: Record<string, string | undefined>): ConnectOptio
   if (flags.token) o.token = flags.token;
   if (flags.nkey) o.nkeyFile = flags.nkey;
   if (flags.creds) o.credsFile = flags.creds;
+  if (flags.inboxPrefix) o.inboxPrefix = flags.inboxPrefix;
   return { ...o, name: 'matrix-tools-cli' };
 }
 
@@ -82,7 +86,8 @@ withConnection(
     .option('--no-reference', 'do not mount system.agents, .sessions, .traces, .packages, .approvals')
     .addOption(new Option('--policy <file>', 'approval policy file (JSON)').env('MATRIX_APPROVAL_POLICY'))
     .addOption(new Option('--bucket <name>', 'KV bucket of registered contexts').env('MATRIX_TOOLS_BUCKET'))
-    .addOption(new Option('--sessions-bucket <name>', 'KV bucket of session state').env('MATRIX_SESSIONS_BUCKET')),
+    .addOption(new Option('--sessions-bucket <name>', 'KV bucket of session state').env('MATRIX_SESSIONS_BUCKET'))
+    .addOption(new Option('--trust <nkeys>', 'trusted grant issuers, public nkeys, comma-separated').env('MATRIX_TRUSTED_ISSUERS')),
 ).action(async (flags: Record<string, string | boolean | undefined>) => {
   const defaults = serveDefaults();
   await serve({
@@ -94,6 +99,7 @@ withConnection(
     ...(typeof flags.policy === 'string' ? { policy: flags.policy } : {}),
     ...(typeof flags.bucket === 'string' ? { bucket: flags.bucket } : {}),
     ...(typeof flags.sessionsBucket === 'string' ? { sessionsBucket: flags.sessionsBucket } : {}),
+    ...(typeof flags.trust === 'string' ? { trust: flags.trust } : {}),
   });
 });
 
@@ -147,10 +153,12 @@ withConnection(
 
 withConnection(withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)"))).action(
   run(async (nc, flags) => {
-    await serveMcp(nc, verbs.sessionRequest(flags));
+    await serveMcp(nc, verbs.sessionRequest(flags), verbs.grantContext(flags));
     return ExitCode.Ok;
   }),
 );
+
+addIdentityCommands(program, withSession);
 
 try {
   await program.parseAsync();

@@ -9,6 +9,7 @@ import type { Mount } from '../bus/mount.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { dispatcherMount } from '../dispatcher/mount.js';
 import { localToolSource } from '../dispatcher/sessions.js';
+import { identityGate } from '../identity/serve.js';
 import { agentsMount } from '../mounts/agents.js';
 import { approvalsMount, loadPolicy, terminalAsker } from '../mounts/approvals.js';
 import { packagesMount } from '../mounts/packages.js';
@@ -35,6 +36,8 @@ export interface ServeOptions {
   sessionsBucket: string;
   /** Replicas of the buckets when this creates them. */
   replicas: number;
+  /** Trusted grant issuers, public nkeys (`MATRIX_TRUSTED_ISSUERS`, `--trust`); none = trusting callers. */
+  trust?: string;
 }
 
 /** Options from the environment, before flags. */
@@ -48,6 +51,7 @@ export function serveDefaults(env: NodeJS.ProcessEnv = process.env): Omit<ServeO
     replicas: Number(env.MATRIX_TOOLS_REPLICAS) || 1,
   };
   if (env.MATRIX_APPROVAL_POLICY) defaults.policy = env.MATRIX_APPROVAL_POLICY;
+  if (env.MATRIX_TRUSTED_ISSUERS) defaults.trust = env.MATRIX_TRUSTED_ISSUERS;
   return defaults;
 }
 
@@ -58,6 +62,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     process.exit(2);
   }
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
+  const identity = identityGate(options.trust);
   let nc: NatsConnection;
   try {
     nc = await connectBus({ ...options.connect, name: options.connect.name ?? 'matrix-tool-registry' });
@@ -72,12 +77,12 @@ export async function serve(options: ServeOptions): Promise<void> {
   const mounts: Mount[] = [];
   const cleanups: Array<() => void> = [];
   const registry = options.registry ? new Registry(await openStore(nc, options), new Presence(nc)) : undefined;
-  if (registry !== undefined) mounts.push(registryMount(nc, { registry, logger: stderrLogger }));
+  if (registry !== undefined) mounts.push(registryMount(nc, { registry, logger: stderrLogger, identity }));
   let dispatcher: Dispatcher | undefined;
   if (options.dispatcher) {
     // Beside the registry, resolve in this process: same state, one hop less.
     dispatcher = new Dispatcher(nc, registry !== undefined ? { source: localToolSource(registry) } : {});
-    mounts.push(dispatcherMount(nc, { dispatcher, logger: stderrLogger }));
+    mounts.push(dispatcherMount(nc, { dispatcher, logger: stderrLogger, identity }));
   }
   if (options.reference) {
     const traces = tracesMount(nc);
@@ -91,7 +96,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   }
   for (const m of mounts) m.logger = stderrLogger;
   await Promise.all(mounts.map((m) => m.start()));
-  stderrLogger.info(`${mounts.map((m) => m.name).join(', ')} ready on ${nc.getServer()}`);
+  stderrLogger.info(`${mounts.map((m) => m.name).join(', ')} ready on ${nc.getServer()}; ${identity.describe()}`);
 
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {

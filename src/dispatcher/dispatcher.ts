@@ -270,7 +270,7 @@ export class Dispatcher {
     // One handler pair for every attempt: a reply that comes at once takes no extra promise.
     const attempt = (n: number): Promise<ToolResult> => {
       trace.event.attempts = n;
-      const options = { traceparent: ctx.traceparent, session: ctx.session, principal: ctx.principal, deadline };
+      const options = { traceparent: ctx.traceparent, session: ctx.session, principal: ctx.principal, readSessions: ctx.readSessions, deadline };
       return this.client.request(target, op, request.body, options).then(shape, (err: unknown) => {
         const wait = this.retryWait(request.tool, err, n, deadline);
         if (wait !== undefined) return new Promise<void>((resolve) => setTimeout(resolve, wait)).then(() => attempt(n + 1));

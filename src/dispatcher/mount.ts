@@ -5,6 +5,7 @@ import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import { IdentityGate } from '../identity/gate.js';
 import { Dispatcher } from './dispatcher.js';
 import type { CallRequest, ToolResult } from './types.js';
 
@@ -17,11 +18,14 @@ export interface DispatcherMountOptions {
   dispatcher?: Dispatcher;
   maxRequestBytes?: number;
   logger?: Logger;
+  /** Who may call as whom: grants from trusted issuers; default trusting callers (development). */
+  identity?: IdentityGate;
 }
 
 /** Builds the `system.dispatcher` mount (call `start()` on it). */
 export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOptions = {}): Mount {
   const dispatcher = options.dispatcher ?? new Dispatcher(nc);
+  const identity = options.identity ?? IdentityGate.trustingCallers();
   return new Mount(nc, {
     name: Mounts.Dispatcher,
     version: DISPATCHER_VERSION,
@@ -33,15 +37,12 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         description: 'Runs one LLM tool call for a session and returns the result the model reads.',
         request: SchemaId.CallRequest,
         response: SchemaId.ToolResult,
-        handle: (request: CallRequest, ctx: OpContext) =>
-          dispatcher
-            .call(request.session, request.call, {
-              traceparent: ctx.traceparent,
-              deadline: ctx.deadline,
-              session: ctx.session,
-              principal: ctx.principal,
-            })
-            .then(travelling),
+        handle: (request: CallRequest, ctx: OpContext) => {
+          // The grant decides the session's authority, principal and session before anything runs.
+          const admitted = identity.admit(request.session, ctx);
+          const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
+          return dispatcher.call(admitted.request, request.call, { traceparent, deadline, session, principal, grant, readSessions }).then(travelling);
+        },
       },
     },
   });

@@ -6,9 +6,10 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody, encodedOnce } from '../bus/codec.js';
 import type { Logger } from '../bus/log.js';
-import { Mount } from '../bus/mount.js';
+import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import { IdentityGate } from '../identity/gate.js';
 import { CHANGED_EVENTS } from './events.js';
 import type { StoreChange } from './kv-store.js';
 import { Registry } from './registry.js';
@@ -22,11 +23,14 @@ export interface RegistryMountOptions {
   registry?: Registry;
   maxRequestBytes?: number;
   logger?: Logger;
+  /** Who may resolve what: grants from trusted issuers; default trusting callers (development). */
+  identity?: IdentityGate;
 }
 
 /** Builds the `system.tools` mount (call `start()` on it). */
 export function registryMount(nc: NatsConnection, options: RegistryMountOptions = {}): Mount {
   const registry = options.registry ?? new Registry();
+  const identity = options.identity ?? IdentityGate.trustingCallers();
   const announce = (change: StoreChange): RegisterReply => {
     const event: ChangedEvent = { key: change.key, change: change.change, revision: change.revision };
     nc.publish(CHANGED_EVENTS, encodeBody(event));
@@ -51,8 +55,8 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
         request: SchemaId.ResolveRequest,
         response: SchemaId.ResolveReply,
         // A cached resolution is the same object each time: its bytes are encoded once.
-        handle: (request: ResolveRequest) => {
-          const resolved = registry.resolve(request);
+        handle: (request: ResolveRequest, ctx: OpContext) => {
+          const resolved = registry.resolve(identity.admit(request, ctx).request);
           return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
         },
       },

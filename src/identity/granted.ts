@@ -1,0 +1,68 @@
+/**
+ * A session under a grant, for library users (an oracle): its `$resolve` request is the
+ * grant's authority, and its calls carry the grant. The claims are read here without checking
+ * the signature: the service that receives the grant checks it.
+ */
+import { readFileSync } from 'node:fs';
+import type { BusClient } from '../bus/client.js';
+import type { CallContext } from '../bus/context.js';
+import { Mounts } from '../bus/subjects.js';
+import type { Dispatcher } from '../dispatcher/dispatcher.js';
+import type { ToolCall, ToolResult } from '../dispatcher/types.js';
+import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
+import { splitGrant } from './jwt.js';
+import type { GrantClaims } from './types.js';
+
+/** How the session's tools are presented (the caller's to choose). */
+export type Presentation = Pick<ResolveRequest, 'format' | 'strict' | 'onlyAvailable'>;
+
+/** The claims of a grant, unverified (for showing, and for building the request it allows). */
+export function readGrantClaims(grant: string): GrantClaims {
+  return splitGrant(grant.trim()).claims as unknown as GrantClaims;
+}
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/** A grant given on a command line or in `MATRIX_GRANT`: its text, or the path of a file that holds it. */
+export function loadGrant(value: string): string {
+  const text = value.trim();
+  return JWT_SHAPE.test(text) ? text : readFileSync(text, 'utf8').trim();
+}
+
+/** A session whose identity and authority come from a grant. */
+export class GrantedSession {
+  /** The grant's text. */
+  readonly grant: string;
+  /** The `$resolve` request the grant allows, with the presentation asked for. */
+  readonly request: ResolveRequest;
+  readonly principal: string;
+  readonly session: string;
+
+  constructor(grant: string, presentation: Presentation = {}) {
+    this.grant = grant.trim();
+    const claims = readGrantClaims(this.grant);
+    this.request = { ...claims.nats.resolve, ...presentation };
+    this.principal = claims.sub;
+    this.session = claims.nats.session;
+  }
+
+  /** The context of a call: the grant, and the principal and session it names. */
+  context(ctx: CallContext = {}): CallContext {
+    return { ...ctx, grant: this.grant, principal: this.principal, session: this.session };
+  }
+
+  /** `system.tools.$resolve` for this session. */
+  resolve(client: BusClient, ctx?: CallContext): Promise<ResolvedToolContext> {
+    return client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.request, this.context(ctx));
+  }
+
+  /** Runs one tool call through an in-process dispatcher (an oracle that runs as `service`). */
+  call(dispatcher: Dispatcher, call: ToolCall, ctx?: CallContext): Promise<ToolResult> {
+    return dispatcher.call(this.request, call, this.context(ctx));
+  }
+
+  /** Runs one tool call through `system.dispatcher.$call` (what an agent may reach). */
+  callRemote(client: BusClient, call: ToolCall, ctx?: CallContext & { timeoutMs?: number }): Promise<ToolResult> {
+    return client.request<ToolResult>(Mounts.Dispatcher, '$call', { session: this.request, call }, this.context(ctx));
+  }
+}
