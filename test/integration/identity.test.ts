@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
-import { PermissionViolationError } from '@nats-io/nats-core';
+import { headers, PermissionViolationError } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
 import { watchCalls } from '../../src/dispatcher/audit.js';
@@ -33,6 +33,12 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     await operator.request('system.sessions', '$write', { session: 'victim-42', values: { apiToken: 'tok-victim-secret' } });
     await operator.request('system.sessions', '$write', { session: 'sess-alpha', values: { note: 'mine' } });
   });
+  // What reached the targets during the test that is running (each test counts its own).
+  let baseline = { spy: 0, secret: 0 };
+  beforeEach(() => {
+    baseline = { spy: bus.spy.count(), secret: bus.secret.count() };
+  });
+  const reached = () => ({ spy: bus.spy.count() - baseline.spy, secret: bus.secret.count() - baseline.secret });
   afterAll(async () => {
     agent?.close();
     operator?.close();
@@ -91,8 +97,7 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
       await expect(agent.requestRaw(subject, { session: 'victim-42' }), subject).rejects.toBeInstanceOf(ForbiddenError);
       expect(performance.now() - started).toBeLessThan(2_500);
     }
-    expect(bus.spy.count()).toBe(0);
-    expect(bus.secret.count()).toBe(0);
+    expect(reached()).toEqual({ spy: 0, secret: 0 });
     // What it may do still works: discovery pings, and the registry's read ops.
     await expect(agent.request('system.tools', '$list', { limit: 1 })).resolves.toMatchObject({ revision: expect.any(Number) });
     await expect(agent.request('system.tools', '$introspect', {})).resolves.toMatchObject({ mount: 'system.tools' });
@@ -110,7 +115,7 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
       await expect(call(session, 'spy_run', {}, { principal: 'user:root-admin', session: 'victim-42' })).rejects.toMatchObject(reject(GrantFailure.Missing));
       await expect(agent.request('system.tools', '$resolve', session)).rejects.toMatchObject(reject(GrantFailure.Missing));
     }
-    expect(bus.spy.count()).toBe(0);
+    expect(reached()).toEqual({ spy: 0, secret: 0 });
   });
 
   it('refuses a body that asks for other authority than its grant', async () => {
@@ -136,7 +141,7 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     );
     expect(resolved.contexts).toEqual(['actor-readonly']);
     expect(resolved.providerTools?.length).toBeGreaterThan(0);
-    expect(bus.spy.count()).toBe(0);
+    expect(reached()).toEqual({ spy: 0, secret: 0 });
   });
 
   it('refuses malformed, untrusted, badly signed, tampered, expired and not-yet-valid grants, each by name', async () => {
@@ -172,10 +177,10 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
       bus.issuer,
     );
     await expect(call(session, 'spy_run', {}, { grant: userJwt })).rejects.toMatchObject(reject(GrantFailure.Malformed));
-    expect(bus.spy.count()).toBe(0);
+    expect(reached()).toEqual({ spy: 0, secret: 0 });
     // The control: the same grant, untouched, reaches the target.
     expect(await call(session, 'spy_run', {}, { grant: good })).toMatchObject({ isError: false, structured: { ran: true } });
-    expect(bus.spy.count()).toBe(1);
+    expect(reached()).toEqual({ spy: 1, secret: 0 });
   });
 
   it('sends the grant’s principal and session downstream, whatever headers the caller forged', async () => {
@@ -231,6 +236,43 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const named = bus.grant({ resolve: { profile: 'default' }, readSessions: ['victim-42'] });
     const allowed = await call({ profile: 'default' }, 'session_state_read', { session: 'victim-42' }, { grant: named });
     expect(allowed).toMatchObject({ isError: false, structured: { session: 'victim-42', state: { apiToken: 'tok-victim-secret' } } });
+  });
+
+  it('never lets the service answer onto a subject the agent names as its reply (a confused deputy)', async () => {
+    const grant = bus.grant({ resolve: { profile: 'default' } });
+    const stateBefore = await operator.request<{ revision: number }>('system.sessions', '$read', { session: 'victim-42' });
+    const kvBefore = await operator.request<{ revision: number }>('system.tools', '$list', { limit: 1 });
+    const json = headers();
+    json.set('Content-Type', 'application/json');
+    json.set('Matrix-Grant', grant);
+    const body = new TextEncoder().encode(JSON.stringify({ session: { profile: 'default' }, call: { id: 'x', name: 'matrix_introspect', arguments: {} } }));
+    const replies = [
+      'app.spy.$run',
+      'app.secret.$run',
+      '$KV.matrix-sessions.victim-42',
+      '$KV.matrix-tool-contexts.planted',
+      '$JS.API.STREAM.DELETE.KV_matrix-sessions',
+      'system.tools.events.changed',
+      'system.dispatcher.events.call',
+      'system.sessions.$write',
+    ];
+    for (const reply of replies) {
+      agentNc.publish('system.dispatcher.$call', body, { reply, headers: json });
+      agentNc.publish('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), { reply, headers: json });
+      agentNc.publish('$SRV.PING', new Uint8Array(), { reply });
+    }
+    await agentNc.flush();
+    // A request that comes after them all: once it is answered, theirs were handled too.
+    await agent.request('system.tools', '$list', { limit: 1 }, { grant });
+    await call({ profile: 'default' }, 'matrix_introspect', {}, { grant });
+    expect(reached()).toEqual({ spy: 0, secret: 0 });
+    expect(await operator.request('system.sessions', '$read', { session: 'victim-42' })).toMatchObject({
+      revision: stateBefore.revision,
+      state: { apiToken: 'tok-victim-secret' },
+    });
+    const list = await operator.request<{ revision: number; contexts: Array<{ key: string }> }>('system.tools', '$list', {});
+    expect(list.revision).toBe(kvBefore.revision);
+    expect(list.contexts.map((c) => c.key)).not.toContain('planted');
   });
 
   it('serves a library session under a grant (what examples/oracle.ts does with MATRIX_GRANT)', async () => {

@@ -1,6 +1,7 @@
 import { Algorithms, encode } from '@nats-io/jwt';
 import { createAccount, createUser } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
+import { isInboxSubject, isReservedSubject } from '../../src/bus/subjects.js';
 import { grantedRequest, sameValue } from '../../src/identity/authorize.js';
 import { GrantCache } from '../../src/identity/cache.js';
 import { GrantError } from '../../src/identity/errors.js';
@@ -264,5 +265,28 @@ describe('grant durations', () => {
     expect([parseDuration('90'), parseDuration('90s'), parseDuration('15m'), parseDuration('1h'), parseDuration('7d')]).toEqual([90, 90, 900, 3600, 604_800]);
     expect(() => parseDuration('0')).toThrow();
     expect(() => parseDuration('1w')).toThrow(/not a duration/);
+  });
+});
+
+describe('reply subjects', () => {
+  it('are inboxes only: the default prefix and per-user ones', () => {
+    for (const inbox of ['_INBOX.abc', '_INBOX.abc.7', '_INBOX_agent.abc.1', '_INBOX_operator.x']) expect(isInboxSubject(inbox), inbox).toBe(true);
+    for (const other of [
+      '$KV.matrix-sessions.victim',
+      '$JS.API.STREAM.DELETE.KV_x',
+      'app.spy.$run',
+      'system.tools.events.changed',
+      '_INBOX',
+      '_INBOX.',
+      'x._INBOX.y',
+    ]) {
+      expect(isInboxSubject(other), other).toBe(false);
+    }
+  });
+
+  it('per-user inboxes are reserved like _INBOX.>: no tool may target them', () => {
+    expect(isReservedSubject('_INBOX_operator.abc.$x')).toBe(true);
+    expect(isReservedSubject('_INBOX.abc.$x')).toBe(true);
+    expect(isReservedSubject('app.inbox.$x')).toBe(false);
   });
 });
