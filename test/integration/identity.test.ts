@@ -90,6 +90,8 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
       '$KV.matrix-sessions.victim-42',
       '$JS.API.STREAM.LIST',
       '$SRV.STATS',
+      '$SRV.PING',
+      '$SRV.INFO.system-tools',
       '_INBOX.forged-reply',
     ];
     for (const subject of direct) {
@@ -273,6 +275,27 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const list = await operator.request<{ revision: number; contexts: Array<{ key: string }> }>('system.tools', '$list', {});
     expect(list.revision).toBe(kvBefore.revision);
     expect(list.contexts.map((c) => c.key)).not.toContain('planted');
+  });
+
+  it('gives the agent no discovery request that a naive micro service would answer onto a subject of its choice', async () => {
+    // A third-party service as user `mount`: it answers $SRV.PING onto any reply subject, as the NATS micro libraries do.
+    const mountNc = await bus.connect('mount');
+    let pinged = 0;
+    mountNc.subscribe('$SRV.PING', {
+      callback: (_e, msg) => {
+        pinged++;
+        msg.respond(JSON.stringify({ type: 'io.nats.micro.v1.ping_response', name: 'naive' }));
+      },
+    });
+    await mountNc.flush();
+    const before = await operator.request<{ revision: number }>('system.sessions', '$read', { session: 'victim-42' });
+    agentNc.publish('$SRV.PING', new Uint8Array(), { reply: '$KV.matrix-sessions.victim-42' });
+    await expect(agent.requestRaw('$SRV.PING', {})).rejects.toBeInstanceOf(ForbiddenError);
+    // The control: the same ping from the operator reaches it, onto the operator's own inbox.
+    await operator.requestRaw('$SRV.PING', {}, { timeoutMs: 1_000 }).catch(() => undefined);
+    await eventually(() => expect(pinged).toBe(1));
+    expect(await operator.request('system.sessions', '$read', { session: 'victim-42' })).toMatchObject({ revision: before.revision });
+    await mountNc.close();
   });
 
   it('serves a library session under a grant (what examples/oracle.ts does with MATRIX_GRANT)', async () => {
