@@ -5,7 +5,8 @@ import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import { IdentityGate } from '../identity/gate.js';
+import { refusalAudit } from '../identity/audit.js';
+import { type Admitted, IdentityGate } from '../identity/gate.js';
 import { Dispatcher } from './dispatcher.js';
 import type { CallRequest, ToolResult } from './types.js';
 
@@ -26,6 +27,7 @@ export interface DispatcherMountOptions {
 export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOptions = {}): Mount {
   const dispatcher = options.dispatcher ?? new Dispatcher(nc);
   const identity = options.identity ?? IdentityGate.trustingCallers();
+  const audit = refusalAudit(nc);
   return new Mount(nc, {
     name: Mounts.Dispatcher,
     version: DISPATCHER_VERSION,
@@ -39,7 +41,13 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
-          const admitted = identity.admit(request.session, ctx);
+          let admitted: Admitted;
+          try {
+            admitted = identity.admit(request.session, ctx);
+          } catch (err) {
+            audit(request.call, ctx, err);
+            throw err;
+          }
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
           return dispatcher.call(admitted.request, request.call, { traceparent, deadline, session, principal, grant, readSessions }).then(travelling);
         },

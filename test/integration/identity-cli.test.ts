@@ -2,6 +2,8 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { cli, runScript, type ServiceProcess, startScript } from '../harness/service.js';
@@ -28,6 +30,11 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
     expect(readFileSync(seedFile, 'utf8')).toMatch(/^SA[A-Z2-7]{56}\n$/);
     expect((await cli(server.url, 'keys', '--out', seedFile)).code).toBe(2);
 
+    for (const wrong of ['AXXX', ' , ', issuer.replace(/^A/, 'S')]) {
+      const refused = await cli(server.url, 'serve', '--trust', wrong, '--user', 'service', '--password', 'service-secret');
+      expect(refused.code, wrong).toBe(2);
+      expect(refused.stderr).toMatch(/^--trust \/ MATRIX_TRUSTED_ISSUERS: /);
+    }
     service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' }, [
       'serve',
       '--trust',
@@ -69,6 +76,28 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
     const noPrefix = await cli(server.url, 'call', 'matrix_introspect', '--grant', grant, '--user', 'agent', '--password', 'agent-secret', '--timeout', '2000');
     expect(noPrefix.code).toBe(1);
     expect(noPrefix.stderr).toMatch(/error \(forbidden\): not permitted to receive replies on _INBOX\..*--inbox-prefix/);
+
+    // The MCP bridge as the agent, its grant in MATRIX_GRANT: tools/list and tools/call under the grant.
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url)), 'mcp'],
+      env: {
+        ...process.env,
+        NATS_URL: server.url,
+        NATS_USER: 'agent',
+        NATS_PASSWORD: 'agent-secret',
+        NATS_INBOX_PREFIX: '_INBOX_agent',
+        MATRIX_GRANT: grant,
+      } as Record<string, string>,
+      stderr: 'ignore',
+    });
+    const mcp = new Client({ name: 'identity', version: '1.0.0' });
+    await mcp.connect(transport);
+    expect((await mcp.listTools()).tools.map((t) => t.name)).toEqual(['matrix_introspect', 'session_state_read']);
+    const viaMcp = await mcp.callTool({ name: 'session_state_read', arguments: {} });
+    expect(viaMcp.isError).toBe(false);
+    expect((viaMcp.content as Array<{ text: string }>)[0]?.text).toContain('"session":"sess-1"');
+    await mcp.close();
   }, 60_000);
 });
 

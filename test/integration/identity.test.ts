@@ -45,8 +45,13 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     await bus?.stop();
   });
 
-  const call = (session: ResolveRequest, name: string, args: Record<string, unknown>, ctx: { grant?: string; principal?: string; session?: string } = {}) =>
-    agent.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: `c-${name}`, name, arguments: args } }, ctx);
+  const call = (
+    session: ResolveRequest,
+    name: string,
+    args: Record<string, unknown>,
+    ctx: { grant?: string; principal?: string; session?: string } = {},
+    id = `c-${name}`,
+  ) => agent.request<ToolResult>('system.dispatcher', '$call', { session, call: { id, name, arguments: args } }, ctx);
 
   it('says in its ready line that it takes identity from grants', () => {
     expect(bus.service.output()).toContain('identity: grants from 1 issuer(s)');
@@ -114,10 +119,15 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     ];
     for (const session of claims) {
       await expect(call(session, 'matrix_invoke', { target: 'app.spy', op: '$run', args: {} })).rejects.toMatchObject(reject(GrantFailure.Missing));
-      await expect(call(session, 'spy_run', {}, { principal: 'user:root-admin', session: 'victim-42' })).rejects.toMatchObject(reject(GrantFailure.Missing));
+      await expect(call(session, 'spy_run', {}, { principal: 'user:root-admin', session: 'victim-42' }, 'no-grant')).rejects.toMatchObject(
+        reject(GrantFailure.Missing),
+      );
       await expect(agent.request('system.tools', '$resolve', session)).rejects.toMatchObject(reject(GrantFailure.Missing));
     }
     expect(reached()).toEqual({ spy: 0, secret: 0 });
+    // Each refused call has its audit event, without the identity the caller claimed.
+    await eventually(() => expect(events.filter((e) => e.callId === 'no-grant' && e.code === 'forbidden')).toHaveLength(claims.length));
+    expect(events.some((e) => e.principal === 'user:root-admin' || e.session === 'victim-42')).toBe(false);
   });
 
   it('refuses a body that asks for other authority than its grant', async () => {
