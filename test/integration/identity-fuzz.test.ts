@@ -80,8 +80,15 @@ describe(`seeded random calls as the agent user, with grants for random profiles
       const invoke = { target: pick(['app.spy', 'app.secret', 'app.spy.deeper', 'system.sessions', 'app']), op: pick(['$run', '$read', '$delete']), args: {} };
       const args = name === 'matrix_invoke' || r() < 0.1 ? invoke : {};
       if (r() < 0.05) {
-        // Straight at a target, around the dispatcher: NATS refuses the publish.
-        await agent.request(pick(['app.spy', 'app.secret']), '$run', {}).then(
+        // Straight at a target or a reference mount, around the dispatcher: NATS refuses the publish.
+        const [mount, op] = pick([
+          ['app.spy', '$run'],
+          ['app.secret', '$run'],
+          ['system.sessions', '$read'],
+          ['system.traces', '$query'],
+          ['system.approvals', '$decide'],
+        ]) as [string, string];
+        await agent.request(mount, op, { session: pick(sessions) }).then(
           () => count('direct: reached'),
           (err: unknown) => count(`direct: ${(err as MatrixError).code}`),
         );
