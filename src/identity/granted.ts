@@ -1,7 +1,9 @@
 /**
  * A session under a grant, for library users (an oracle): its `$resolve` request is the
- * grant's authority, and its calls carry the grant. The claims are read here without checking
- * the signature: the service that receives the grant checks it.
+ * grant's authority, and its calls carry the grant. Without a verifier the claims are read
+ * unchecked: `system.tools` and `system.dispatcher` check the grant they receive, but an
+ * in-process `Dispatcher` that already holds the session's resolution does not ask them again,
+ * so an oracle that takes grants from callers it does not trust passes a `GrantVerifier`.
  */
 import { readFileSync } from 'node:fs';
 import type { BusClient } from '../bus/client.js';
@@ -12,6 +14,7 @@ import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { splitGrant } from './jwt.js';
 import type { GrantClaims } from './types.js';
+import type { GrantVerifier } from './verify.js';
 
 /** How the session's tools are presented (the caller's to choose). */
 export type Presentation = Pick<ResolveRequest, 'format' | 'strict' | 'onlyAvailable'>;
@@ -38,9 +41,10 @@ export class GrantedSession {
   readonly principal: string;
   readonly session: string;
 
-  constructor(grant: string, presentation: Presentation = {}) {
+  /** Reads the grant; with a verifier, checks it first (a `GrantError` when it fails). */
+  constructor(grant: string, presentation: Presentation = {}, verifier?: GrantVerifier) {
     this.grant = grant.trim();
-    const claims = readGrantClaims(this.grant);
+    const claims = verifier === undefined ? readGrantClaims(this.grant) : verifier.verify(this.grant).claims;
     this.request = { ...claims.nats.resolve, ...presentation };
     this.principal = claims.sub;
     this.session = claims.nats.session;

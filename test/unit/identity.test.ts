@@ -6,6 +6,7 @@ import { grantedRequest, sameValue } from '../../src/identity/authorize.js';
 import { GrantCache } from '../../src/identity/cache.js';
 import { GrantError } from '../../src/identity/errors.js';
 import { IdentityGate, parseIssuers } from '../../src/identity/gate.js';
+import { GrantedSession } from '../../src/identity/granted.js';
 import { claimsHash, encodeGrant, splitGrant } from '../../src/identity/jwt.js';
 import { mintGrant, parseDuration } from '../../src/identity/mint.js';
 import { nkeyPublicKey } from '../../src/identity/nkey.js';
@@ -210,6 +211,18 @@ describe('a request body against its grant', () => {
     expect(sameValue({ a: 1, b: undefined }, { a: 1 })).toBe(true);
     expect(sameValue({ a: 1 }, { a: 1, b: 2 })).toBe(false);
     expect(sameValue([], {})).toBe(false);
+  });
+});
+
+describe('a library session under a grant', () => {
+  it('takes the grant’s authority, principal and session, and checks the grant when given a verifier', () => {
+    const grant = mintGrant(issuer, { ...spec, ttlSeconds: 3600 });
+    const session = new GrantedSession(grant, { format: 'openai' });
+    expect(session.request).toEqual({ profile: 'default', format: 'openai' });
+    expect(session.context({ principal: 'user:root-admin' })).toEqual({ principal: 'agent:alpha', session: 'sess-1', grant });
+    const forged = mintGrant(createAccount(), { ...spec, ttlSeconds: 3600 });
+    expect(new GrantedSession(forged).principal).toBe('agent:alpha');
+    expect(failureOf(() => new GrantedSession(forged, {}, new GrantVerifier([issuer.getPublicKey()])))).toBe(GrantFailure.UntrustedIssuer);
   });
 });
 
