@@ -6,7 +6,7 @@ import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { refusalAudit } from '../identity/audit.js';
-import { type Admitted, IdentityGate } from '../identity/gate.js';
+import { IdentityGate } from '../identity/gate.js';
 import { Dispatcher } from './dispatcher.js';
 import type { CallRequest, ToolResult } from './types.js';
 
@@ -41,13 +41,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
-          let admitted: Admitted;
-          try {
-            admitted = identity.admit(request.session, ctx);
-          } catch (err) {
-            audit(request.call, ctx, err);
-            throw err;
-          }
+          const admitted = identity.admit(request.session, ctx, (err) => audit(request.call, ctx, err));
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
           return dispatcher.call(admitted.request, request.call, { traceparent, deadline, session, principal, grant, readSessions }).then(travelling);
         },

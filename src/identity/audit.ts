@@ -7,16 +7,15 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { CallContext } from '../bus/context.js';
 import { AuditLog, isoNow } from '../dispatcher/audit.js';
 import type { ToolCall } from '../dispatcher/types.js';
-import { GrantError } from './errors.js';
+import type { GrantError } from './errors.js';
 
-/** Records the refusal of a call whose grant failed; other errors are not this log's. */
-export type RefusalAudit = (call: ToolCall, ctx: CallContext, err: unknown) => void;
+/** Records the refusal of a call whose grant failed. */
+export type RefusalAudit = (call: ToolCall, ctx: CallContext, err: GrantError) => void;
 
 /** A refusal audit on its own batching log. */
 export function refusalAudit(nc: NatsConnection): RefusalAudit {
   const log = new AuditLog(nc);
   return (call, ctx, err) => {
-    if (!(err instanceof GrantError)) return;
     log.record({
       callId: call.id,
       name: call.name,

@@ -6,6 +6,7 @@
 import type { CallContext } from '../bus/context.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { grantedRequest } from './authorize.js';
+import { GrantError } from './errors.js';
 import { GrantVerifier, type GrantVerifierOptions } from './verify.js';
 
 /** A request admitted: what to resolve, and the context to act under downstream. */
@@ -41,11 +42,20 @@ export class IdentityGate {
   /**
    * The request and context to act on; a `GrantError` (forbidden) when the grant is missing,
    * invalid, or the body asks for other authority. The grant's principal and session replace
-   * the caller's headers; its read sessions replace theirs.
+   * the caller's headers; its read sessions replace theirs. `onRefused` hears each refusal first.
    */
-  admit(body: ResolveRequest, ctx: CallContext): Admitted {
+  admit(body: ResolveRequest, ctx: CallContext, onRefused?: (err: GrantError) => void): Admitted {
     if (this.verifier === undefined) return { request: body, ctx };
-    const grant = this.verifier.verify(ctx.grant);
+    try {
+      return this.admitByGrant(this.verifier, body, ctx);
+    } catch (err) {
+      if (err instanceof GrantError) onRefused?.(err);
+      throw err;
+    }
+  }
+
+  private admitByGrant(verifier: GrantVerifier, body: ResolveRequest, ctx: CallContext): Admitted {
+    const grant = verifier.verify(ctx.grant);
     const { sub, nats } = grant.claims;
     const admitted: CallContext = { traceparent: ctx.traceparent, deadline: ctx.deadline, session: nats.session, principal: sub, grant: grant.text };
     if (nats.readSessions !== undefined && nats.readSessions.length > 0) admitted.readSessions = nats.readSessions.join(',');
