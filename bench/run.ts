@@ -15,12 +15,14 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { encode } from '@msgpack/msgpack';
 import { Kvm } from '@nats-io/kv';
 import { createInbox, type NatsConnection } from '@nats-io/nats-core';
+import { createAccount } from '@nats-io/nkeys';
 import { ServiceBroker } from 'moleculer';
 import { BusClient } from '../src/bus/client.js';
 import { connectBus } from '../src/bus/connect.js';
 import { newTraceparent, writeContext } from '../src/bus/context.js';
 import { Dispatcher } from '../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../src/dispatcher/types.js';
+import { mintGrant } from '../src/identity/mint.js';
 import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
 import { type CpuProbe, type Figures, measureInterleaved, processCpu } from './measure.js';
@@ -80,6 +82,7 @@ async function main(): Promise<void> {
     await populate(nc, 'bench-tools', 10_000, 1, [benchContext]);
     await populate(nc, 'bench-big', 10_000, 20, []);
 
+    const trusted = await startTrusted(children);
     const echo = await spawnReady(here('./echo.js'), url, 'stdout', 'ready');
     const service = await spawnReady(here('../src/main.js'), url, 'stderr', ' ready ', { MATRIX_TOOLS_BUCKET: 'bench-tools' });
     const moleculerServer = await spawnReady(here('./moleculer-server.js'), url, 'stdout', 'ready');
@@ -106,6 +109,7 @@ async function main(): Promise<void> {
         service: processCpu(service.pid),
         'Moleculer server': processCpu(moleculerServer.pid),
         'MCP server': processCpu(mcpTransport.pid),
+        ...trusted.cpu(),
       };
     };
     const middle = await cursorAt(client, 50);
@@ -123,6 +127,18 @@ async function main(): Promise<void> {
       [
         'dispatch, via system.dispatcher',
         () => expectOk(client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } })),
+      ],
+      [
+        '$call with a cached grant',
+        () =>
+          expectOk(
+            trusted.client.request<ToolResult>(
+              'system.dispatcher',
+              '$call',
+              { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } },
+              { grant: trusted.grant },
+            ),
+          ),
       ],
       ['$resolve, cached', () => client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] })],
       [
@@ -159,6 +175,7 @@ async function main(): Promise<void> {
     unaudited.close();
     client.close();
     await nc.drain();
+    await trusted.stop();
 
     const report = render(rows, rss);
     process.stdout.write(`${report.text}\n`);
@@ -213,6 +230,41 @@ function ceilingClient(nc: NatsConnection, subject: string, payload: Uint8Array,
 async function expectOk(result: Promise<ToolResult>): Promise<void> {
   const r = await result;
   if (r.isError) throw new Error(r.content);
+}
+
+/**
+ * The same service trusting a grant issuer, with its own echo target, on a second nats-server:
+ * one system.dispatcher queue group per server, so the rows with and without grants each reach
+ * the service they mean to.
+ */
+async function startTrusted(children: ChildProcess[]) {
+  const nats = await startNatsProcess(['-m', '0']);
+  const nc = await connectBus({ servers: nats.url, name: 'bench-trusted' });
+  await populate(nc, 'bench-tools', 0, 1, [benchContext]);
+  const issuer = createAccount();
+  const echo = await spawnReady(here('./echo.js'), nats.url, 'stdout', 'ready');
+  const service = await spawnReady(here('../src/main.js'), nats.url, 'stderr', ' ready ', {
+    MATRIX_TOOLS_BUCKET: 'bench-tools',
+    MATRIX_TRUSTED_ISSUERS: issuer.getPublicKey(),
+  });
+  children.push(echo, service);
+  const client = new BusClient(nc, { timeoutMs: 10_000 });
+  const grant = mintGrant(issuer, {
+    principal: 'agent:bench',
+    session: 'bench',
+    resolve: { profile: 'bench', toolContextRefs: ['bench'] },
+    ttlSeconds: 86_400,
+  });
+  return {
+    client,
+    grant,
+    cpu: () => ({ 'nats-server (trust)': processCpu(nats.pid), 'echo (trust)': processCpu(echo.pid), 'service (trust)': processCpu(service.pid) }),
+    stop: async () => {
+      client.close();
+      await nc.drain();
+      await nats.stop();
+    },
+  };
 }
 
 /** RSS of a registry process serving 10,000 contexts of 20 tools each, and of one serving none. */
@@ -280,6 +332,12 @@ function render(rows: Row[], rss: { big: number; empty: number }): { text: strin
       what: 'system.dispatcher req/s ÷ ceiling (64 in flight)',
       ratio: get('dispatch, via system.dispatcher', 64).rps / ceil(64).rps,
       bound: 0.45,
+      kind: 'min',
+    },
+    {
+      what: '$call with a cached grant req/s ÷ without (64 in flight)',
+      ratio: get('$call with a cached grant', 64).rps / get('dispatch, via system.dispatcher', 64).rps,
+      bound: 0.95,
       kind: 'min',
     },
     { what: '$resolve cached p50 ÷ raw request (1 in flight)', ratio: get('$resolve, cached', 1).p50 / raw(1).p50, bound: 1.2, kind: 'max' },

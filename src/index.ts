@@ -31,6 +31,14 @@ export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
 export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/mount.js';
 export { type CallEvent, type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/types.js';
 
+// Identity: session grants (who calls, with which profile), minted, presented and verified.
+export { GrantError } from './identity/errors.js';
+export { IdentityGate } from './identity/gate.js';
+export { GrantedSession } from './identity/granted.js';
+export { type GrantSpec, mintGrant, newIssuerKey } from './identity/mint.js';
+export type { GrantAuthority, GrantClaims, VerifiedGrant } from './identity/types.js';
+export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
+
 // The reference mounts the built-in tools target.
 export { agentsMount } from './mounts/agents.js';
 export { type ApprovalPolicyFile, approvalsMount } from './mounts/approvals.js';

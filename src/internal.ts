@@ -6,5 +6,6 @@
 export * from './bus/mod.js';
 export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './contracts/schemas.js';
 export * from './dispatcher/mod.js';
+export * from './identity/mod.js';
 export * from './mounts/mod.js';
 export * from './registry/mod.js';

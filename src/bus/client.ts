@@ -74,7 +74,8 @@ export class BusClient {
   ) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
-    this.inbox = `${createInbox()}.`;
+    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive replies.
+    this.inbox = `${createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
   }
 
   /** Calls `<target>.<op>` with `args` and returns the decoded reply, or throws a `MatrixError`. */
@@ -177,8 +178,20 @@ export class BusClient {
     this.watchingPermissions = true;
     for await (const status of this.nc.status()) {
       const err = status.type === 'error' ? status.error : undefined;
-      if (!(err instanceof PermissionViolationError) || err.operation !== 'publish') continue;
+      if (!(err instanceof PermissionViolationError)) continue;
+      // No reply can come back when this user may not receive on the inbox: every request fails.
+      const inboxRefused = err.operation === 'subscription' && err.subject === `${this.inbox}*`;
+      if (!inboxRefused && err.operation !== 'publish') continue;
       for (const [token, p] of this.pending) {
+        if (inboxRefused) {
+          this.pending.delete(token);
+          p.reject(
+            new ForbiddenError(
+              `not permitted to receive replies on ${err.subject}: set NATS_INBOX_PREFIX / --inbox-prefix to the inbox prefix this NATS user may subscribe to`,
+            ),
+          );
+          continue;
+        }
         if (p.subject !== err.subject) continue;
         this.pending.delete(token);
         p.reject(new ForbiddenError(`not permitted to publish to ${err.subject}: the NATS account's permissions deny it`));

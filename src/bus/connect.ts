@@ -1,7 +1,7 @@
 /**
  * Opening a NATS connection the way every process of this project does: unlimited
- * reconnects, no async stack traces on the hot path, and authentication from the
- * environment (user/password, token, nkey seed or creds file).
+ * reconnects, no async stack traces on the hot path, authentication from the environment
+ * (user/password, token, nkey seed or creds file), and the inbox prefix NATS permissions expect.
  */
 import { readFileSync } from 'node:fs';
 import { type Authenticator, credsAuthenticator, type NatsConnection, nkeyAuthenticator } from '@nats-io/nats-core';
@@ -22,6 +22,8 @@ export interface ConnectOptions {
   nkeyFile?: string;
   /** Path of a JWT creds file (`NATS_CREDS`). */
   credsFile?: string;
+  /** Prefix of reply subjects (`NATS_INBOX_PREFIX`), e.g. `_INBOX_agent` where a user may subscribe only to its own; default `_INBOX`. */
+  inboxPrefix?: string;
 }
 
 /** The default server. */
@@ -35,6 +37,7 @@ export function connectOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Con
   if (env.NATS_TOKEN) o.token = env.NATS_TOKEN;
   if (env.NATS_NKEY) o.nkeyFile = env.NATS_NKEY;
   if (env.NATS_CREDS) o.credsFile = env.NATS_CREDS;
+  if (env.NATS_INBOX_PREFIX) o.inboxPrefix = env.NATS_INBOX_PREFIX;
   return o;
 }
 
@@ -50,6 +53,7 @@ export function connectBus(options: ConnectOptions = {}): Promise<NatsConnection
     pass: options.pass,
     token: options.token,
     authenticator: authenticators.length > 0 ? authenticators : undefined,
+    ...(options.inboxPrefix ? { inboxPrefix: options.inboxPrefix } : {}),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     noAsyncTraces: true,

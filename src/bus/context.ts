@@ -13,6 +13,8 @@ export const Header = {
   Deadline: 'Matrix-Deadline',
   Session: 'Matrix-Session',
   Principal: 'Matrix-Principal',
+  Grant: 'Matrix-Grant',
+  ReadSessions: 'Matrix-Read-Sessions',
   ContentType: 'Content-Type',
   ServiceErrorCode: 'Nats-Service-Error-Code',
   ServiceError: 'Nats-Service-Error',
@@ -28,6 +30,10 @@ export interface CallContext {
   session?: string;
   /** Who acts: an agent, user or service id. */
   principal?: string;
+  /** A signed session grant (PROTOCOL 3.1): sent to the dispatcher and the registry, never to a target. */
+  grant?: string;
+  /** Other sessions the caller's grant lets it read, comma-separated (set downstream from a verified grant). */
+  readSessions?: string;
 }
 
 const traceparentPattern = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
@@ -38,6 +44,8 @@ const lower = {
   Session: Header.Session.toLowerCase(),
   Principal: Header.Principal.toLowerCase(),
   Deadline: Header.Deadline.toLowerCase(),
+  Grant: Header.Grant.toLowerCase(),
+  ReadSessions: Header.ReadSessions.toLowerCase(),
   ContentType: Header.ContentType.toLowerCase(),
 };
 
@@ -70,6 +78,12 @@ export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
         break;
       case lower.Deadline:
         context.deadline ??= deadlineHeader(value);
+        break;
+      case lower.Grant:
+        context.grant ??= value;
+        break;
+      case lower.ReadSessions:
+        context.readSessions ??= value;
         break;
       case lower.ContentType:
         json ||= value.startsWith(JSON_CONTENT_TYPE);
@@ -126,6 +140,8 @@ export function writeContext(ctx: CallContext | undefined, h?: MsgHdrs, deadline
   if (deadline !== undefined) out = putHeader(out, Header.Deadline, String(deadline));
   if (ctx.session !== undefined) out = putHeader(out, Header.Session, ctx.session);
   if (ctx.principal !== undefined) out = putHeader(out, Header.Principal, ctx.principal);
+  if (ctx.grant !== undefined) out = putHeader(out, Header.Grant, ctx.grant);
+  if (ctx.readSessions !== undefined) out = putHeader(out, Header.ReadSessions, ctx.readSessions);
   return out;
 }
 

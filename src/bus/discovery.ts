@@ -4,7 +4,7 @@
  * and the `@nats-io/services` client find and measure it. One endpoint per op.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { queueGroup, serviceName } from './subjects.js';
+import { isInboxSubject, queueGroup, serviceName } from './subjects.js';
 
 /** Running figures of one op, in ADR-32's field names; times in nanoseconds. */
 export interface EndpointStats {
@@ -41,7 +41,8 @@ export function serveDiscovery(nc: NatsConnection, source: DiscoverySource): Sub
       subs.push(
         nc.subscribe(subject, {
           callback: (err, msg) => {
-            if (err === null) answer(msg, verb, name, source);
+            // Only onto inboxes, as mounts answer (a reply subject is the requester's choice).
+            if (err === null && msg.reply !== undefined && isInboxSubject(msg.reply)) answer(msg, verb, name, source);
           },
         }),
       );

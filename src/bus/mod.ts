@@ -37,6 +37,7 @@ export { type Logger, silentLogger, stderrLogger } from './log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
 export {
   eventSubject,
+  isInboxSubject,
   isReservedSubject,
   Mounts,
   mountWildcard,

@@ -12,7 +12,7 @@ import { type CallContext, Header, OutgoingHeaders, readRequestHeaders } from '.
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooLargeError, TimeoutError } from './errors.js';
 import { type Logger, silentLogger } from './log.js';
-import { mountWildcard, opSubject, queueGroup } from './subjects.js';
+import { isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
 /** A schema: the `$id` of one in `contracts/`, or the schema itself. */
 export type SchemaRef = string | Record<string, unknown>;
@@ -159,7 +159,9 @@ export class Mount {
   }
 
   private onRequest(msg: Msg): void {
-    if (!msg.reply) return; // a publish, not a request: nobody waits for an answer
+    // A publish, not a request: nobody waits for an answer. A reply subject that is no inbox is
+    // refused unanswered: answering it would publish with this service's rights where the caller chose.
+    if (!msg.reply || !isInboxSubject(msg.reply)) return;
     const started = performance.now();
     const op = msg.subject.slice(this.prefixLength);
     const bound = this.ops.get(op);

@@ -67,7 +67,19 @@ export function subjectMatches(pattern: string, subject: string): boolean {
   return p.length === s.length;
 }
 
-/** Is `subject` (a concrete subject, or a mount name) reserved? */
+/** Is `subject` (a concrete subject, or a mount name) reserved? Every inbox is: `_INBOX.…` and `_INBOX_<user>.…` alike. */
 export function isReservedSubject(subject: string): boolean {
-  return reservedPatterns.some((pattern) => subjectMatches(pattern, subject));
+  return subject.startsWith('_INBOX') || reservedPatterns.some((pattern) => subjectMatches(pattern, subject));
+}
+
+const INBOX = /^_INBOX[^.]*\.[^.]/;
+
+/**
+ * Is `subject` an inbox (its first token starts with `_INBOX`: the NATS default, or a per-user
+ * prefix such as `_INBOX_agent`)? Mounts answer only onto inboxes: a reply subject is the
+ * requester's choice, and answering onto any other would publish with the service's rights
+ * (onto a KV key, a JetStream API subject, a target) on the requester's behalf.
+ */
+export function isInboxSubject(subject: string): boolean {
+  return INBOX.test(subject);
 }

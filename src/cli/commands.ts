@@ -15,7 +15,7 @@ import type { IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, To
 import { wholeNumber, withConnection } from './config.js';
 import { ExitCode, json, jsonFlag, type Output, table, UsageError } from './output.js';
 import { interrupted, verbAction } from './run.js';
-import { type SessionFlags, sessionRequest, withSession } from './session.js';
+import { grantContext, type SessionFlags, sessionRequest, withSession } from './session.js';
 
 /** How long a registry query waits, in ms. */
 const QUERY_TIMEOUT_MS = 5_000;
@@ -53,7 +53,10 @@ export async function list(client: BusClient, args: { tool?: string; json?: bool
 
 /** `resolve`: the resolved tools as a table (or the whole reply as JSON). */
 export async function resolve(client: BusClient, args: SessionFlags & { json?: boolean }, out: Output): Promise<number> {
-  const reply = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', sessionRequest(args), { timeoutMs: QUERY_TIMEOUT_MS });
+  const reply = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', sessionRequest(args), {
+    timeoutMs: QUERY_TIMEOUT_MS,
+    ...grantContext(args),
+  });
   if (args.json) {
     out.print(json(reply));
     return ExitCode.Ok;
@@ -96,6 +99,7 @@ export async function call(client: BusClient, args: CallArgs, out: Output): Prom
     timeoutMs: wholeNumber('--timeout', args.timeout, 1) ?? 65_000,
     ...(args.session ? { session: args.session } : {}),
     ...(args.principal ? { principal: args.principal } : {}),
+    ...grantContext(args),
   };
   const body = { session: sessionRequest(args), call: { id: `cli-${Date.now().toString(36)}`, name: args.tool, arguments: toolArgs } };
   const result = await client.request<ToolResult>(Mounts.Dispatcher, '$call', body, ctx);

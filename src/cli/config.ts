@@ -37,6 +37,12 @@ export const connectionSettings = {
   token: { flags: '--token <token>', env: 'NATS_TOKEN', description: 'NATS token', defaultText: 'none' },
   nkeyFile: { flags: '--nkey <file>', env: 'NATS_NKEY', description: 'path of an nkey seed file', defaultText: 'none' },
   credsFile: { flags: '--creds <file>', env: 'NATS_CREDS', description: 'path of a JWT creds file', defaultText: 'none' },
+  inboxPrefix: {
+    flags: '--inbox-prefix <prefix>',
+    env: 'NATS_INBOX_PREFIX',
+    description: 'reply subject prefix, e.g. _INBOX_agent where a user may subscribe only to its own',
+    defaultText: '_INBOX',
+  },
 } satisfies { [K in keyof ConnectOptions]?: Setting & { flags: string; env: string } };
 
 /** The settings of `serve` (and `npm start`), keyed by the `ServeOptions` field each sets. */
@@ -55,6 +61,12 @@ export const serveSettings = {
     env: 'MATRIX_SESSIONS_BUCKET',
     description: 'KV bucket of session state',
     defaultText: DEFAULT_SESSIONS_BUCKET,
+  },
+  trust: {
+    flags: '--trust <nkeys>',
+    env: 'MATRIX_TRUSTED_ISSUERS',
+    description: 'trusted grant issuers, public nkeys, comma-separated: $call and $resolve then need a Matrix-Grant',
+    defaultText: 'none (trusting callers: development)',
   },
   replicas: { env: 'MATRIX_TOOLS_REPLICAS', description: 'replicas of the buckets when the service creates them (1–5)', defaultText: '1' },
 } satisfies { [K in keyof ServeOptions]?: Setting };
@@ -112,6 +124,8 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   };
   const policy = value(s.policy);
   if (typeof policy === 'string') options.policy = policy;
+  const trust = value(s.trust);
+  if (typeof trust === 'string') options.trust = trust;
   return options;
 }
 

@@ -11,21 +11,23 @@ import { Command, CommanderError } from 'commander';
 import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
+import { addIdentityCommands } from './grant.js';
 import { ExitCode, reportError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
-import { type SessionFlags, sessionRequest, withSession } from './session.js';
+import { grantContext, type SessionFlags, sessionRequest, withSession } from './session.js';
 
 const program = new Command('matrix-tools').description('The tool registry and dispatcher of an agent system on NATS.').showHelpAfterError().exitOverride();
 
 addServeCommand(program);
 addToolCommands(program);
 addCheckCommand(program);
+addIdentityCommands(program, withSession);
 withConnection(withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)"))).action(
   verbAction(async (client, args: SessionFlags) => {
     // Loaded here: the MCP SDK is a third of every other verb's start-up time.
     const { serveMcp } = await import('./mcp.js');
-    await serveMcp(client.nc, sessionRequest(args));
+    await serveMcp(client.nc, sessionRequest(args), grantContext(args));
     return ExitCode.Ok;
   }),
 );

@@ -3,7 +3,8 @@
  * Cursor or any MCP client can use the bus tools. `initialize` carries the context's
  * instructions, `tools/list` comes from `$resolve` (MCP format), `tools/call` goes through
  * `system.dispatcher.$call`, and `notifications/tools/list_changed` goes out when the profile's resolved
- * digest changes. The bridge ends when stdin ends, the client goes away, or on SIGINT/SIGTERM.
+ * digest changes. With a grant, every request carries it in `Matrix-Grant`. The bridge ends when
+ * stdin ends, the client goes away, or on SIGINT/SIGTERM.
  * Stdout is the MCP channel: logs go to stderr.
  */
 
@@ -14,8 +15,10 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { type CallToolResult, ErrorCode as JsonRpcError, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
+import type { CallContext } from '../bus/context.js';
 import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
+import { structuredObject } from '../dispatcher/shape.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import { watchRegistry } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/mount.js';
@@ -73,16 +76,16 @@ function kindOf(value: unknown): string {
 }
 
 /** Serves `session`'s tools over MCP stdio until stdin ends, the client goes away or a signal comes. */
-export async function serveMcp(nc: NatsConnection, session: ResolveRequest): Promise<void> {
+export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx: CallContext = {}): Promise<void> {
   const request: ResolveRequest = { ...session, format: 'mcp' };
   const client = new BusClient(nc, { timeoutMs: 10_000 });
   // Resolved before the client is answered: `initialize` carries the instructions, and a
   // profile that cannot be resolved ends the bridge with the CLI's exit code, said on stderr.
-  const first = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request).catch((err: unknown) => {
+  const first = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, ctx).catch((err: unknown) => {
     client.close();
     throw err;
   });
-  const bridge = new McpBridge(nc, client, session, first);
+  const bridge = new McpBridge(nc, client, session, first, ctx);
   await bridge.run();
 }
 
@@ -108,6 +111,8 @@ class McpBridge {
     private readonly client: BusClient,
     private readonly session: ResolveRequest,
     first: ResolvedToolContext,
+    /** The caller's context on every request: its grant (`Matrix-Grant`) when it has one. */
+    private readonly ctx: CallContext,
   ) {
     this.listRequest = { ...session, format: 'mcp' };
     this.digest = first.digest;
@@ -166,7 +171,7 @@ class McpBridge {
   }
 
   private async resolve(): Promise<ResolvedToolContext> {
-    return this.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.listRequest);
+    return this.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.listRequest, this.ctx);
   }
 
   private async listTools(): Promise<{ tools: Tool[] }> {
@@ -179,14 +184,15 @@ class McpBridge {
     const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
     let result: ToolResult;
     try {
-      result = await this.client.request<ToolResult>(Mounts.Dispatcher, '$call', { session: this.session, call }, { timeoutMs: CALL_TIMEOUT_MS });
+      result = await this.client.request<ToolResult>(Mounts.Dispatcher, '$call', { session: this.session, call }, { ...this.ctx, timeoutMs: CALL_TIMEOUT_MS });
     } catch (err) {
       // The dispatcher itself failed (not the tool): still a result the model can read.
       const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
       return { content: [{ type: 'text', text: `"${params.name}" could not be run: system.dispatcher answered ${why}` }], isError: true };
     }
     const reply: CallToolResult = { content: [{ type: 'text', text: result.content }], isError: result.isError };
-    if (isObject(result.structured)) reply.structuredContent = result.structured;
+    const structured = structuredObject(result);
+    if (structured !== undefined) reply.structuredContent = structured;
     return reply;
   }
 

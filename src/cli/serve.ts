@@ -10,6 +10,7 @@ import type { Mount } from '../bus/mount.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { dispatcherMount } from '../dispatcher/mount.js';
 import { localToolSource } from '../dispatcher/sessions.js';
+import { IdentityGate, parseIssuers } from '../identity/gate.js';
 import { agentsMount } from '../mounts/agents.js';
 import { type ApprovalPolicyFile, approvalsMount, loadPolicy, terminalAsker } from '../mounts/approvals.js';
 import { packagesMount } from '../mounts/packages.js';
@@ -42,6 +43,8 @@ export interface ServeOptions {
   sessionsBucket: string;
   /** Replicas of the buckets when this creates them. */
   replicas: number;
+  /** Trusted grant issuers, public nkeys (`MATRIX_TRUSTED_ISSUERS`, `--trust`); none = trusting callers. */
+  trust?: string;
 }
 
 /** A running `serve`: what it mounted, and how to stop it. */
@@ -58,16 +61,17 @@ export interface ServeHandle {
 export async function serve(options: ServeOptions, logger: Logger = stderrLogger): Promise<ServeHandle> {
   if (!options.registry && !options.dispatcher && !options.reference) throw new UsageError('nothing to run: every mount is turned off');
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
+  const identity = identityGate(options.trust);
   const nc = await connectOrExplain(options.connect);
   let running: Running;
   try {
-    running = await startMounts(nc, options, policy, logger);
+    running = await startMounts(nc, options, { policy, identity }, logger);
   } catch (err) {
     await nc.close();
     throw err;
   }
   const names = running.mounts.map((m) => m.name);
-  logger.info(`${names.join(', ')} ready on ${nc.getServer()}`);
+  logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${identity.describe()}`);
   void logConnectionChanges(nc, logger);
   let stopped: Promise<void> | undefined;
   const shutdown = async (reason: string) => {
@@ -77,6 +81,20 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     await nc.drain();
   };
   return { mounts: names, connection: nc, stop: (reason = 'stop') => (stopped ??= shutdown(reason)) };
+}
+
+/**
+ * The gate for the trusted issuers `trust` names: grants from them, or trusting callers when it
+ * is not set. A setting that names no valid issuer is a usage error (a typo must not turn trust off).
+ */
+export function identityGate(trust: string | undefined): IdentityGate {
+  const issuers = parseIssuers(trust);
+  try {
+    if (trust !== undefined && trust.trim() !== '' && issuers.length === 0) throw new Error(`'${trust}' names no issuer`);
+    return IdentityGate.forIssuers(issuers);
+  } catch (err) {
+    throw new UsageError(`--trust / MATRIX_TRUSTED_ISSUERS: ${(err as Error).message}`);
+  }
 }
 
 /** Connects, or fails with one line that says how to get a NATS server. */
@@ -97,16 +115,22 @@ interface Running {
   closers: Array<() => void>;
 }
 
+/** What the mounts are given beside the options: the approval policy and who may call as whom. */
+interface Gates {
+  policy: ApprovalPolicyFile | undefined;
+  identity: IdentityGate;
+}
+
 /** Builds the mounts `options` turn on and starts them. */
-async function startMounts(nc: NatsConnection, options: ServeOptions, policy: ApprovalPolicyFile | undefined, logger: Logger): Promise<Running> {
+async function startMounts(nc: NatsConnection, options: ServeOptions, { policy, identity }: Gates, logger: Logger): Promise<Running> {
   const running: Running = { mounts: [], closers: [] };
   const registry = options.registry ? new Registry(await openStore(nc, options, logger), new Presence(nc)) : undefined;
-  if (registry !== undefined) running.mounts.push(registryMount(nc, { registry, logger }));
+  if (registry !== undefined) running.mounts.push(registryMount(nc, { registry, logger, identity }));
   if (options.dispatcher) {
     // Beside the registry, resolve in this process: same state, one hop less.
     const dispatcher = new Dispatcher(nc, registry !== undefined ? { source: localToolSource(registry) } : {});
     running.closers.push(() => dispatcher.close());
-    running.mounts.push(dispatcherMount(nc, { dispatcher, logger }));
+    running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity }));
   }
   if (options.reference) await addReferenceMounts(nc, running, policy, options.sessionsBucket, logger);
   for (const m of running.mounts) m.logger = logger;

@@ -1,11 +1,16 @@
 /** The session flags of `resolve`, `call` and `mcp`, and the `$resolve` request they describe. */
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
+import type { CallContext } from '../bus/context.js';
+import { GrantedSession, loadGrant } from '../identity/granted.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { jsonFlag, UsageError } from './output.js';
 
 /** Flags that pick a session (the `$resolve` request behind `resolve`, `call` and `mcp`). */
 export interface SessionFlags {
-  profile: string;
+  /** Required unless `grant` gives it. */
+  profile?: string;
+  /** A session grant (its text or a file), `--grant` / `MATRIX_GRANT`: sent as `Matrix-Grant`, its authority the request's. */
+  grant?: string;
   worker?: string;
   refs?: string;
   skill?: string[];
@@ -19,7 +24,10 @@ export interface SessionFlags {
 /** Adds the session flags to a command. */
 export function withSession(cmd: Command): Command {
   return cmd
-    .requiredOption('-p, --profile <name>', 'agent profile (default, explain, monitor, edit, propose, evaluate, …)')
+    .option('-p, --profile <name>', 'agent profile (default, explain, monitor, edit, propose, evaluate, …); required without --grant')
+    .addOption(
+      new Option('--grant <jwt|file>', 'session grant sent as Matrix-Grant; its profile and authority are the session (env: MATRIX_GRANT)').env('MATRIX_GRANT'),
+    )
     .option('-w, --worker <name>', 'worker, e.g. claude-code or codex')
     .option('--refs <keys>', 'tool context refs, comma-separated (skips the built-in rules)')
     .option('--skill <name=refs>', 'a skill and its refs, e.g. review=repo-coding (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
@@ -38,7 +46,10 @@ const csv = (text: string | undefined) =>
 
 /** The `$resolve` request the flags describe. */
 export function sessionRequest(flags: SessionFlags): ResolveRequest {
-  const request: ResolveRequest = { profile: flags.profile };
+  // With a grant, its authority; flags given besides are sent too, for the service to hold against it.
+  const request: ResolveRequest = flags.grant ? { ...new GrantedSession(loadGrant(flags.grant)).request } : { profile: '' };
+  if (flags.profile) request.profile = flags.profile;
+  if (!request.profile) throw new UsageError('--profile is required (or --grant / MATRIX_GRANT, whose profile is used)');
   if (flags.worker) request.worker = flags.worker;
   const refs = csv(flags.refs);
   if (refs) request.toolContextRefs = refs;
@@ -58,4 +69,9 @@ function skillOf(text: string): NonNullable<ResolveRequest['skills']>[number] {
   if (!name) throw new UsageError(`--skill takes name=ref1,ref2, got '${text}'`);
   const refs = csv(list);
   return refs ? { name, toolContextRefs: refs } : { name };
+}
+
+/** The `Matrix-Grant` header the flags ask for, if any. */
+export function grantContext(flags: { grant?: string }): Pick<CallContext, 'grant'> {
+  return flags.grant ? { grant: loadGrant(flags.grant) } : {};
 }

@@ -163,9 +163,9 @@ export class Dispatcher {
    */
   private async forward(to: Route, run: CallRun): Promise<unknown> {
     if (!this.slots.take(to.target)) throw refuse.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
-    const { traceparent, session, principal } = run.context;
+    const { traceparent, session, principal, readSessions } = run.context;
     const deadline = deadlineOf(to.timeoutMs, run.context.deadline);
-    const options = { traceparent, session, principal, deadline, json: to.json };
+    const options = { traceparent, session, principal, readSessions, deadline, json: to.json };
     try {
       for (let attempt = 1; ; attempt++) {
         run.event.attempts = attempt;

@@ -4,6 +4,8 @@ import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import { refusalAudit } from '../identity/audit.js';
+import { IdentityGate } from '../identity/gate.js';
 import { Dispatcher } from './dispatcher.js';
 import type { CallRequest } from './types.js';
 
@@ -16,6 +18,8 @@ export interface DispatcherMountOptions {
   dispatcher?: Dispatcher;
   maxRequestBytes?: number;
   logger?: Logger;
+  /** Who may call as whom: grants from trusted issuers; default trusting callers (development). */
+  identity?: IdentityGate;
 }
 
 /**
@@ -25,6 +29,8 @@ export interface DispatcherMountOptions {
  */
 export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOptions = {}): Mount {
   const dispatcher = options.dispatcher ?? new Dispatcher(nc);
+  const identity = options.identity ?? IdentityGate.trustingCallers();
+  const audit = refusalAudit(nc);
   return new Mount(nc, {
     name: Mounts.Dispatcher,
     version: DISPATCHER_VERSION,
@@ -37,13 +43,12 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         description: 'Runs one LLM tool call for a session and returns the result the model reads.',
         request: SchemaId.CallRequest,
         response: SchemaId.ToolResult,
-        handle: (request: CallRequest, ctx: OpContext) =>
-          dispatcher.call(request.session, request.call, {
-            traceparent: ctx.traceparent,
-            deadline: ctx.deadline,
-            session: ctx.session,
-            principal: ctx.principal,
-          }),
+        handle: (request: CallRequest, ctx: OpContext) => {
+          // The grant decides the session's authority, principal and session before anything runs.
+          const admitted = identity.admit(request.session, ctx, (err) => audit(request.call, ctx, err));
+          const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
+          return dispatcher.call(admitted.request, request.call, { traceparent, deadline, session, principal, grant, readSessions });
+        },
       },
     },
   });

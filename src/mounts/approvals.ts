@@ -21,6 +21,8 @@ export interface ApprovalRule {
   target?: string;
   /** Op name, or `*`. */
   op?: string;
+  /** Glob on the verified principal (`*` any run of characters, `?` one): `user:ops-*`. A rule with one never matches a call without a principal. */
+  principal?: string;
   decision: 'allow' | 'deny' | 'ask';
   reason?: string;
 }
@@ -63,9 +65,24 @@ export function decideByPolicy(policy: ApprovalPolicyFile, request: ApprovalRequ
     if (!any(rule.tool) && rule.tool !== request.tool) continue;
     if (rule.target !== undefined && !subjectMatches(rule.target, request.target)) continue;
     if (!any(rule.op) && rule.op !== request.op) continue;
+    if (rule.principal !== undefined && !globMatches(rule.principal, request.principal)) continue;
     return rule.reason === undefined ? { decision: rule.decision } : { decision: rule.decision, reason: rule.reason };
   }
   return { decision: policy.default ?? 'ask' };
+}
+
+const globs = new Map<string, RegExp>();
+
+/** Does a glob (`*` any run of characters, `?` one, all else literal) match the whole value? */
+export function globMatches(glob: string, value: string | undefined): boolean {
+  if (value === undefined) return false;
+  let pattern = globs.get(glob);
+  if (pattern === undefined) {
+    const source = [...glob].map((ch) => (ch === '*' ? '.*' : ch === '?' ? '.' : ch.replace(/[\\^$.|+()[\]{}]/g, '\\$&'))).join('');
+    pattern = new RegExp(`^${source}$`, 's');
+    globs.set(glob, pattern);
+  }
+  return pattern.test(value);
 }
 
 /** Asks at the terminal, one question at a time; undefined when stdin is not a terminal. */

@@ -6,9 +6,10 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody, encodedOnce } from '../bus/codec.js';
 import type { Logger } from '../bus/log.js';
-import { Mount, type MountOptions } from '../bus/mount.js';
+import { Mount, type MountOptions, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import { IdentityGate } from '../identity/gate.js';
 import { CHANGED_EVENTS, watchRegistry } from './events.js';
 import { Registry } from './registry.js';
 import type { StoreChange } from './store.js';
@@ -22,6 +23,8 @@ export interface RegistryMountOptions {
   registry?: Registry;
   maxRequestBytes?: number;
   logger?: Logger;
+  /** Who may resolve what: grants from trusted issuers; default trusting callers (development). */
+  identity?: IdentityGate;
   /** How long a change the store saw waits for its change event before this instance publishes one, in ms; default 1000 (plus up to as much again, at random). */
   announceAfterMs?: number;
 }
@@ -109,6 +112,7 @@ class RegistryMount extends Mount {
 /** Builds the `system.tools` mount (call `start()` on it). */
 export function registryMount(nc: NatsConnection, options: RegistryMountOptions = {}): Mount {
   const registry = options.registry ?? new Registry();
+  const identity = options.identity ?? IdentityGate.trustingCallers();
   const announce = (change: StoreChange): RegisterReply => {
     publishChange(nc, change);
     return { key: change.key, revision: change.revision };
@@ -135,8 +139,8 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           request: SchemaId.ResolveRequest,
           response: SchemaId.ResolveReply,
           // A cached resolution is the same object each time: its bytes are encoded once.
-          handle: (request: ResolveRequest) => {
-            const resolved = registry.resolve(request);
+          handle: (request: ResolveRequest, ctx: OpContext) => {
+            const resolved = registry.resolve(identity.admit(request, ctx).request);
             return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
           },
         },

@@ -24,7 +24,7 @@ describe("the MCP bridge as the agent user of docker-compose's nats.conf", () =>
     service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' }, ['serve']);
     serviceNc = await connectBus({ servers: server.url, user: 'service', pass: 'service-secret' });
     target = await startTarget(serviceNc, 'app.echo', { $echo: (args) => ({ echoed: args }) });
-    const operatorNc = await connectBus({ servers: server.url, user: 'operator', pass: 'operator-secret' });
+    const operatorNc = await connectBus({ servers: server.url, user: 'operator', pass: 'operator-secret', inboxPrefix: '_INBOX_operator' });
     const operator = new BusClient(operatorNc, { timeoutMs: 5_000 });
     const echo = { name: 'app_echo', description: 'echoes', inputSchema: { type: 'object' as const }, target: 'app.echo', op: '$echo' };
     await operator.request('system.tools', '$register', {
@@ -46,7 +46,7 @@ describe("the MCP bridge as the agent user of docker-compose's nats.conf", () =>
     await serviceNc.flush();
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', 'mcp-app', '--user', 'agent', '--password', 'agent-secret'],
+      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', 'mcp-app', '--user', 'agent', '--password', 'agent-secret', '--inbox-prefix', '_INBOX_agent'],
       env: { ...process.env, NATS_URL: server.url } as Record<string, string>,
       stderr: 'ignore',
     });

@@ -142,8 +142,8 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
     const conf = fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url));
     server = await startNatsProcess(['-c', conf]);
     service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' }, ['serve']);
-    const agentNc = await connectBus({ servers: server.url, user: 'agent', pass: 'agent-secret' });
-    const operatorNc = await connectBus({ servers: server.url, user: 'operator', pass: 'operator-secret' });
+    const agentNc = await connectBus({ servers: server.url, user: 'agent', pass: 'agent-secret', inboxPrefix: '_INBOX_agent' });
+    const operatorNc = await connectBus({ servers: server.url, user: 'operator', pass: 'operator-secret', inboxPrefix: '_INBOX_operator' });
     const agent = new BusClient(agentNc, { timeoutMs: 3_000 });
     const operator = new BusClient(operatorNc, { timeoutMs: 3_000 });
 
@@ -180,6 +180,8 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
       'agent',
       '--password',
       'agent-secret',
+      '--inbox-prefix',
+      '_INBOX_agent',
     );
     expect(viaCli.code).toBe(1);
     expect(viaCli.stderr).toContain('error (forbidden): not permitted to publish to system.tools.$register');

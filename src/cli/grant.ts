@@ -1,0 +1,82 @@
+/**
+ * `matrix-tools keys` makes an issuer key; `matrix-tools grant` mints a session grant with it
+ * (PROTOCOL 3.1). Neither touches NATS: keys and grants are made offline, where the issuer's
+ * seed lives.
+ */
+import { existsSync, writeFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { mintGrant, newIssuerKey, parseDuration, readIssuerSeed } from '../identity/mint.js';
+import { AUTHORITY_FIELDS, type GrantAuthority } from '../identity/types.js';
+import { SESSION_ID } from '../identity/verify.js';
+import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
+import { type SessionFlags, sessionRequest } from './session.js';
+
+/** Flags of `grant`. */
+interface GrantFlags extends SessionFlags {
+  issuer: string;
+  principal: string;
+  session: string;
+  ttl: string;
+  notBefore?: string;
+  readSessions?: string;
+}
+
+/** Adds `grant` and `keys` to the program; `withSession` adds the session flags the grant's authority comes from. */
+export function addIdentityCommands(program: Command, withSession: (cmd: Command) => Command): void {
+  withSession(program.command('grant').description("mint a session grant (a JWT for Matrix-Grant) signed by an issuer's seed"))
+    .requiredOption('--issuer <file>', 'the issuer seed file (matrix-tools keys --out, or nsc)')
+    .requiredOption('--principal <id>', 'who acts, e.g. agent:alpha or user:ops-ann (Matrix-Principal downstream)')
+    .requiredOption('--session <id>', 'the session id (Matrix-Session downstream)')
+    .option('--ttl <duration>', 'how long it is valid: 90s, 15m, 1h, 7d', '1h')
+    .option('--not-before <duration>', 'not valid until this long from now')
+    .option('--read-sessions <ids>', 'other sessions whose state session_state_read may read, comma-separated')
+    .action((flags: GrantFlags) => exitWith(() => grant(flags, processOutput)));
+
+  program
+    .command('keys')
+    .description('make an issuer key: its seed into a file (mode 600), its public key (for --trust) on stdout')
+    .option('--out <file>', 'where the seed goes; an existing file is never overwritten', 'issuer.nk')
+    .action((flags: { out: string }) => exitWith(() => keys(flags.out, processOutput)));
+}
+
+/** Runs an offline verb and sets the exit code main.ts exits with; a plain `Error` from reading a seed or a duration is a usage error. */
+function exitWith(verb: () => number): void {
+  try {
+    process.exitCode = verb();
+  } catch (err) {
+    process.exitCode = reportError(err instanceof Error && !(err instanceof UsageError) && err.name === 'Error' ? new UsageError(err.message) : err);
+  }
+}
+
+/** `grant`: prints a grant for the session the flags describe. */
+export function grant(flags: GrantFlags, out: Output): number {
+  if (flags.grant) throw new UsageError('grant mints a grant from session flags; --grant / MATRIX_GRANT are for call, resolve and mcp');
+  if (!SESSION_ID.test(flags.session)) throw new UsageError('--session must be 1 to 128 of A-Z a-z 0-9 _ . : @ -');
+  const request = sessionRequest(flags) as unknown as Record<string, unknown>;
+  const resolve = Object.fromEntries(AUTHORITY_FIELDS.filter((f) => request[f] !== undefined).map((f) => [f, request[f]])) as GrantAuthority;
+  const readSessions = flags.readSessions
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (readSessions?.some((s) => !SESSION_ID.test(s))) throw new UsageError('--read-sessions takes session ids, comma-separated');
+  const text = mintGrant(readIssuerSeed(flags.issuer), {
+    principal: flags.principal,
+    session: flags.session,
+    resolve,
+    ttlSeconds: parseDuration(flags.ttl),
+    ...(flags.notBefore === undefined ? {} : { notBeforeSeconds: parseDuration(flags.notBefore) }),
+    ...(readSessions === undefined ? {} : { readSessions }),
+  });
+  out.print(text);
+  return ExitCode.Ok;
+}
+
+/** `keys`: writes a new issuer seed to `file` (never over one) and prints its public key. */
+export function keys(file: string, out: Output): number {
+  if (existsSync(file)) throw new UsageError(`${file} exists; keys never overwrites a seed (choose another --out)`);
+  const key = newIssuerKey();
+  writeFileSync(file, `${key.seed}\n`, { mode: 0o600, flag: 'wx' });
+  out.note(`seed written to ${file} (keep it secret); trust it with --trust / MATRIX_TRUSTED_ISSUERS=${key.publicKey}`);
+  out.print(key.publicKey);
+  return ExitCode.Ok;
+}

@@ -1,0 +1,72 @@
+/**
+ * Where identity is decided for `$call` and `$resolve`: with trusted issuers, only a verified
+ * grant says who calls, for which session, with which authority, whatever the caller's body and
+ * headers say; without them (development), the caller is trusted, as before grants existed.
+ */
+import type { CallContext } from '../bus/context.js';
+import type { ResolveRequest } from '../registry/types.js';
+import { grantedRequest } from './authorize.js';
+import { GrantError } from './errors.js';
+import { GrantVerifier, type GrantVerifierOptions } from './verify.js';
+
+/** A request admitted: what to resolve, and the context to act under downstream. */
+export interface Admitted {
+  request: ResolveRequest;
+  ctx: CallContext;
+}
+
+/** Admits requests by grant (trusted issuers given) or trusts callers (none). */
+export class IdentityGate {
+  private constructor(private readonly verifier: GrantVerifier | undefined) {}
+
+  /** Development: the caller's body and headers are taken as they are. */
+  static trustingCallers(): IdentityGate {
+    return new IdentityGate(undefined);
+  }
+
+  /** Grants from these issuers (public nkeys) only; with none, trusting callers. */
+  static forIssuers(issuers: readonly string[], options?: GrantVerifierOptions): IdentityGate {
+    return new IdentityGate(issuers.length === 0 ? undefined : new GrantVerifier(issuers, options));
+  }
+
+  /** Does this gate trust callers (no issuers)? */
+  get trusting(): boolean {
+    return this.verifier === undefined;
+  }
+
+  /** The ready line's word on identity. */
+  describe(): string {
+    return this.verifier === undefined ? 'identity: trusting callers (development)' : `identity: grants from ${this.verifier.issuers} issuer(s)`;
+  }
+
+  /**
+   * The request and context to act on; a `GrantError` (forbidden) when the grant is missing,
+   * invalid, or the body asks for other authority. The grant's principal and session replace
+   * the caller's headers; its read sessions replace theirs. `onRefused` hears each refusal first.
+   */
+  admit(body: ResolveRequest, ctx: CallContext, onRefused?: (err: GrantError) => void): Admitted {
+    if (this.verifier === undefined) return { request: body, ctx };
+    try {
+      return this.admitByGrant(this.verifier, body, ctx);
+    } catch (err) {
+      if (err instanceof GrantError) onRefused?.(err);
+      throw err;
+    }
+  }
+
+  private admitByGrant(verifier: GrantVerifier, body: ResolveRequest, ctx: CallContext): Admitted {
+    const grant = verifier.verify(ctx.grant);
+    const { sub, nats } = grant.claims;
+    const admitted: CallContext = { traceparent: ctx.traceparent, deadline: ctx.deadline, session: nats.session, principal: sub, grant: grant.text };
+    if (nats.readSessions !== undefined && nats.readSessions.length > 0) admitted.readSessions = nats.readSessions.join(',');
+    return { request: grantedRequest(grant, body), ctx: admitted };
+  }
+}
+
+/** Trusted issuers from `MATRIX_TRUSTED_ISSUERS` / `--trust`: public nkeys, comma-separated. */
+export function parseIssuers(text: string | undefined): string[] {
+  return (text ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}

@@ -1,0 +1,68 @@
+/** The shapes of session grants (PROTOCOL 3.1): a NATS-style JWT that binds a principal and a session to the authority of a `$resolve` request. */
+import type { ResolveRequest } from '../registry/types.js';
+
+/** `nats.type` of a grant. */
+export const GRANT_TYPE = 'matrix-grant';
+/** `nats.version` of a grant (NATS JWT v2). */
+export const GRANT_VERSION = 2;
+/** The JWT header of every grant, as NATS writes its own. */
+export const GRANT_HEADER = { typ: 'JWT', alg: 'ed25519-nkey' } as const;
+
+/** The fields of a `$resolve` request that decide which tools a session gets: the grant's to set. */
+export const AUTHORITY_FIELDS = ['profile', 'worker', 'skills', 'toolContextRefs', 'requires', 'environment'] as const;
+/** A field of the authority part. */
+export type AuthorityField = (typeof AUTHORITY_FIELDS)[number];
+
+/** The authority part of a `$resolve` request: profile, worker?, skills?, toolContextRefs?, requires?, environment?. */
+export type GrantAuthority = Pick<ResolveRequest, AuthorityField>;
+
+/** The `nats` claim of a grant. */
+export interface GrantNatsClaim {
+  type: typeof GRANT_TYPE;
+  version: typeof GRANT_VERSION;
+  /** The session id the grant is for; becomes `Matrix-Session` downstream. */
+  session: string;
+  /** What the session may resolve. */
+  resolve: GrantAuthority;
+  /** Other sessions whose state `session_state_read` may read (this project's addition; absent = only its own). */
+  readSessions?: string[];
+}
+
+/** The claims of a grant, as they travel. */
+export interface GrantClaims {
+  /** The issuer's public nkey. */
+  iss: string;
+  /** The principal; becomes `Matrix-Principal` downstream. */
+  sub: string;
+  /** Issued at, Unix seconds. */
+  iat: number;
+  /** Expires at, Unix seconds (required: a grant always ends). */
+  exp: number;
+  /** Not valid before, Unix seconds. */
+  nbf?: number;
+  /** The grant's id (a hash of its other claims, as `@nats-io/jwt` writes it). */
+  jti: string;
+  nats: GrantNatsClaim;
+}
+
+/** A grant whose signature, issuer and times were checked. */
+export interface VerifiedGrant {
+  /** The grant's text, as it came in `Matrix-Grant`. */
+  text: string;
+  claims: GrantClaims;
+  /** `exp` in Unix ms: past it the grant is refused, cached or not. */
+  expiresAtMs: number;
+}
+
+/** Why a grant was refused; each is a `forbidden` with this in `details.grant`. */
+export const GrantFailure = {
+  Missing: 'missing',
+  Malformed: 'malformed',
+  UntrustedIssuer: 'untrusted_issuer',
+  BadSignature: 'bad_signature',
+  Tampered: 'tampered',
+  Expired: 'expired',
+  NotYetValid: 'not_yet_valid',
+  Authority: 'authority_mismatch',
+} as const;
+export type GrantFailure = (typeof GrantFailure)[keyof typeof GrantFailure];

@@ -1,0 +1,142 @@
+/**
+ * Checking a grant (PROTOCOL 3.1): its form, a trusted issuer, the issuer's ed25519 signature
+ * (native, `node:crypto`), its claims, its times. Each failure is a `GrantError` naming it.
+ * Verified grants are cached by text, so a warm call pays a map lookup and a clock read.
+ */
+import { type KeyObject, verify } from 'node:crypto';
+import { contracts, SchemaId } from '../contracts/schemas.js';
+import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
+import { GrantError } from './errors.js';
+import { claimsHash, splitGrant } from './jwt.js';
+import { nkeyPublicKey } from './nkey.js';
+import { AUTHORITY_FIELDS, GRANT_TYPE, GRANT_VERSION, type GrantClaims, GrantFailure, type VerifiedGrant } from './types.js';
+
+/** How a verifier behaves. */
+export interface GrantVerifierOptions {
+  /** Bound of the verified-grant cache, in bytes; default 8 MiB. */
+  cacheBytes?: number;
+  /** How far `nbf` may be ahead of this clock, in ms (issuers' clocks drift); default 10000. `exp` has no slack. */
+  clockSkewMs?: number;
+  /** The clock, Unix ms; default `Date.now`. */
+  now?: () => number;
+}
+
+/** Session ids and the ids a grant lets it read: header-safe, no commas. */
+export const SESSION_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what a principal may not hold
+const PRINCIPAL = /^[^\u0000-\u001f\u007f]{1,256}$/;
+
+const malformed = (why: string) => new GrantError(GrantFailure.Malformed, `Matrix-Grant is malformed: ${why}`);
+
+/** Verifies grants against a fixed set of trusted issuers. */
+export class GrantVerifier {
+  private readonly keys: ReadonlyMap<string, KeyObject>;
+  private readonly cache: GrantCache;
+  private readonly skewMs: number;
+  private readonly now: () => number;
+
+  /** `issuers`: public nkeys; throws if one is not a public nkey. */
+  constructor(issuers: readonly string[], options: GrantVerifierOptions = {}) {
+    this.keys = new Map(issuers.map((nkey) => [nkey, nkeyPublicKey(nkey)]));
+    this.cache = new GrantCache(options.cacheBytes ?? DEFAULT_GRANT_CACHE_BYTES);
+    this.skewMs = options.clockSkewMs ?? 10_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** How many issuers are trusted. */
+  get issuers(): number {
+    return this.keys.size;
+  }
+
+  /** Grants held verified. */
+  get cached(): number {
+    return this.cache.size;
+  }
+
+  /** The verified grant of `text`, or a `GrantError` saying why not. */
+  verify(text: string | undefined): VerifiedGrant {
+    if (text === undefined || text === '') {
+      throw new GrantError(GrantFailure.Missing, 'Matrix-Grant is missing: this service takes identity only from a grant signed by an issuer it trusts');
+    }
+    const now = this.now();
+    const hit = this.cache.get(text, now);
+    if (hit !== undefined) return hit;
+    const grant = this.verifyFresh(text, now);
+    this.cache.set(grant);
+    return grant;
+  }
+
+  private verifyFresh(text: string, now: number): VerifiedGrant {
+    const { claims, signed, signature } = splitGrant(text);
+    const iss = claims.iss;
+    if (typeof iss !== 'string') throw malformed('it names no issuer (iss)');
+    const key = this.keys.get(iss);
+    if (key === undefined)
+      throw new GrantError(
+        GrantFailure.UntrustedIssuer,
+        `Matrix-Grant comes from an untrusted issuer: ${iss.slice(0, 60)} is not among the ${this.keys.size} this service trusts`,
+      );
+    if (!verify(null, signed, key, signature)) throw signatureFailure(claims, iss);
+    const checked = checkClaims(claims);
+    const expiresAtMs = checked.exp * 1000;
+    if (now >= expiresAtMs)
+      throw new GrantError(GrantFailure.Expired, `Matrix-Grant expired at ${new Date(expiresAtMs).toISOString()}; ask its issuer for a new one`);
+    if (checked.nbf !== undefined && now + this.skewMs < checked.nbf * 1000) {
+      throw new GrantError(GrantFailure.NotYetValid, `Matrix-Grant is not valid before ${new Date(checked.nbf * 1000).toISOString()}`);
+    }
+    return { text, claims: checked, expiresAtMs };
+  }
+}
+
+/**
+ * A signature that does not verify: claims that no longer hash to their own `jti` were changed
+ * after signing (tampered); claims that still do were signed by another key (bad signature).
+ */
+function signatureFailure(claims: Record<string, unknown>, iss: string): GrantError {
+  if (typeof claims.jti === 'string' && claims.jti !== claimsHash(claims)) {
+    return new GrantError(
+      GrantFailure.Tampered,
+      'Matrix-Grant was tampered with: its claims were changed after signing (they match neither its jti nor its signature)',
+    );
+  }
+  return new GrantError(GrantFailure.BadSignature, `Matrix-Grant has a bad signature: it is not ${iss.slice(0, 60)}'s signature of its header and claims`);
+}
+
+/** The claims, checked field by field; a `malformed` GrantError names the first that is wrong. */
+function checkClaims(claims: Record<string, unknown>): GrantClaims {
+  const nats = claims.nats as Record<string, unknown> | undefined;
+  if (nats === null || typeof nats !== 'object') throw malformed('it has no nats claim');
+  if (nats.type !== GRANT_TYPE) throw malformed(`its nats.type is ${JSON.stringify(nats.type)}, not "${GRANT_TYPE}"`);
+  if (nats.version !== GRANT_VERSION) throw malformed(`its nats.version is ${JSON.stringify(nats.version)}, not ${GRANT_VERSION}`);
+  if (typeof claims.sub !== 'string' || !PRINCIPAL.test(claims.sub))
+    throw malformed('its sub (the principal) must be 1 to 256 characters, no control characters');
+  if (typeof nats.session !== 'string' || !SESSION_ID.test(nats.session)) throw malformed('its nats.session must be 1 to 128 of A-Z a-z 0-9 _ . : @ -');
+  if (!Number.isSafeInteger(claims.exp)) throw malformed('it has no exp: a grant must expire');
+  if (claims.nbf !== undefined && !Number.isSafeInteger(claims.nbf)) throw malformed('its nbf is not Unix seconds');
+  const readSessions = nats.readSessions;
+  if (
+    readSessions !== undefined &&
+    !(Array.isArray(readSessions) && readSessions.length <= 64 && readSessions.every((s) => typeof s === 'string' && SESSION_ID.test(s)))
+  ) {
+    throw malformed('its nats.readSessions must be at most 64 session ids');
+  }
+  return { ...(claims as unknown as GrantClaims), nats: { ...(nats as unknown as GrantClaims['nats']), resolve: checkAuthority(nats.resolve) } };
+}
+
+/** The grant's `resolve`: a valid `$resolve` request; only its authority fields are kept. */
+function checkAuthority(resolve: unknown): GrantClaims['nats']['resolve'] {
+  if (resolve === null || typeof resolve !== 'object' || Array.isArray(resolve)) throw malformed('its nats.resolve is not an object');
+  const violations = contracts().check(SchemaId.ResolveRequest)(resolve);
+  if (violations !== undefined) {
+    throw malformed(
+      `its nats.resolve is not a valid $resolve request: ${violations
+        .map((v) => `${v.path || '(resolve)'} ${v.message}`)
+        .slice(0, 3)
+        .join('; ')}`,
+    );
+  }
+  const source = resolve as Record<string, unknown>;
+  const authority: Record<string, unknown> = {};
+  for (const field of AUTHORITY_FIELDS) if (source[field] !== undefined) authority[field] = source[field];
+  return authority as unknown as GrantClaims['nats']['resolve'];
+}

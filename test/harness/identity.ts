@@ -1,0 +1,98 @@
+/**
+ * A bus set up as `docker compose up` runs it: nats-server with deploy/nats.conf, the service as
+ * `service` trusting one grant issuer, an approval policy, and a spy target (as user `mount`,
+ * answering through allow_responses) behind a registered context. Connections per user, each
+ * with the inbox prefix its permissions allow; grants minted on demand.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { createAccount, type KeyPair } from '@nats-io/nkeys';
+import { BusClient } from '../../src/bus/client.js';
+import { connectBus } from '../../src/bus/connect.js';
+import { type GrantSpec, mintGrant } from '../../src/identity/mint.js';
+import { type ProcessNats, startNatsProcess } from './nats-server.js';
+import { type ServiceProcess, startScript } from './service.js';
+import { startTarget, type Target } from './targets.js';
+
+/** The users of deploy/nats.conf, with their passwords and inbox prefixes. */
+export const users = {
+  service: { user: 'service', pass: 'service-secret' },
+  operator: { user: 'operator', pass: 'operator-secret', inboxPrefix: '_INBOX_operator' },
+  agent: { user: 'agent', pass: 'agent-secret', inboxPrefix: '_INBOX_agent' },
+  mount: { user: 'mount', pass: 'mount-secret' },
+} as const;
+
+/** The approval policy the service runs with: `$delete` only for `user:ops-*`; invoke reaches app.spy only. */
+export const policy = {
+  rules: [
+    { tool: 'matrix_invoke', op: '$delete', principal: 'user:ops-*', decision: 'allow' },
+    { tool: 'matrix_invoke', op: '$delete', decision: 'deny', reason: 'deletes are for ops' },
+    { tool: 'matrix_invoke', target: 'app.spy', decision: 'allow' },
+  ],
+  default: 'deny',
+};
+
+/** The registered context whose tool targets the spy. */
+export const spyContext = {
+  key: 'spy-tools',
+  title: 'Spy',
+  description: 'a tool that reaches app.spy',
+  matrixTools: [{ name: 'spy_run', description: 'runs on app.spy', inputSchema: { type: 'object' }, target: 'app.spy', op: '$run' }],
+  permissions: { approval: 'never' },
+};
+
+/** The running setup. */
+export interface SecuredBus {
+  server: ProcessNats;
+  service: ServiceProcess;
+  issuer: KeyPair;
+  /** Receives every request to app.spy.* (what reached a target). */
+  spy: Target;
+  /** Receives every request to app.secret.* (never allowed: no context, no approval). */
+  secret: Target;
+  connect(user: keyof typeof users): Promise<NatsConnection>;
+  /** A grant from the trusted issuer (or another key), valid for an hour unless told. */
+  grant(spec: Partial<GrantSpec> & Pick<GrantSpec, 'resolve'>, issuer?: KeyPair, now?: number): string;
+  stop(): Promise<void>;
+}
+
+/** Starts the setup; `trust: false` runs the service trusting callers, as before grants. */
+export async function startSecuredBus(options: { trust?: boolean } = {}): Promise<SecuredBus> {
+  const dir = mkdtempSync(join(tmpdir(), 'identity-'));
+  const policyFile = join(dir, 'policy.json');
+  writeFileSync(policyFile, JSON.stringify(policy));
+  const server = await startNatsProcess(['-c', fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url))]);
+  const issuer = createAccount();
+  const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
+  if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();
+  const service = await startScript('dist/src/cli/main.js', server.url, ' ready ', env, ['serve', '--policy', policyFile]);
+  const opened: NatsConnection[] = [];
+  const connect = async (user: keyof typeof users) => {
+    const nc = await connectBus({ servers: server.url, ...users[user], name: `test-${user}` });
+    opened.push(nc);
+    return nc;
+  };
+  const operator = new BusClient(await connect('operator'), { timeoutMs: 5_000 });
+  await operator.request('system.tools', '$register', { spec: spyContext });
+  const mountNc = await connect('mount');
+  const spy = await startTarget(mountNc, 'app.spy', { $run: () => ({ ran: true }), $delete: () => ({ deleted: true }), $read: () => ({ read: true }) });
+  const secret = await startTarget(mountNc, 'app.secret', { $run: () => ({ leaked: true }) });
+  return {
+    server,
+    service,
+    issuer,
+    spy,
+    secret,
+    connect,
+    grant: (spec, by = issuer, now = Date.now()) => mintGrant(by, { principal: 'agent:alpha', session: 'sess-alpha', ttlSeconds: 3600, ...spec }, now),
+    stop: async () => {
+      operator.close();
+      for (const nc of opened) if (!nc.isClosed()) await nc.close();
+      await service.stop('SIGTERM');
+      await server.stop();
+    },
+  };
+}
