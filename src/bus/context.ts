@@ -13,6 +13,7 @@ export const Header = {
   Deadline: 'Matrix-Deadline',
   Session: 'Matrix-Session',
   Principal: 'Matrix-Principal',
+  Grant: 'Matrix-Grant',
   ContentType: 'Content-Type',
   ServiceErrorCode: 'Nats-Service-Error-Code',
   ServiceError: 'Nats-Service-Error',
@@ -28,6 +29,8 @@ export interface CallContext {
   session?: string;
   /** Who acts: an agent, user or service id. */
   principal?: string;
+  /** A signed session grant (PROTOCOL 3.1), sent as `Matrix-Grant`. */
+  grant?: string;
 }
 
 const traceparentPattern = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
@@ -126,6 +129,7 @@ export function writeContext(ctx: CallContext | undefined, h?: MsgHdrs, deadline
   if (deadline !== undefined) out = putHeader(out, Header.Deadline, String(deadline));
   if (ctx.session !== undefined) out = putHeader(out, Header.Session, ctx.session);
   if (ctx.principal !== undefined) out = putHeader(out, Header.Principal, ctx.principal);
+  if (ctx.grant !== undefined) out = putHeader(out, Header.Grant, ctx.grant);
   return out;
 }
 
