@@ -204,6 +204,10 @@ export interface ListedContext {
   tools: string[];
   source: ContextSource;
   revision: number;
+  /** Capabilities it provides (absent when none). */
+  provides?: string[];
+  /** Capabilities it requires (absent when none). */
+  requires?: string[];
 }
 
 /** `system.tools.$list` reply. */

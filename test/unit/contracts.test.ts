@@ -58,6 +58,8 @@ const shapes = {
     tools: 'required',
     source: 'required',
     revision: 'required',
+    provides: 'optional',
+    requires: 'optional',
   } satisfies Presence<ListedContext>,
   resolveRequest: {
     profile: 'required',
