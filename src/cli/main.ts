@@ -8,6 +8,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { Command, CommanderError, Option } from 'commander';
 import { type ConnectOptions, connectBus, connectOptionsFromEnv } from '../bus/connect.js';
 import * as verbs from './commands.js';
+import { consoleCommand, runConsole } from './console.js';
 import { serveMcp } from './mcp.js';
 import { ExitCode, reportError } from './output.js';
 import { serve, serveDefaults } from './serve.js';
@@ -151,6 +152,8 @@ withConnection(withSession(program.command('mcp').description("serve a profile's
     return ExitCode.Ok;
   }),
 );
+
+withConnection(consoleCommand(program)).action(run((nc, flags) => runConsole(nc, flags)));
 
 try {
   await program.parseAsync();
