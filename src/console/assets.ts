@@ -67,6 +67,8 @@ input:focus, select:focus, textarea:focus { outline: 2px solid #54aeff66; border
 fieldset { border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; margin: 0; display: grid; gap: 10px; min-width: 0; }
 fieldset label > input:not([type="checkbox"]), .fields label > input:not([type="checkbox"]), .fields label > select { width: 100%; }
 h2 .mono { font-size: inherit; }
+h2 .meta, h2 a { font-size: 13px; font-weight: 400; margin-left: 8px; }
+.fields > h2, .fields > p { margin: 0; }
 legend { font-weight: 650; padding: 0 6px; }
 .fields { display: grid; gap: 10px; }
 .row { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
@@ -87,6 +89,7 @@ dl.facts dd { margin: 0; }
 .diff td { font-family: var(--mono); font-size: 12px; white-space: pre-wrap; word-break: break-all; padding: 1px 8px; border: 0; width: 50%; }
 .diff tr.del td.a, .diff tr.change td.a { background: var(--err-bg); }
 .diff tr.add td.b, .diff tr.change td.b { background: var(--ok-bg); }
+.diff tr.fold td { background: var(--soft); color: var(--muted); text-align: center; font-family: inherit; }
 .muted { color: var(--muted); }
 .right { margin-left: auto; }
 .content-model { white-space: pre-wrap; background: #fff; border-left: 3px solid var(--accent); }

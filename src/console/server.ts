@@ -179,12 +179,12 @@ export function sameSecret(given: string, expected: string): boolean {
 async function readForm(req: IncomingMessage): Promise<URLSearchParams | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
+  // Past the limit the rest is read and dropped, so the client hears the 413 instead of a reset.
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_FORM_BYTES) return undefined;
-    chunks.push(chunk);
+    if (size <= MAX_FORM_BYTES) chunks.push(chunk);
   }
-  return new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+  return size > MAX_FORM_BYTES ? undefined : new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
 }
 
 function page(res: ServerResponse, req: IncomingMessage, deps: ConsoleDeps, p: Page, seq = deps.feed.seq): void {

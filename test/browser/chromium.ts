@@ -44,9 +44,10 @@ export async function launchChromium(): Promise<{ context: BrowserContext; close
 
 const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS ? fileURLToPath(new URL('../../docs/console/', import.meta.url)) : undefined;
 
-/** Saves the page as docs/console/<name>.png when `CONSOLE_SCREENSHOTS` is set (the README shows them). */
-export async function screenshot(page: Page, name: string): Promise<void> {
+/** Saves the top `height` px of the page as docs/console/<name>.png when `CONSOLE_SCREENSHOTS` is set (the README shows them). */
+export async function screenshot(page: Page, name: string, height = 1000): Promise<void> {
   if (SCREENSHOTS === undefined) return;
   mkdirSync(SCREENSHOTS, { recursive: true });
-  await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+  const full = (await page.evaluate('document.documentElement.scrollHeight')) as number;
+  await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true, clip: { x: 0, y: 0, width: 1360, height: Math.min(height, full) } });
 }

@@ -66,6 +66,7 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     await result.waitFor();
     expect(await result.locator('h2').textContent()).toContain('isError · bad_request');
     expect(await result.locator('pre.content-model').textContent()).toMatch(/days/);
+    await screenshot(page, 'try-invalid', 1300);
 
     await page.fill('input[name="arg.days"]', '3');
     await page.selectOption('select[name="arg.units"]', { label: 'metric' });
@@ -74,7 +75,7 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     await page.click('button:has-text("Call forecast")');
     await page.locator('#call-result h2:has-text("ok")').waitFor();
     expect(JSON.parse((await page.locator('#call-result pre.content-model').textContent()) as string)).toEqual({ city: 'Oslo', days: 3, sky: 'clear' });
-    await screenshot(page, 'try');
+    await screenshot(page, 'try', 1300);
     spy.unsubscribe();
     expect(seen.at(-1)?.headers?.get('Matrix-Grant')).toBe('eyJ0eXAiOiJKV1QifQ.pasted.grant');
 
@@ -114,6 +115,21 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     expect((await post(`${stack.base}contexts`, { spec: '{}' }, { 'X-Console-Token': 'wrong' })).status).toBe(403);
     expect((await post(`${stack.base}try`, fields, { 'X-Console-Token': stack.token })).status).toBe(200);
     expect(await getWithHost(`${stack.base}contexts`, 'attacker.example:80')).toBe(421);
+  });
+
+  it('answers bad input with a clear error and keeps serving', async () => {
+    const get = async (path: string) => {
+      const res = await fetch(`${stack.base}${path}`);
+      return { status: res.status, text: await res.text() };
+    };
+    expect(await get('calls?trace=not-hex')).toMatchObject({ status: 200, text: expect.stringContaining('bad_request') });
+    expect(await get('resolve?profile=p&environment=%7Boops')).toMatchObject({ text: expect.stringContaining('not valid JSON') });
+    expect(await get('resolve?profile=p&refs=no-such-context')).toMatchObject({ text: expect.stringMatching(/not_found[\s\S]*no-such-context/) });
+    expect((await get('contexts/%E0%A4%A')).status).toBe(404);
+    expect((await get('contexts/no-such-context')).status).toBe(404);
+    expect((await post(`${stack.base}contexts`, { spec: 'x'.repeat(2 * 1024 * 1024) }, { 'X-Console-Token': stack.token })).status).toBe(413);
+    expect((await post(`${stack.base}contexts`, { spec: '{oops' }, { 'X-Console-Token': stack.token })).text).toContain('the spec is not JSON');
+    expect((await get('contexts')).status).toBe(200);
   });
 
   it('is read-only unless started with --allow-writes', async () => {

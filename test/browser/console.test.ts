@@ -140,8 +140,18 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     // Searching by session is done on the server.
     await page.goto(`${stack.base}calls?session=s-42`);
     expect(await page.locator('#live tbody tr').count()).toBe(1);
+
+    // Why was that matrix_invoke refused? The row says: no approver said yes (no terminal to ask).
     await page.goto(`${stack.base}calls`);
-    await screenshot(page, 'calls');
+    const denied = await stack.client.request<ToolResult>(
+      'system.dispatcher',
+      '$call',
+      { session: { profile: 'edit' }, call: { id: 'browser-denied', name: 'matrix_invoke', arguments: { target: 'app.notes', op: '$delete', args: {} } } },
+      { session: 's-43', principal: 'agent:beta' },
+    );
+    expect(denied.error?.code).toBe('approval_denied');
+    await page.locator('tr[data-call-id="browser-denied"]:has-text("approval denied")').waitFor({ timeout: 5_000 });
+    await screenshot(page, 'calls', 700);
   });
 
   it('resolves a session exactly as $resolve does, and diffs two side by side', async () => {
@@ -163,7 +173,7 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     await page.locator('#diff-summary').waitFor();
     expect(await page.locator('#diff-summary').textContent()).toMatch(/tools only in B\s*forecast/);
     expect(await page.locator('table.diff tr.add, table.diff tr.change').count()).toBeGreaterThan(0);
-    await screenshot(page, 'resolve');
+    await screenshot(page, 'resolve', 1900);
   });
 
   it('lists the live mounts with their ops, instances and request counts, refreshed', async () => {
@@ -178,16 +188,16 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     await stack.client.request('system.tools', '$list', { limit: 1 });
     await expect.poll(requests, { timeout: 10_000 }).toBeGreaterThan(before);
     expect(await page.locator('section.card[data-mount]').count()).toBeGreaterThanOrEqual(8);
-    await screenshot(page, 'mounts');
+    await screenshot(page, 'mounts', 1250);
   });
 
   it('renders each page for the screenshots in the README', async () => {
     await page.goto(`${stack.base}contexts`);
     await page.locator('#live tbody tr').first().waitFor();
-    await screenshot(page, 'contexts');
+    await screenshot(page, 'contexts', 1100);
     await page.goto(`${stack.base}contexts/console-weather`);
     await page.locator('tr[data-tool="forecast"]').waitFor();
-    await screenshot(page, 'context');
+    await screenshot(page, 'context', 1100);
     expect(await page.locator('dl.facts').textContent()).toContain('weather.read');
   });
 });

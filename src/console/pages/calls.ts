@@ -54,7 +54,7 @@ export async function callsPage({ url, deps }: ConsoleRequest): Promise<Page> {
   const events = merge(stored, deps.feed.recentCalls()).filter((e) => matches(e, f, sinceMs));
   if (f.trace) events.reverse(); // a trace reads in the order its calls happened
   const live = html`${failure ? errorNotice(failure, 'system.traces did not answer') : ''}
-    ${f.trace ? html`<h2>Trace <code>${f.trace}</code>: ${events.length} ${events.length === 1 ? 'call' : 'calls'} <a class="right" href="${SECTION}">all calls</a></h2>` : ''}
+    ${f.trace ? html`<h2>Trace <code>${f.trace}</code>: ${events.length} ${events.length === 1 ? 'call' : 'calls'} <a href="${SECTION}">all calls</a></h2>` : ''}
     <p class="muted">${events.length > SHOWN ? `newest ${SHOWN} of ${events.length} matching calls` : `${events.length} matching calls`}</p>
     ${events.length ? table(['Time', 'Tool', 'Outcome', 'Duration', 'Attempts', 'Session', 'Principal', 'Target', 'Trace'], events.slice(0, SHOWN).map(callRow)) : notice('info', 'No calls match', 'Calls appear here as the dispatcher makes them.')}`;
   return {
@@ -129,7 +129,7 @@ function filters(f: CallFilter): SafeHtml {
   const select = (name: keyof CallFilter, label: string, options: Array<[string, string]>) =>
     html`<label>${label}<select name="${name}">${options.map(([v, text]) => html`<option value="${v}" ${v === f[name] ? html`selected` : ''}>${text}</option>`)}</select></label>`;
   return html`<form class="filters" method="get" action="${SECTION}" data-instant role="search">
-    ${input('q', 'search', 18)}${input('trace', 'trace id', 34)}${input('session', 'session', 12)}${input('principal', 'principal', 14)}${input('tool', 'tool', 16)}
+    ${input('q', 'search', 16)}${input('trace', 'trace id', 26)}${input('session', 'session', 10)}${input('principal', 'principal', 12)}${input('tool', 'tool', 14)}
     ${select('outcome', 'outcome', [
       ['', 'any'],
       ['ok', 'ok'],

@@ -30,7 +30,10 @@ export async function tryPage(request: ConsoleRequest): Promise<Page> {
   let problem: unknown;
   try {
     session = sessionFrom(values);
-    if (session !== undefined) resolved = await deps.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', session, { timeoutMs: 10_000 });
+    // A service that trusts grants resolves only with one: the pasted grant goes with the call's resolve too.
+    const grant = values.get('grant')?.trim();
+    const options = { timeoutMs: 10_000, ...(grant ? { grant } : {}) };
+    if (session !== undefined) resolved = await deps.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', session, options);
   } catch (err) {
     problem = err;
   }
@@ -42,8 +45,8 @@ export async function tryPage(request: ConsoleRequest): Promise<Page> {
     <form method="get" action="${SECTION}" class="card fields">${sessionFields(values)}<div class="row"><button type="submit" class="secondary">Show its tools</button></div></form>`;
   const live = html`${problem ? errorNotice(problem, 'Resolving the session failed') : ''}
     ${resolved ? toolPicker(values, resolved, toolName) : ''}
-    ${tool ? callForm(values, tool, deps.writes) : toolName && resolved ? notice('error', `No tool ${toolName} in this session`) : ''}
-    ${outcome ? outcomeView(outcome) : ''}`;
+    ${outcome ? outcomeView(outcome) : ''}
+    ${tool ? callForm(values, tool, deps.writes) : toolName && resolved ? notice('error', `No tool ${toolName} in this session`) : ''}`;
   return {
     title: 'Try a tool',
     section: SECTION,
@@ -110,8 +113,8 @@ function outcomeView(outcome: Outcome): SafeHtml {
   if ('error' in outcome) return html`<div id="call-result">${errorNotice(outcome.error, 'The call was not made')}</div>`;
   const { result, traceId } = outcome;
   return html`<div class="card" id="call-result">
-    <h2>Result ${result.isError ? badge(`isError · ${result.error?.code ?? ''}`, 'error') : badge('ok', 'ok')} <span class="muted">${result.durationMs.toFixed(1)} ms</span>
-      ${traceId ? html`<a class="right" href="${href('/calls', { trace: traceId })}">open its trace</a>` : ''}</h2>
+    <h2>Result ${result.isError ? badge(`isError · ${result.error?.code ?? ''}`, 'error') : badge('ok', 'ok')} <span class="meta muted">${result.durationMs.toFixed(1)} ms</span>
+      ${traceId ? html`<a href="${href('/calls', { trace: traceId })}">open its trace</a>` : ''}</h2>
     <h3>What the model reads</h3><pre class="content-model">${result.content}</pre>
     ${result.truncated ? html`<p class="muted">cut: ${result.truncated.shown} of ${result.truncated.total} characters shown</p>` : ''}
     ${result.structured === undefined ? '' : html`<details><summary>structured</summary>${jsonBlock(result.structured)}</details>`}
