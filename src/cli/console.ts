@@ -30,7 +30,9 @@ function portNumber(text: string): number {
 /** Runs the console until SIGINT or SIGTERM. */
 export async function runConsole(nc: NatsConnection, flags: ConsoleFlags): Promise<number> {
   const running = await startConsole(nc, { port: flags.port ?? 8080, host: flags.host ?? '127.0.0.1', allowWrites: flags.allowWrites === true });
-  const contexts = running.index.error ? `registry not answering yet: ${running.index.error}` : `${running.index.size} contexts`;
+  const contexts = running.index.error
+    ? `registry not answering yet: ${running.index.error}`
+    : `${running.index.size.toLocaleString('en')} contexts, listed in ${running.index.loadMs.toFixed(0)} ms`;
   const token = running.token ? `write token: ${running.token}\n` : '';
   // One write, so whoever waits for the ready line has the token with it.
   process.stderr.write(`${token}console ready on ${running.url} (${running.token ? 'writes allowed' : 'read-only'}; ${contexts})\n`);

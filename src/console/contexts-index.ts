@@ -45,8 +45,8 @@ export class ContextIndex {
   revision = 0;
   /** Why the last load failed, while it has not succeeded since. */
   error: string | undefined;
-  /** When the index last loaded in full. */
-  loadedAt: Date | undefined;
+  /** How long the last full load took, in ms. */
+  loadMs = 0;
 
   constructor(private readonly client: BusClient) {}
 
@@ -57,6 +57,7 @@ export class ContextIndex {
 
   /** Lists every context again, page by page, and replaces what the index held. */
   async reload(): Promise<void> {
+    const started = performance.now();
     const next = new Map<string, Entry>();
     let cursor: string | undefined;
     let revision = 0;
@@ -74,7 +75,7 @@ export class ContextIndex {
     this.byKey = next;
     this.revision = revision;
     this.error = undefined;
-    this.loadedAt = new Date();
+    this.loadMs = performance.now() - started;
     this.reorder();
   }
 
@@ -94,11 +95,6 @@ export class ContextIndex {
   /** One context by key. */
   get(key: string): ListedContext | undefined {
     return this.byKey.get(key)?.context;
-  }
-
-  /** The contexts that provide a capability. */
-  providersOf(capability: string): ListedContext[] {
-    return this.ordered.filter((e) => e.context.provides?.includes(capability)).map((e) => e.context);
   }
 
   /** One page of the contexts that match, in key order. */

@@ -18,8 +18,10 @@ export interface LiveFeedOptions {
   registryBatchMs?: number;
   /** Least time between two `call` events to a browser. Default 100. */
   callThrottleMs?: number;
-  /** Full reload of the index, in case an event was lost. Default 30000. */
+  /** Full reload of the index besides the one after each reconnect (when events may have been lost). Default 300000. */
   resyncMs?: number;
+  /** Retry of a failed load (registry not up yet). Default 2000. */
+  retryMs?: number;
   /** Call events kept for the Calls page (besides `system.traces`). Default 2000. */
   recentCalls?: number;
   /** Most browsers following at once. Default 64. */
@@ -36,6 +38,7 @@ export class LiveFeed {
   private registryTimer: NodeJS.Timeout | undefined;
   private callTimer: NodeJS.Timeout | undefined;
   private callPending = false;
+  private stopped = false;
   /** Index work runs one step at a time, so a reload never overwrites a newer refresh. */
   private work: Promise<void> = Promise.resolve();
   private readonly o: Required<LiveFeedOptions>;
@@ -47,7 +50,7 @@ export class LiveFeed {
     private readonly index: ContextIndex,
     options: LiveFeedOptions = {},
   ) {
-    this.o = { registryBatchMs: 25, callThrottleMs: 100, resyncMs: 30_000, recentCalls: 2000, maxClients: 64, ...options };
+    this.o = { registryBatchMs: 25, callThrottleMs: 100, resyncMs: 300_000, retryMs: 2_000, recentCalls: 2000, maxClients: 64, ...options };
   }
 
   /** Subscribes to the events, loads the index, and starts the resync and heartbeat timers. */
@@ -59,12 +62,23 @@ export class LiveFeed {
       // The page says the registry is unreachable; the resync timer tries again.
     });
     this.timers.push(setInterval(() => void this.resync(), this.o.resyncMs));
+    this.timers.push(setInterval(() => this.index.error !== undefined && void this.resync(), this.o.retryMs));
     this.timers.push(setInterval(() => this.comment('keep-alive'), 15_000));
     for (const t of this.timers) t.unref();
+    void this.resyncOnReconnect();
+  }
+
+  /** Events published while the connection was down never arrive: list everything again after each reconnect. */
+  private async resyncOnReconnect(): Promise<void> {
+    for await (const status of this.nc.status()) {
+      if (this.stopped) break;
+      if (status.type === 'reconnect') void this.resync();
+    }
   }
 
   /** Stops listening and ends every browser's stream. */
   stop(): void {
+    this.stopped = true;
     for (const stop of this.stops.splice(0)) stop();
     for (const t of this.timers.splice(0)) clearInterval(t);
     clearTimeout(this.registryTimer);
@@ -87,11 +101,6 @@ export class LiveFeed {
     this.clients.add(res);
     res.on('close', () => this.clients.delete(res));
     return true;
-  }
-
-  /** Browsers following now. */
-  get followers(): number {
-    return this.clients.size;
   }
 
   private enqueue(step: () => Promise<void>): Promise<void> {

@@ -51,6 +51,3 @@ export interface ConsoleRequest {
   form: URLSearchParams;
   deps: ConsoleDeps;
 }
-
-/** A page handler. */
-export type Handler = (request: ConsoleRequest) => Promise<Page | Redirect>;

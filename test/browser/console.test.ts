@@ -35,6 +35,7 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
 
   it('loads the Contexts page of 10,000 registered contexts in under a second, paged and searched on the server', async () => {
     await page.goto(`${stack.base}contexts`);
+    report(stack.readyLine);
     // 10,000 registered, the built-ins, and whatever other tests registered.
     const total = /([\d,]+) contexts/.exec((await page.locator('#live p.muted').textContent()) ?? '')?.[1] as string;
     expect(Number(total.replaceAll(',', ''))).toBeGreaterThan(10_000);

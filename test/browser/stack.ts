@@ -34,6 +34,8 @@ export interface ConsoleStack {
   base: string;
   /** Its write token (started with `--allow-writes`). */
   token: string;
+  /** What it printed when ready. */
+  readyLine: string;
   /** The registered context whose `forecast` tool reaches the test's mount. */
   weather: ToolContextSpec;
   /** Registers a spec through `system.tools.$register`. */
@@ -92,6 +94,7 @@ export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
     client,
     base: main.base,
     token: main.token as string,
+    readyLine: /console ready on .*/.exec(main.process.output())?.[0] ?? '',
     weather,
     register,
     startConsole,

@@ -3,7 +3,7 @@ import { errorStatus, MatrixError } from '../../bus/errors.js';
 import { type SessionFlags, sessionRequest } from '../../cli/commands.js';
 import { UsageError } from '../../cli/output.js';
 import type { ResolveRequest } from '../../registry/types.js';
-import { href, html, notice, type SafeHtml } from '../html.js';
+import { html, notice, type SafeHtml } from '../html.js';
 
 /** A form error of the console's own (bad JSON, a skill line it cannot read). */
 export class FormError extends Error {
@@ -104,9 +104,4 @@ export function sessionParams(values: URLSearchParams, prefix = ''): Record<stri
   const out: Record<string, string | undefined> = {};
   for (const name of ['profile', 'worker', 'refs', 'requires', 'skills', 'environment']) out[name] = values.get(prefix + name) ?? undefined;
   return out;
-}
-
-/** Link to the Resolve page for a session. */
-export function resolveLink(values: URLSearchParams, label: string): SafeHtml {
-  return html`<a href="${href('/resolve', sessionParams(values))}">${label}</a>`;
 }
