@@ -1,7 +1,7 @@
 /** `matrix-tools console`: the web console (src/console) on this machine, until Ctrl-C. */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { type Command, InvalidArgumentError } from 'commander';
-import { startConsole } from '../console/server.js';
+import { isLoopback, startConsole } from '../console/server.js';
 import { ExitCode } from './output.js';
 
 /** Flags of the `console` verb. */
@@ -17,7 +17,7 @@ export function consoleCommand(program: Command): Command {
     .command('console')
     .description('serve the web console: contexts, resolve, calls, mounts, try a tool')
     .option('--port <n>', 'port to listen on (0: any free one)', portNumber, 8080)
-    .option('--host <address>', 'address to bind (default this machine only)', '127.0.0.1')
+    .option('--host <address>', 'address to bind (127.0.0.1: this machine only)', '127.0.0.1')
     .option('--allow-writes', 'allow trying tools and registering contexts, behind a token printed at start');
 }
 
@@ -34,8 +34,9 @@ export async function runConsole(nc: NatsConnection, flags: ConsoleFlags): Promi
     ? `registry not answering yet: ${running.index.error}`
     : `${running.index.size.toLocaleString('en')} contexts, listed in ${running.index.loadMs.toFixed(0)} ms`;
   const token = running.token ? `write token: ${running.token}\n` : '';
+  const exposed = isLoopback(flags.host ?? '127.0.0.1') ? '' : `warning: bound to ${flags.host}: whoever reaches it reads the registry and the audit trail\n`;
   // One write, so whoever waits for the ready line has the token with it.
-  process.stderr.write(`${token}console ready on ${running.url} (${running.token ? 'writes allowed' : 'read-only'}; ${contexts})\n`);
+  process.stderr.write(`${exposed}${token}console ready on ${running.url} (${running.token ? 'writes allowed' : 'read-only'}; ${contexts})\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

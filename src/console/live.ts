@@ -28,6 +28,9 @@ export interface LiveFeedOptions {
   maxClients?: number;
 }
 
+/** Bytes a browser may leave unread on its event stream. */
+const MAX_UNREAD_BYTES = 256 * 1024;
+
 /** Registry changes and calls, from the bus to the browsers that follow them. */
 export class LiveFeed {
   private readonly clients = new Set<ServerResponse>();
@@ -155,11 +158,21 @@ export class LiveFeed {
   private send(kind: LiveKind, data: Record<string, unknown>): void {
     this.seq++;
     const frame = `event: ${kind}\ndata: ${JSON.stringify({ ...data, seq: this.seq })}\n\n`;
-    for (const res of this.clients) res.write(frame);
+    for (const res of this.clients) this.write(res, frame);
   }
 
   private comment(text: string): void {
-    for (const res of this.clients) res.write(`: ${text}\n\n`);
+    for (const res of this.clients) this.write(res, `: ${text}\n\n`);
+  }
+
+  /** A browser that stopped reading is let go, not buffered for without end (its script reconnects). */
+  private write(res: ServerResponse, frame: string): void {
+    if (res.writableLength > MAX_UNREAD_BYTES) {
+      this.clients.delete(res);
+      res.destroy();
+      return;
+    }
+    res.write(frame);
   }
 }
 

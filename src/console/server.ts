@@ -93,13 +93,18 @@ async function closeServer(server: Server, feed: LiveFeed, client: BusClient): P
   await new Promise<void>((resolve) => server.close(() => resolve()));
 }
 
+/** Whether an address to bind is this machine only. */
+export function isLoopback(host: string): boolean {
+  return ['127.0.0.1', 'localhost', '::1'].includes(host);
+}
+
 /**
  * Host headers a loopback console answers: its own address and `localhost`, so a page on
  * another site cannot read it by pointing its own name at 127.0.0.1 (DNS rebinding).
  * Undefined (no check) when bound to a public address.
  */
 function allowedHosts(host: string, port: number): Set<string> | undefined {
-  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) return undefined;
+  if (!isLoopback(host)) return undefined;
   return new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
 }
 
