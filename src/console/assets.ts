@@ -72,6 +72,7 @@ h2 .meta, h2 a { font-size: 13px; font-weight: 400; margin-left: 8px; }
 legend { font-weight: 650; padding: 0 6px; }
 .fields { display: grid; gap: 10px; }
 .row { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
+dl.facts + form.row { margin-top: 14px; }
 button { font: inherit; font-weight: 600; padding: 6px 16px; border-radius: 6px; border: 1px solid #1f883d; background: #1f883d; color: #fff; cursor: pointer; }
 button.secondary { background: #fff; color: var(--fg); border-color: var(--line); }
 button.danger { background: #fff; color: var(--err); border-color: #ffcecb; }
@@ -116,7 +117,11 @@ export const CLIENT_SCRIPT = `(() => {
     try {
       const res = await fetch(location.href, { headers: { 'X-Console-Fragment': '1' }, signal: controller.signal });
       if (res.ok) {
+        // What the reader opened stays open: a refresh replaces the markup, not the reading.
+        const details = [...live.querySelectorAll('details')];
+        const open = details.map((d) => d.open);
         live.innerHTML = await res.text();
+        live.querySelectorAll('details').forEach((d, i) => { if (open[i]) d.open = true; });
         if (kinds.length === 0) setStatus('live', 'refreshed ' + new Date().toLocaleTimeString());
       }
     } catch (err) {

@@ -198,6 +198,7 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     await screenshot(page, 'contexts', 1100);
     await page.goto(`${stack.base}contexts/console-weather`);
     await page.locator('tr[data-tool="forecast"]').waitFor();
+    await page.click('tr[data-tool="forecast"] summary');
     await screenshot(page, 'context', 1100);
     expect(await page.locator('dl.facts').textContent()).toContain('weather.read');
   });
