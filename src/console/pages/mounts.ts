@@ -16,7 +16,6 @@ interface StatsReply {
   id: string;
   version?: string;
   started?: string;
-  metadata?: Record<string, string> | null;
   endpoints?: EndpointStats[];
 }
 
@@ -37,9 +36,12 @@ export async function mountsPage({ deps }: ConsoleRequest): Promise<Page> {
     discover<StatsReply>(deps.nc, 'STATS', DISCOVERY_WAIT_MS),
   ]);
   const mounts = describeMounts(infos);
+  // An instance's STATS goes with the mount its INFO was grouped under, by instance id, so the
+  // two always agree on what a mount is called.
+  const mountOfInstance = new Map(infos.map((i) => [i.id, describeMounts([i])[0]?.mount]));
   const instances = mounts.reduce((n, m) => n + m.instances, 0);
   const cards = mounts.map((m) => {
-    const own = stats.filter((s) => (s.metadata?.mount ?? s.name) === m.mount);
+    const own = stats.filter((s) => mountOfInstance.get(s.id) === m.mount);
     return mountCard(
       m.mount,
       m.description,
