@@ -9,6 +9,7 @@ import { defineConfig } from 'vitest/config';
  *   env (FUZZ_ROUNDS, …), one file at a time (`npm run test:system`, after a build).
  */
 const system = [
+  'test/browser/**/*.test.ts',
   'test/integration/cluster.test.ts',
   'test/integration/e2e.test.ts',
   'test/integration/example.test.ts',
@@ -29,7 +30,7 @@ export default defineConfig({
     hookTimeout: 30_000,
     pool: 'forks',
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'], sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'], sequence: { groupOrder: 0 } } },
       {
         extends: true,
         test: {

@@ -11,6 +11,7 @@ import { Command, CommanderError } from 'commander';
 import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
+import { addConsoleCommand } from './console.js';
 import { addIdentityCommands } from './grant.js';
 import { ExitCode, reportError } from './output.js';
 import { verbAction } from './run.js';
@@ -22,6 +23,7 @@ const program = new Command('matrix-tools').description('The tool registry and d
 addServeCommand(program);
 addToolCommands(program);
 addCheckCommand(program);
+addConsoleCommand(program);
 addIdentityCommands(program, withSession);
 withConnection(withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)"))).action(
   verbAction(async (client, args: SessionFlags) => {

@@ -29,7 +29,7 @@ export function listContexts(request: ListRequest, store: ToolContextStore): Lis
 }
 
 function listed({ spec, source, revision }: StoredContext): ListedContext {
-  return {
+  const item: ListedContext = {
     key: spec.key,
     title: spec.title,
     description: spec.description,
@@ -37,6 +37,9 @@ function listed({ spec, source, revision }: StoredContext): ListedContext {
     source,
     revision,
   };
+  if (spec.provides?.length) item.provides = spec.provides;
+  if (spec.requires?.length) item.requires = spec.requires;
+  return item;
 }
 
 function hasTool(stored: StoredContext, tool: string | undefined): boolean {

@@ -206,6 +206,10 @@ export interface ListedContext {
   tools: string[];
   source: ContextSource;
   revision: number;
+  /** Capabilities it provides (absent when none). */
+  provides?: string[];
+  /** Capabilities it requires (absent when none). */
+  requires?: string[];
 }
 
 /** `system.tools.$list` reply. */

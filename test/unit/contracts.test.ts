@@ -59,6 +59,8 @@ const shapes = {
     tools: 'required',
     source: 'required',
     revision: 'required',
+    provides: 'optional',
+    requires: 'optional',
   } satisfies Presence<ListedContext>,
   resolveRequest: {
     profile: 'required',

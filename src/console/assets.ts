@@ -1,0 +1,196 @@
+/**
+ * The console's stylesheet and its one script, served as files (`/console.css`, `/console.js`)
+ * so the pages' Content-Security-Policy can forbid inline script and style altogether. They
+ * live here as text so the build needs no step beyond `tsc`.
+ */
+
+/** `/console.css`. */
+export const STYLESHEET = `
+:root {
+  --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; --bg: #f3f5f8; --card: #fff;
+  --accent: #0969da; --ok: #1a7f37; --ok-bg: #dafbe1; --err: #cf222e; --err-bg: #ffebe9;
+  --warn: #9a6700; --warn-bg: #fff8c5; --info-bg: #ddf4ff;
+  --mono: ui-monospace, SFMono-Regular, "DejaVu Sans Mono", Menlo, Consolas, monospace;
+}
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial, sans-serif; color: var(--fg); background: var(--bg); }
+a { color: var(--accent); text-decoration: none; }
+a:hover { text-decoration: underline; }
+code, .mono { font-family: var(--mono); font-size: 12.5px; }
+header.top { display: flex; align-items: center; gap: 24px; padding: 0 24px; height: 52px; background: #0d1117; color: #f0f6fc; }
+header.top .brand { color: #f0f6fc; font-weight: 650; font-size: 15px; letter-spacing: .2px; }
+header.top nav { display: flex; gap: 4px; flex: 1; }
+header.top nav a { color: #c9d1d9; padding: 6px 12px; border-radius: 6px; }
+header.top nav a[aria-current="page"] { background: #30363d; color: #fff; }
+header.top nav a:hover { background: #21262d; text-decoration: none; }
+header.top .status { font-size: 12px; color: #8b949e; white-space: nowrap; }
+header.top .status.live::before { content: "●"; color: #3fb950; margin-right: 6px; }
+header.top .status.down::before { content: "●"; color: #f85149; margin-right: 6px; }
+header.top input#token { width: 180px; padding: 4px 8px; border-radius: 6px; border: 1px solid #30363d; background: #161b22; color: #f0f6fc; font-size: 12px; }
+main { max-width: 1320px; margin: 0 auto; padding: 20px 24px 48px; }
+h1 { font-size: 22px; font-weight: 650; margin: 4px 0 4px; }
+h2 { font-size: 16px; font-weight: 650; margin: 0 0 10px; }
+h3 { font-size: 14px; font-weight: 650; margin: 14px 0 6px; }
+p.lead { color: var(--muted); margin: 0 0 16px; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 16px 18px; margin-bottom: 16px; }
+.grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
+.grid2 > * { min-width: 0; }
+.table-wrap { overflow-x: auto; }
+table { width: 100%; border-collapse: collapse; background: var(--card); }
+th { text-align: left; font-size: 12px; font-weight: 600; color: var(--muted); text-transform: uppercase; letter-spacing: .4px; padding: 8px 10px; border-bottom: 1px solid var(--line); white-space: nowrap; }
+td { padding: 7px 10px; border-bottom: 1px solid #eef1f4; vertical-align: top; }
+tbody tr:hover { background: #f8fafc; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td .sub { color: var(--muted); font-size: 12.5px; }
+td a.mono, td strong.mono { white-space: nowrap; }
+.badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; line-height: 20px; background: #eaeef2; color: var(--muted); white-space: nowrap; }
+.badge.ok { background: var(--ok-bg); color: var(--ok); }
+.badge.error { background: var(--err-bg); color: var(--err); }
+.badge.warn { background: var(--warn-bg); color: var(--warn); }
+.badge.info { background: var(--info-bg); color: var(--accent); }
+.chips { display: flex; flex-wrap: wrap; gap: 4px; }
+.chip { font-family: var(--mono); font-size: 12px; background: var(--soft); border: 1px solid #e3e8ee; border-radius: 4px; padding: 0 6px; }
+.notice { border-radius: 8px; padding: 10px 14px; margin-bottom: 16px; border: 1px solid; }
+.notice.error { background: var(--err-bg); border-color: #ffcecb; color: #82071e; }
+.notice.ok { background: var(--ok-bg); border-color: #aceebb; color: #116329; }
+.notice.info { background: var(--info-bg); border-color: #b6e3ff; color: #0a3069; }
+.notice ul { margin: 6px 0 0; padding-left: 18px; }
+form.filters { display: flex; flex-wrap: wrap; gap: 10px; align-items: end; margin-bottom: 14px; }
+label { display: block; font-size: 12px; font-weight: 600; color: var(--muted); }
+label > input, label > select, label > textarea { display: block; margin-top: 3px; }
+label .hint { font-weight: 400; }
+label.check { display: flex; align-items: center; gap: 6px; }
+label.check > input { margin: 0; }
+input, select, textarea { font: inherit; font-size: 13.5px; color: var(--fg); padding: 6px 9px; border: 1px solid var(--line); border-radius: 6px; background: #fff; }
+textarea { font-family: var(--mono); font-size: 12.5px; min-height: 64px; width: 100%; }
+input:focus, select:focus, textarea:focus { outline: 2px solid #54aeff66; border-color: var(--accent); }
+fieldset { border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; margin: 0; display: grid; gap: 10px; min-width: 0; }
+fieldset label > input:not([type="checkbox"]), .fields label > input:not([type="checkbox"]), .fields label > select { width: 100%; }
+h2 .mono { font-size: inherit; }
+h2 .meta, h2 a { font-size: 13px; font-weight: 400; margin-left: 8px; }
+.fields > h2, .fields > p { margin: 0; }
+legend { font-weight: 650; padding: 0 6px; }
+.fields { display: grid; gap: 10px; }
+.row { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; }
+dl.facts + form.row { margin-top: 14px; }
+button { font: inherit; font-weight: 600; padding: 6px 16px; border-radius: 6px; border: 1px solid #1f883d; background: #1f883d; color: #fff; cursor: pointer; }
+button.secondary { background: #fff; color: var(--fg); border-color: var(--line); }
+button.danger { background: #fff; color: var(--err); border-color: #ffcecb; }
+button:disabled { opacity: .5; cursor: not-allowed; }
+pre { font-family: var(--mono); font-size: 12.5px; background: var(--soft); border: 1px solid #e3e8ee; border-radius: 6px; padding: 10px 12px; overflow: auto; max-height: 520px; margin: 6px 0; white-space: pre-wrap; word-break: break-word; }
+details > summary { cursor: pointer; color: var(--accent); font-size: 13px; }
+.pager { display: flex; gap: 12px; align-items: center; justify-content: space-between; margin-top: 12px; color: var(--muted); }
+.pager .links { display: flex; gap: 6px; }
+.pager a, .pager span.off { padding: 4px 12px; border: 1px solid var(--line); border-radius: 6px; background: #fff; }
+.pager span.off { color: #b0b8c1; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 6px 18px; margin: 0; }
+dl.facts dt { color: var(--muted); font-size: 12.5px; }
+dl.facts dd { margin: 0; }
+.mounts { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 16px; align-items: start; }
+.diff td { font-family: var(--mono); font-size: 12px; white-space: pre-wrap; word-break: break-all; padding: 1px 8px; border: 0; width: 50%; }
+.diff tr.del td.a, .diff tr.change td.a { background: var(--err-bg); }
+.diff tr.add td.b, .diff tr.change td.b { background: var(--ok-bg); }
+.diff tr.fold td { background: var(--soft); color: var(--muted); text-align: center; font-family: inherit; }
+.muted { color: var(--muted); }
+.right { margin-left: auto; }
+.content-model { white-space: pre-wrap; background: #fff; border-left: 3px solid var(--accent); }
+`;
+
+/**
+ * `/console.js`: live regions and the write token. A page's `<main data-live="registry call">`
+ * follows those server-sent events (and `data-poll` refreshes on a timer) by fetching its own
+ * URL's fragment and swapping `#live`; forms marked `data-instant` search as one types; forms
+ * marked `data-write` carry the token the operator pasted (kept for the tab only).
+ */
+export const CLIENT_SCRIPT = `(() => {
+  'use strict';
+  const main = document.querySelector('main');
+  const live = document.getElementById('live');
+  const status = document.getElementById('status');
+  const kinds = ((main && main.dataset.live) || '').split(' ').filter(Boolean);
+  let timer = 0, again = false, controller;
+
+  async function refresh() {
+    if (!live) return;
+    if (controller) controller.abort();
+    controller = new AbortController();
+    try {
+      const res = await fetch(location.href, { headers: { 'X-Console-Fragment': '1' }, signal: controller.signal });
+      if (res.ok) {
+        // What the reader opened stays open: a refresh replaces the markup, not the reading.
+        const details = [...live.querySelectorAll('details')];
+        const open = details.map((d) => d.open);
+        live.innerHTML = await res.text();
+        live.querySelectorAll('details').forEach((d, i) => { if (open[i]) d.open = true; });
+        if (kinds.length === 0) setStatus('live', 'refreshed ' + new Date().toLocaleTimeString());
+      }
+    } catch (err) {
+      if (err.name !== 'AbortError') setStatus('down', 'offline');
+    }
+  }
+  // At most one refresh per 150 ms: the first change shows at once, a burst costs one more fetch.
+  function schedule() {
+    if (timer) { again = true; return; }
+    refresh();
+    timer = setTimeout(() => { timer = 0; if (again) { again = false; schedule(); } }, 150);
+  }
+  function setStatus(cls, text) {
+    if (!status) return;
+    status.className = 'status ' + cls;
+    status.textContent = text;
+  }
+
+  // The feed's event count when the page was rendered: a different count in the stream's
+  // hello means an event came and went before the page was listening.
+  let seq = Number((main && main.dataset.seq) || 0);
+  function heard(event) {
+    let data = {};
+    try { data = JSON.parse(event.data); } catch (err) { /* not ours */ }
+    if (event.type === 'hello' && data.seq === seq) return;
+    if (typeof data.seq === 'number') seq = data.seq;
+    schedule();
+  }
+  if (kinds.length > 0) {
+    const events = new EventSource('/events');
+    events.addEventListener('hello', heard);
+    for (const kind of kinds) events.addEventListener(kind, heard);
+    events.onopen = () => setStatus('live', 'live');
+    events.onerror = () => setStatus('down', 'reconnecting');
+  }
+  const poll = Number((main && main.dataset.poll) || 0);
+  if (poll > 0) setInterval(schedule, poll);
+
+  for (const form of document.querySelectorAll('form[data-instant]')) {
+    let wait = 0;
+    form.addEventListener('input', () => {
+      clearTimeout(wait);
+      wait = setTimeout(() => {
+        const url = new URL(form.getAttribute('action') || location.pathname, location.href);
+        url.search = '';
+        for (const [name, value] of new FormData(form)) if (value !== '' && name !== 'page') url.searchParams.set(name, String(value));
+        history.replaceState(null, '', url);
+        schedule();
+      }, 200);
+    });
+  }
+
+  const KEY = 'matrix-console-token';
+  const tokenInput = document.getElementById('token');
+  if (tokenInput) {
+    tokenInput.value = sessionStorage.getItem(KEY) || '';
+    tokenInput.addEventListener('input', () => sessionStorage.setItem(KEY, tokenInput.value.trim()));
+  }
+  document.addEventListener('submit', (event) => {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.hasAttribute('data-write')) return;
+    let field = form.querySelector('input[name="token"]');
+    if (!field) {
+      field = document.createElement('input');
+      field.type = 'hidden';
+      field.name = 'token';
+      form.append(field);
+    }
+    field.value = sessionStorage.getItem(KEY) || '';
+  });
+})();
+`;

@@ -1,0 +1,100 @@
+/** Mounts: what answers NATS services discovery now — each mount's ops, instances and `$SRV.STATS`. */
+import { discover, type EndpointStats, type ServiceInfo } from '../../bus/discovery.js';
+import { describeMounts } from '../../mounts/agents.js';
+import { badge, html, notice, type SafeHtml, table } from '../html.js';
+import type { ConsoleRequest, Page } from '../types.js';
+
+const SECTION = '/mounts';
+/** How long discovery waits for answers, in ms. */
+const DISCOVERY_WAIT_MS = 300;
+/** How often the page refreshes, in ms. */
+const REFRESH_MS = 3_000;
+
+/** What `$SRV.STATS` says of one instance (ADR-32). */
+interface StatsReply {
+  name: string;
+  id: string;
+  version?: string;
+  started?: string;
+  endpoints?: EndpointStats[];
+}
+
+/** One op's figures summed over a mount's instances. */
+interface OpFigures {
+  op: string;
+  requests: number;
+  errors: number;
+  /** Total processing time, ns. */
+  processingNs: number;
+  lastError: string;
+}
+
+/** `GET /mounts`. */
+export async function mountsPage({ deps }: ConsoleRequest): Promise<Page> {
+  const [infos, stats] = await Promise.all([
+    discover<ServiceInfo>(deps.nc, 'INFO', DISCOVERY_WAIT_MS),
+    discover<StatsReply>(deps.nc, 'STATS', DISCOVERY_WAIT_MS),
+  ]);
+  const mounts = describeMounts(infos);
+  // An instance's STATS goes with the mount its INFO was grouped under, by instance id, so the
+  // two always agree on what a mount is called.
+  const mountOfInstance = new Map(infos.map((i) => [i.id, describeMounts([i])[0]?.mount]));
+  const instances = mounts.reduce((n, m) => n + m.instances, 0);
+  const cards = mounts.map((m) => {
+    const own = stats.filter((s) => mountOfInstance.get(s.id) === m.mount);
+    return mountCard(
+      m.mount,
+      m.description,
+      m.version,
+      own,
+      m.ops.map((o) => o.op),
+    );
+  });
+  const live = html`<p class="muted">${mounts.length} mounts · ${instances} instances · refreshed ${new Date().toISOString().slice(11, 19)} UTC every ${REFRESH_MS / 1000} s</p>
+    ${mounts.length ? html`<div class="mounts">${cards}</div>` : notice('info', 'Nothing answers $SRV.PING', 'Start the service (npm start) or a mount.')}`;
+  return {
+    title: 'Mounts',
+    section: SECTION,
+    lead: 'The live mounts on the bus, from NATS services discovery ($SRV.INFO and $SRV.STATS).',
+    live,
+    pollMs: REFRESH_MS,
+  };
+}
+
+function mountCard(
+  mount: string,
+  description: string | undefined,
+  version: string | undefined,
+  stats: readonly StatsReply[],
+  ops: readonly string[],
+): SafeHtml {
+  const figures = sumByOp(mount, stats, ops);
+  const rows = figures.map(
+    (f) => html`<tr><td class="mono">${f.op}</td><td class="num">${f.requests.toLocaleString('en')}</td>
+      <td class="num">${f.errors ? badge(f.errors.toLocaleString('en'), 'error') : '0'}</td>
+      <td class="num">${f.requests ? `${(f.processingNs / f.requests / 1e6).toFixed(2)} ms` : '—'}</td><td class="sub">${f.lastError}</td></tr>`,
+  );
+  const started = stats.map((s) => html`<span class="chip" title="${s.started ? `started ${s.started}` : ''}">${s.id}</span>`);
+  return html`<section class="card" data-mount="${mount}">
+    <h2>${mount} ${badge(`${stats.length || 1} ${stats.length === 1 ? 'instance' : 'instances'}`, 'ok')} ${version ? badge(`v${version}`) : ''}</h2>
+    ${description ? html`<p class="muted">${description}</p>` : ''}
+    ${table(['Op', 'Requests', 'Errors', 'Average', 'Last error'], rows)}
+    <h3>Instances</h3><div class="chips">${started}</div></section>`;
+}
+
+/** Each op's requests, errors and time, summed over the instances that answered STATS. */
+function sumByOp(mount: string, stats: readonly StatsReply[], ops: readonly string[]): OpFigures[] {
+  const byOp = new Map<string, OpFigures>(ops.map((op) => [op, { op, requests: 0, errors: 0, processingNs: 0, lastError: '' }]));
+  for (const s of stats) {
+    for (const e of s.endpoints ?? []) {
+      const op = e.subject?.startsWith(`${mount}.`) ? e.subject.slice(mount.length + 1) : (e.subject ?? e.name);
+      const f = byOp.get(op) ?? { op, requests: 0, errors: 0, processingNs: 0, lastError: '' };
+      f.requests += Number(e.num_requests) || 0;
+      f.errors += Number(e.num_errors) || 0;
+      f.processingNs += Number(e.processing_time) || 0;
+      if (e.last_error) f.lastError = String(e.last_error);
+      byOp.set(op, f);
+    }
+  }
+  return [...byOp.values()];
+}

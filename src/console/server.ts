@@ -1,0 +1,227 @@
+/**
+ * The web console's HTTP server: Node's own `http`, pages rendered on the server, one small
+ * script. It reads the bus through `BusClient` (the browser never touches NATS), binds to
+ * 127.0.0.1 unless told otherwise, and is read-only unless started with writes on — then every
+ * write (POST) needs the token it printed at start, compared in constant time.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { BusClient } from '../bus/client.js';
+import { CLIENT_SCRIPT, STYLESHEET } from './assets.js';
+import { ContextIndex } from './contexts-index.js';
+import { html, notice } from './html.js';
+import { renderDocument, renderFragment } from './layout.js';
+import { LiveFeed, type LiveFeedOptions } from './live.js';
+import { callsPage } from './pages/calls.js';
+import { errorNotice } from './pages/common.js';
+import { contextPage, contextsPage, registerContext, unregisterContext } from './pages/contexts.js';
+import { mountsPage } from './pages/mounts.js';
+import { resolvePage } from './pages/resolve.js';
+import { tryPage } from './pages/try.js';
+import type { ConsoleDeps, ConsoleRequest, Page, Redirect } from './types.js';
+
+/** How to run the console. */
+export interface ConsoleOptions {
+  /** Address to bind; default 127.0.0.1 (this machine only). */
+  host?: string;
+  /** Port; default 8080, 0 for any free one. */
+  port?: number;
+  /** Allow writes (try a tool, register, unregister), each behind the token. Default false. */
+  allowWrites?: boolean;
+  /** The write token; default 32 random bytes. */
+  token?: string;
+  /** Pacing of the live feed (tests shorten it). */
+  live?: LiveFeedOptions;
+}
+
+/** A running console. */
+export interface RunningConsole {
+  /** Where it listens, e.g. `http://127.0.0.1:8080/`. */
+  url: string;
+  /** The write token, when writes are allowed. */
+  token: string | undefined;
+  /** Contexts the console's index holds. */
+  index: ContextIndex;
+  close(): Promise<void>;
+}
+
+/** Largest form accepted, in bytes (a context spec fits well within). */
+const MAX_FORM_BYTES = 1024 * 1024;
+
+const SECURITY_HEADERS = {
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'Cache-Control': 'no-store',
+};
+
+/** Starts the console on `nc`; resolves once it listens and its context index is loaded (or failed to). */
+export async function startConsole(nc: NatsConnection, options: ConsoleOptions = {}): Promise<RunningConsole> {
+  const client = new BusClient(nc, { timeoutMs: 10_000 });
+  const index = new ContextIndex(client);
+  const feed = new LiveFeed(nc, index, options.live);
+  const writes = options.allowWrites === true;
+  const token = writes ? (options.token ?? randomBytes(32).toString('base64url')) : undefined;
+  const deps: ConsoleDeps = { nc, client, index, feed, writes };
+  await feed.start();
+  const host = options.host ?? '127.0.0.1';
+  let hosts: Set<string> | undefined;
+  const server = createServer((req, res) => {
+    handle(req, res, deps, token, hosts).catch((err) => fail(res, err));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 8080, host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  hosts = allowedHosts(host, port);
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/`,
+    token,
+    index,
+    close: () => closeServer(server, feed, client),
+  };
+}
+
+async function closeServer(server: Server, feed: LiveFeed, client: BusClient): Promise<void> {
+  feed.stop();
+  client.close();
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+}
+
+/** Whether an address to bind is this machine only. */
+export function isLoopback(host: string): boolean {
+  return ['127.0.0.1', 'localhost', '::1'].includes(host);
+}
+
+/**
+ * Host headers a loopback console answers: its own address and `localhost`, so a page on
+ * another site cannot read it by pointing its own name at 127.0.0.1 (DNS rebinding).
+ * Undefined (no check) when bound to a public address.
+ */
+function allowedHosts(host: string, port: number): Set<string> | undefined {
+  if (!isLoopback(host)) return undefined;
+  return new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+}
+
+async function handle(req: IncomingMessage, res: ServerResponse, deps: ConsoleDeps, token: string | undefined, hosts: Set<string> | undefined): Promise<void> {
+  if (hosts !== undefined && !hosts.has(req.headers.host ?? '')) return plain(res, 421, 'wrong Host for this console\n');
+  const url = new URL(req.url ?? '/', 'http://console.invalid');
+  const method = req.method ?? 'GET';
+  // Taken before the page reads the bus: an event during the reading makes the page catch up.
+  const seq = deps.feed.seq;
+  if (method === 'GET' && url.pathname === '/console.css') return asset(res, 'text/css', STYLESHEET);
+  if (method === 'GET' && url.pathname === '/console.js') return asset(res, 'text/javascript', CLIENT_SCRIPT);
+  if (method === 'GET' && url.pathname === '/favicon.ico') return plain(res, 204, '');
+  if (method === 'GET' && url.pathname === '/events') {
+    if (!deps.feed.attach(res)) plain(res, 503, 'too many live pages open\n');
+    return;
+  }
+  if (method === 'GET' && url.pathname === '/') return redirect(res, '/contexts');
+  if (method !== 'GET' && method !== 'POST') return plain(res, 405, 'GET or POST\n');
+  let form = new URLSearchParams();
+  if (method === 'POST') {
+    const body = await readForm(req);
+    if (body === undefined) return plain(res, 413, `a form is at most ${MAX_FORM_BYTES} bytes\n`);
+    form = body;
+    const refusal = writeRefusal(deps.writes, token, req, form);
+    if (refusal !== undefined) return page(res, req, deps, { title: 'Not allowed', section: '', live: notice('error', 'Not allowed', refusal), status: 403 });
+  }
+  const result = await route({ method, url, form, deps });
+  if (result === undefined)
+    return page(res, req, deps, {
+      title: 'Not found',
+      section: '',
+      live: notice('error', 'No such page', html`<a href="/contexts">Contexts</a>`),
+      status: 404,
+    });
+  if ('redirect' in result) return redirect(res, result.redirect);
+  page(res, req, deps, result, seq);
+}
+
+function route(request: ConsoleRequest): Promise<Page | Redirect> | undefined {
+  const { method, url } = request;
+  const path = url.pathname;
+  if (path === '/contexts') return method === 'POST' ? registerContext(request) : contextsPage(request);
+  const one = /^\/contexts\/([^/]+)(\/unregister)?$/.exec(path);
+  if (one) {
+    let key: string;
+    try {
+      key = decodeURIComponent(one[1] as string);
+    } catch {
+      return undefined;
+    }
+    if (one[2]) return method === 'POST' ? unregisterContext(request, key) : undefined;
+    return method === 'GET' ? contextPage(request, key) : undefined;
+  }
+  if (method === 'GET' && path === '/resolve') return resolvePage(request);
+  if (method === 'GET' && path === '/calls') return callsPage(request);
+  if (method === 'GET' && path === '/mounts') return mountsPage(request);
+  if (path === '/try') return tryPage(request);
+  return undefined;
+}
+
+/** Why a write is refused, or undefined when it may go ahead. */
+function writeRefusal(writes: boolean, token: string | undefined, req: IncomingMessage, form: URLSearchParams): string | undefined {
+  if (!writes || token === undefined) return 'This console is read-only: start it with --allow-writes to try tools and register contexts.';
+  const header = req.headers['x-console-token'];
+  const given = (typeof header === 'string' ? header : undefined) ?? form.get('token') ?? '';
+  if (!sameSecret(given, token)) return 'A write needs the token the console printed at start: paste it into the token field at the top right.';
+  return undefined;
+}
+
+/** Constant-time comparison; both sides are hashed first so their lengths say nothing either. */
+export function sameSecret(given: string, expected: string): boolean {
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b) && given.length > 0;
+}
+
+async function readForm(req: IncomingMessage): Promise<URLSearchParams | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  // Past the limit the rest is read and dropped, so the client hears the 413 instead of a reset.
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size <= MAX_FORM_BYTES) chunks.push(chunk);
+  }
+  return size > MAX_FORM_BYTES ? undefined : new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
+}
+
+function page(res: ServerResponse, req: IncomingMessage, deps: ConsoleDeps, p: Page, seq = deps.feed.seq): void {
+  const fragment = req.headers['x-console-fragment'] === '1';
+  const body = fragment ? renderFragment(p) : renderDocument(p, deps.writes, seq);
+  res.writeHead(p.status ?? 200, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
+  res.end(body);
+}
+
+function asset(res: ServerResponse, type: string, text: string): void {
+  res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': `${type}; charset=utf-8`, 'Cache-Control': 'max-age=300' });
+  res.end(text);
+}
+
+function redirect(res: ServerResponse, to: string): void {
+  res.writeHead(303, { ...SECURITY_HEADERS, Location: to });
+  res.end();
+}
+
+function plain(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'Content-Type': 'text/plain; charset=utf-8' });
+  res.end(text);
+}
+
+/** Last resort: an error no page caught. The message stays in the log, never in the page. */
+function fail(res: ServerResponse, err: unknown): void {
+  process.stderr.write(`console: ${(err as Error)?.stack ?? String(err)}\n`);
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const body = renderDocument({ title: 'Error', section: '', live: errorNotice(err, 'The page failed'), status: 500 }, false);
+  res.writeHead(500, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
+  res.end(body);
+}

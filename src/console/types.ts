@@ -1,0 +1,53 @@
+/** What the console's pages are made of, and what they are given. */
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { BusClient } from '../bus/client.js';
+import type { ContextIndex } from './contexts-index.js';
+import type { SafeHtml } from './html.js';
+import type { LiveFeed } from './live.js';
+
+/** The server-sent events a page can follow. */
+export type LiveKind = 'registry' | 'call';
+
+/** One rendered page. */
+export interface Page {
+  /** Heading and document title. */
+  title: string;
+  /** The navigation entry it belongs to (its path). */
+  section: string;
+  /** One line under the heading. */
+  lead?: string;
+  /** What stays put on refresh: forms, headings. */
+  head?: SafeHtml;
+  /** The region that is re-fetched when the page's events arrive. */
+  live: SafeHtml;
+  /** Events that refresh `live`. */
+  follows?: LiveKind[];
+  /** Refresh `live` this often, in ms (for what has no events, like discovery). */
+  pollMs?: number;
+  /** HTTP status; default 200. */
+  status?: number;
+}
+
+/** A redirect after a write (303 See Other). */
+export interface Redirect {
+  redirect: string;
+}
+
+/** What every page handler can use. */
+export interface ConsoleDeps {
+  nc: NatsConnection;
+  client: BusClient;
+  index: ContextIndex;
+  feed: LiveFeed;
+  /** Started with operator rights: try and register are on. */
+  writes: boolean;
+}
+
+/** One request, parsed. */
+export interface ConsoleRequest {
+  method: string;
+  url: URL;
+  /** The form fields of a POST (URL-encoded), empty for GET. */
+  form: URLSearchParams;
+  deps: ConsoleDeps;
+}
