@@ -82,7 +82,8 @@ withConnection(
     .option('--no-reference', 'do not mount system.agents, .sessions, .traces, .packages, .approvals')
     .addOption(new Option('--policy <file>', 'approval policy file (JSON)').env('MATRIX_APPROVAL_POLICY'))
     .addOption(new Option('--bucket <name>', 'KV bucket of registered contexts').env('MATRIX_TOOLS_BUCKET'))
-    .addOption(new Option('--sessions-bucket <name>', 'KV bucket of session state').env('MATRIX_SESSIONS_BUCKET')),
+    .addOption(new Option('--sessions-bucket <name>', 'KV bucket of session state').env('MATRIX_SESSIONS_BUCKET'))
+    .addOption(new Option('--metrics-port <port>', 'serve Prometheus metrics on this port (/metrics)').env('MATRIX_METRICS_PORT')),
 ).action(async (flags: Record<string, string | boolean | undefined>) => {
   const defaults = serveDefaults();
   await serve({
@@ -94,6 +95,7 @@ withConnection(
     ...(typeof flags.policy === 'string' ? { policy: flags.policy } : {}),
     ...(typeof flags.bucket === 'string' ? { bucket: flags.bucket } : {}),
     ...(typeof flags.sessionsBucket === 'string' ? { sessionsBucket: flags.sessionsBucket } : {}),
+    ...(typeof flags.metricsPort === 'string' ? { metricsPort: Number(flags.metricsPort) } : {}),
   });
 });
 

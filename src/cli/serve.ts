@@ -11,14 +11,16 @@ import { dispatcherMount } from '../dispatcher/mount.js';
 import { localToolSource } from '../dispatcher/sessions.js';
 import { agentsMount } from '../mounts/agents.js';
 import { approvalsMount, loadPolicy, terminalAsker } from '../mounts/approvals.js';
+import { auditStreamDefaults } from '../mounts/audit-stream.js';
 import { packagesMount } from '../mounts/packages.js';
 import { DEFAULT_SESSIONS_BUCKET, sessionsMount } from '../mounts/sessions.js';
-import { tracesMount } from '../mounts/traces.js';
+import { durableTracesMount } from '../mounts/traces.js';
 import { DEFAULT_BUCKET, KvContextStore } from '../registry/kv-store.js';
 import { registryMount } from '../registry/mount.js';
 import { Presence } from '../registry/presence.js';
 import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
+import { startTelemetry } from '../telemetry/sdk.js';
 
 /** What `serve` runs. */
 export interface ServeOptions {
@@ -35,6 +37,8 @@ export interface ServeOptions {
   sessionsBucket: string;
   /** Replicas of the buckets when this creates them. */
   replicas: number;
+  /** Port of the Prometheus `/metrics` endpoint; none by default. */
+  metricsPort?: number;
 }
 
 /** Options from the environment, before flags. */
@@ -58,6 +62,11 @@ export async function serve(options: ServeOptions): Promise<void> {
     process.exit(2);
   }
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
+  // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
+  const telemetry = await startTelemetry({ metricsPort: options.metricsPort }).catch((err: Error) => {
+    process.stderr.write(`${err.message}\n`);
+    process.exit(2);
+  });
   let nc: NatsConnection;
   try {
     nc = await connectBus({ ...options.connect, name: options.connect.name ?? 'matrix-tool-registry' });
@@ -80,7 +89,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     mounts.push(dispatcherMount(nc, { dispatcher, logger: stderrLogger }));
   }
   if (options.reference) {
-    const traces = tracesMount(nc);
+    const traces = await durableTracesMount(nc, { ...auditStreamDefaults(), logger: stderrLogger });
     cleanups.push(traces.stop);
     mounts.push(agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
     try {
@@ -91,7 +100,7 @@ export async function serve(options: ServeOptions): Promise<void> {
   }
   for (const m of mounts) m.logger = stderrLogger;
   await Promise.all(mounts.map((m) => m.start()));
-  stderrLogger.info(`${mounts.map((m) => m.name).join(', ')} ready on ${nc.getServer()}`);
+  stderrLogger.info(`${mounts.map((m) => m.name).join(', ')} ready on ${nc.getServer()}${telemetry ? `; telemetry: ${telemetry.description}` : ''}`);
 
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
@@ -102,6 +111,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     for (const c of cleanups) c();
     dispatcher?.close();
     await nc.drain();
+    await telemetry?.shutdown();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));

@@ -9,6 +9,7 @@ import type { Logger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import { traceResolve } from '../telemetry/calls.js';
 import { CHANGED_EVENTS } from './events.js';
 import type { StoreChange } from './kv-store.js';
 import { Registry } from './registry.js';
@@ -51,10 +52,11 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
         request: SchemaId.ResolveRequest,
         response: SchemaId.ResolveReply,
         // A cached resolution is the same object each time: its bytes are encoded once.
-        handle: (request: ResolveRequest) => {
-          const resolved = registry.resolve(request);
-          return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
-        },
+        handle: (request: ResolveRequest, ctx) =>
+          traceResolve(ctx.traceparent, request.profile, () => {
+            const resolved = registry.resolve(request);
+            return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
+          }),
       },
       $register: {
         description: 'Registers (or, with expectedRevision, updates) a tool context in the shared registry.',
