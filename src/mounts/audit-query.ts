@@ -87,8 +87,9 @@ export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<
   const bounds = await source.bounds();
   const cursor = parseCursor(q.cursor);
   let top = Math.min(bounds.last, cursor?.seq ?? bounds.last);
-  if (f.untilMs !== undefined && top >= bounds.first) top = Math.min(top, await lastStoredBefore(source, bounds.first, top, f.untilMs + STORE_SLACK_MS));
   const seqs = q.traceId === undefined ? undefined : await traceBatches(source, q.traceId, bounds, top);
+  // A trace's few batches are filtered by time as they are read; a scan starts at `until`.
+  if (seqs === undefined && f.untilMs !== undefined && top >= bounds.first) top = await lastStoredBefore(source, bounds.first, top, f.untilMs + STORE_SLACK_MS);
   const found: { seq: number; index: number; event: CallEvent }[] = [];
   let next = seqs === undefined ? top : Number.POSITIVE_INFINITY;
   let read = 0;

@@ -9,7 +9,7 @@ import { type Counter, createNoopMeter, type Histogram, metrics, ProxyTracerProv
 /** The instrumentation scope of every span and metric. */
 export const SCOPE = 'matrix-tool-registry';
 
-/** Metric names, as OpenTelemetry names them (Prometheus: dots become `_`, counters end in `_total`, seconds in `_seconds`). */
+/** Metric names, as OpenTelemetry names them (in Prometheus dots become `_` and counters end in `_total`). */
 export const MetricName = {
   Calls: 'matrix.tool.calls',
   CallDuration: 'matrix.tool.call.duration',
