@@ -11,7 +11,7 @@ import { dispatcherMount } from '../dispatcher/mount.js';
 import { localToolSource } from '../dispatcher/sessions.js';
 import { agentsMount } from '../mounts/agents.js';
 import { approvalsMount, loadPolicy, terminalAsker } from '../mounts/approvals.js';
-import { auditStreamDefaults } from '../mounts/audit-stream.js';
+import { AuditStream, auditStreamDefaults } from '../mounts/audit-stream.js';
 import { packagesMount } from '../mounts/packages.js';
 import { DEFAULT_SESSIONS_BUCKET, sessionsMount } from '../mounts/sessions.js';
 import { durableTracesMount } from '../mounts/traces.js';
@@ -87,6 +87,10 @@ export async function serve(options: ServeOptions): Promise<void> {
     // Beside the registry, resolve in this process: same state, one hop less.
     dispatcher = new Dispatcher(nc, registry !== undefined ? { source: localToolSource(registry) } : {});
     mounts.push(dispatcherMount(nc, { dispatcher, logger: stderrLogger }));
+  }
+  if (options.dispatcher && !options.reference) {
+    // The audit stream stores calls from the first one on, whether or not system.traces runs here.
+    await AuditStream.open(nc, auditStreamDefaults()).catch((err: Error) => stderrLogger.error(`audit events not stored: ${err.message}`));
   }
   if (options.reference) {
     const traces = await durableTracesMount(nc, { ...auditStreamDefaults(), logger: stderrLogger });

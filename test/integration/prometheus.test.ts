@@ -8,7 +8,7 @@ import { connectBus } from '../../src/bus/connect.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { eventually } from '../harness/eventually.js';
 import { freePort, type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
-import { type ServiceProcess, startService } from '../harness/service.js';
+import { runScript, type ServiceProcess, startService } from '../harness/service.js';
 
 /** A Prometheus server (Debian's `prometheus`) scraping one target every second, in a directory of its own. */
 async function startPrometheus(target: string): Promise<{ url: string; stop(): Promise<void> }> {
@@ -89,5 +89,14 @@ describe('serve --metrics-port', () => {
       client.close();
       await nc.close();
     }
+  });
+
+  it('refuses a metrics port that is not a number, or is taken, in one line and exit code 2', async () => {
+    const bad = await runScript('dist/src/cli/main.js', server.url, 15_000, ['serve', '--metrics-port', 'nine']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--metrics-port must be a port number');
+    const taken = await runScript('dist/src/cli/main.js', server.url, 15_000, ['serve', '--metrics-port', String(metricsPort)]);
+    expect(taken.code).toBe(2);
+    expect(taken.stderr).toContain(`cannot serve metrics on port ${metricsPort}`);
   });
 });
