@@ -4,3 +4,4 @@ export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf 
 export * from './dispatcher/mod.js';
 export * from './mounts/mod.js';
 export * from './registry/mod.js';
+export * from './telemetry/mod.js';
