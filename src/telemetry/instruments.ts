@@ -14,6 +14,7 @@ export const MetricName = {
   Calls: 'matrix.tool.calls',
   CallDuration: 'matrix.tool.call.duration',
   Approvals: 'matrix.approvals',
+  InFlight: 'matrix.tool.calls.in_flight',
 } as const;
 
 /** The instruments, when a meter provider is registered. */
@@ -45,6 +46,18 @@ export function activeTracer(): Tracer | undefined {
   return tracer;
 }
 
+/** What in-flight counts are read from at each collection: maps of target → calls in flight. */
+const inFlightSources = new Set<() => ReadonlyMap<string, number>>();
+
+/**
+ * Reports `read()`'s counts as the `matrix.tool.calls.in_flight` gauge by `matrix.target`, at
+ * each metric collection (nothing is done per call); returns a function that stops.
+ */
+export function observeInFlight(read: () => ReadonlyMap<string, number>): () => void {
+  inFlightSources.add(read);
+  return () => inFlightSources.delete(read);
+}
+
 let instrumentsOf: unknown;
 let instruments: Instruments | undefined;
 
@@ -67,5 +80,12 @@ export function activeInstruments(): Instruments | undefined {
           }),
           approvals: meter.createCounter(MetricName.Approvals, { description: 'Approval decisions of gated tool calls.', unit: '{decision}' }),
         };
+  if (instruments !== undefined) {
+    meter
+      .createObservableUpDownCounter(MetricName.InFlight, { description: 'Tool calls waiting for their target, by target.', unit: '{call}' })
+      .addCallback((result) => {
+        for (const read of inFlightSources) for (const [target, n] of read()) result.observe(n, { 'matrix.target': target });
+      });
+  }
   return instruments;
 }

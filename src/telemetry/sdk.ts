@@ -10,7 +10,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, type MetricReader, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { SCOPE } from './instruments.js';
+import { activeInstruments, SCOPE } from './instruments.js';
 
 /** What to export. */
 export interface TelemetryOptions {
@@ -70,6 +70,8 @@ export async function startTelemetry(options: TelemetryOptions = {}): Promise<Te
   }
   const meterProvider = new MeterProvider({ resource, readers });
   metrics.setGlobalMeterProvider(meterProvider);
+  // The instruments exist from the start: a scrape before the first call shows them.
+  activeInstruments();
   return {
     description: parts.join(', '),
     async shutdown() {

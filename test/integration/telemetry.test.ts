@@ -16,7 +16,7 @@ import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
-import { activeInstruments, activeTracer } from '../../src/telemetry/instruments.js';
+import { activeInstruments, activeTracer, observeInFlight } from '../../src/telemetry/instruments.js';
 import { startTelemetry } from '../../src/telemetry/sdk.js';
 import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -70,6 +70,8 @@ describe('OpenTelemetry with the SDK in memory', () => {
     world = await startWorld();
     trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }));
     metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
+    // As startTelemetry does: the instruments exist before the first call.
+    activeInstruments();
   });
   afterAll(async () => {
     trace.disable();
@@ -125,6 +127,18 @@ describe('OpenTelemetry with the SDK in memory', () => {
     expect(durations.find((p) => p.attributes['gen_ai.tool.name'] === 'echo')?.value).toMatchObject({ count: expect.any(Number) });
     const approvals = await reader.points('matrix.approvals');
     expect(approvals.find((p) => p.attributes['matrix.decision'] === 'reject')?.value).toBeGreaterThanOrEqual(1);
+  });
+
+  it('reports calls in flight by target from the sources it is given, at collection time', async () => {
+    const inFlight = new Map([['app.slow', 3]]);
+    const stop = observeInFlight(() => inFlight);
+    try {
+      expect((await reader.points('matrix.tool.calls.in_flight')).map((p) => [p.attributes['matrix.target'], p.value])).toEqual([['app.slow', 3]]);
+      inFlight.set('app.slow', 1);
+      expect((await reader.points('matrix.tool.calls.in_flight')).map((p) => p.value)).toEqual([1]);
+    } finally {
+      stop();
+    }
   });
 
   it('makes a span of each $resolve, a child of the request’s traceparent', async () => {
