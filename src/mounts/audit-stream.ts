@@ -110,13 +110,13 @@ export class AuditStream {
 
   /** The stream's first and last sequence and how many batches it keeps. */
   async bounds(): Promise<{ first: number; last: number; messages: number }> {
-    const { state } = await this.jsm.streams.info(this.name);
+    const { state } = await this.jsm.streams.info(this.name).catch(unreadable);
     return { first: state.first_seq, last: state.last_seq, messages: state.messages };
   }
 
   /** One stored batch, or null when it is gone (aged out) or never was. */
   async batch(seq: number): Promise<StoredBatch | null> {
-    const m = await this.jsm.direct.getMessage(this.name, { seq }).catch(() => null);
+    const m = await this.jsm.direct.getMessage(this.name, { seq }).catch(unreadable);
     if (m === null) return null;
     return { seq, time: m.time.getTime(), events: eventsOfBatch(m.data) };
   }
@@ -155,6 +155,8 @@ export class AuditStream {
             m.ack();
           }
         } catch (err) {
+          // The batch not acknowledged is delivered again; a new subscription takes the old one's place.
+          messages?.stop();
           if (!stopped) logger?.error(`audit index: ${(err as Error).message}; retrying`);
           await new Promise((resolve) => setTimeout(resolve, 500));
         }
@@ -211,6 +213,11 @@ export class AuditStream {
     this.cache.set(traceId, entry);
     if (this.cache.size > INDEX_CACHE) this.cache.delete(this.cache.keys().next().value as string);
   }
+}
+
+/** A failed read of the stream, as the error a `$query` answers with: the trail is there, the server is not. */
+function unreadable(err: Error): never {
+  throw new UnavailableError(`the audit stream cannot be read now: ${err.message}`, { cause: err });
 }
 
 /** The events of one message of `system.dispatcher.events.call` (an array of events, or one), in order; non-events are undefined. */
