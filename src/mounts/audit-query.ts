@@ -85,6 +85,8 @@ export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<
   const f = filterOf(q);
   const limit = q.limit ?? 50;
   const bounds = await source.bounds();
+  // An empty stream says first 0, last 0; sequence 0 is no message and cannot be read.
+  if (bounds.messages === 0) return page([], limit, 0, undefined);
   const cursor = parseCursor(q.cursor);
   let top = Math.min(bounds.last, cursor?.seq ?? bounds.last);
   const seqs = q.traceId === undefined ? undefined : await traceBatches(source, q.traceId, bounds, top);

@@ -71,6 +71,19 @@ async function pages(source: BatchSource, q: TraceQuery): Promise<string[][]> {
 }
 
 describe('queries over the durable audit stream', () => {
+  it('answers an empty page from an empty stream without reading sequence 0', async () => {
+    const empty: BatchSource = {
+      bounds: async () => ({ first: 0, last: 0, messages: 0 }),
+      batch: async (seq) => {
+        throw new Error(`read ${seq}`);
+      },
+      batchesOf: async () => [],
+      indexedThrough: async () => 0,
+    };
+    expect(await queryBatches(empty, { limit: 5 })).toEqual({ events: [], matched: 0, kept: 0 });
+    expect(await queryBatches(empty, { traceId: trace(1), until: new Date().toISOString() })).toEqual({ events: [], matched: 0, kept: 0 });
+  });
+
   it('pages newest first across batch boundaries, each event once', async () => {
     const source = new MemorySource(10, 7);
     const got = await pages(source, { limit: 5 });
