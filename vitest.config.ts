@@ -9,6 +9,9 @@ import { defineConfig } from 'vitest/config';
  *   env (FUZZ_ROUNDS, …), one file at a time (`npm run test:system`, after a build).
  */
 const system = [
+  'test/integration/audit-trail.test.ts',
+  'test/integration/prometheus.test.ts',
+  'test/integration/telemetry.test.ts',
   'test/browser/**/*.test.ts',
   'test/integration/cluster.test.ts',
   'test/integration/e2e.test.ts',

@@ -44,7 +44,7 @@ export { agentsMount } from './mounts/agents.js';
 export { type ApprovalPolicyFile, approvalsMount } from './mounts/approvals.js';
 export { packagesMount } from './mounts/packages.js';
 export { sessionsMount } from './mounts/sessions.js';
-export { tracesMount } from './mounts/traces.js';
+export { durableTracesMount, tracesMount } from './mounts/traces.js';
 
 // The registry: contexts of tools, resolved per profile, served as system.tools.
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';

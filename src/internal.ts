@@ -9,3 +9,4 @@ export * from './dispatcher/mod.js';
 export * from './identity/mod.js';
 export * from './mounts/mod.js';
 export * from './registry/mod.js';
+export * from './telemetry/mod.js';

@@ -28,6 +28,8 @@ export interface BucketOptions {
   replicas?: number;
   /** Revisions kept per key; default 5. */
   history?: number;
+  /** Age past which entries expire, in ms; default never. */
+  maxAgeMs?: number;
 }
 
 /** How a watch checks that it is not behind its bucket; defaults for production. */
@@ -60,7 +62,7 @@ export class Bucket {
   /** Opens the bucket, creating it when missing; rejects with `UnavailableError` without JetStream. */
   static async open(nc: NatsConnection, name: string, options: BucketOptions = {}): Promise<Bucket> {
     try {
-      const kv = await new Kvm(nc).create(name, { replicas: options.replicas ?? 1, history: options.history ?? 5 });
+      const kv = await new Kvm(nc).create(name, { replicas: options.replicas ?? 1, history: options.history ?? 5, ttl: options.maxAgeMs ?? 0 });
       return new Bucket(kv, jetstream(nc), name);
     } catch (err) {
       throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, { cause: err });

@@ -9,6 +9,7 @@
  */
 import { type Command, Option } from 'commander';
 import { type ConnectOptions, connectOptionsFromEnv, DEFAULT_NATS_URL } from '../bus/connect.js';
+import type { AuditStreamOptions } from '../mounts/audit-stream.js';
 import { DEFAULT_SESSIONS_BUCKET } from '../mounts/sessions.js';
 import { DEFAULT_BUCKET } from '../registry/kv-store.js';
 import { UsageError } from './output.js';
@@ -68,8 +69,26 @@ export const serveSettings = {
     description: 'trusted grant issuers, public nkeys, comma-separated: $call and $resolve then need a Matrix-Grant',
     defaultText: 'none (trusting callers: development)',
   },
+  metricsPort: {
+    flags: '--metrics-port <port>',
+    env: 'MATRIX_METRICS_PORT',
+    description: 'serve Prometheus metrics on this port (/metrics)',
+    defaultText: 'none',
+  },
+  otlpEndpoint: {
+    env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    description: 'send spans and metrics over OTLP/HTTP to this endpoint (the OpenTelemetry variable)',
+    defaultText: 'none',
+  },
+  auditStream: { env: 'MATRIX_AUDIT_STREAM', description: 'JetStream stream of audit events', defaultText: 'MATRIX_AUDIT' },
+  auditMaxAge: { env: 'MATRIX_AUDIT_MAX_AGE', description: 'age past which audit events are dropped, in seconds', defaultText: '604800 (7 days)' },
+  auditMaxBytes: {
+    env: 'MATRIX_AUDIT_MAX_BYTES',
+    description: 'size past which the oldest audit events are dropped, in bytes',
+    defaultText: '1073741824 (1 GiB)',
+  },
   replicas: { env: 'MATRIX_TOOLS_REPLICAS', description: 'replicas of the buckets when the service creates them (1–5)', defaultText: '1' },
-} satisfies { [K in keyof ServeOptions]?: Setting };
+} satisfies { [K in keyof ServeOptions | 'auditStream' | 'auditMaxAge' | 'auditMaxBytes']?: Setting };
 
 /** Adds a flag for each setting that has one; the help line names its variable and default. */
 export function addSettings(cmd: Command, settings: Record<string, Setting>): Command {
@@ -121,12 +140,30 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
     bucket: String(value(s.bucket) ?? DEFAULT_BUCKET),
     sessionsBucket: String(value(s.sessionsBucket) ?? DEFAULT_SESSIONS_BUCKET),
     replicas: wholeNumber(s.replicas.env, value(s.replicas), 1, 5) ?? 1,
+    audit: auditConfig(value),
   };
+  const metricsPort = wholeNumber('--metrics-port', value(s.metricsPort), 0, 65535);
+  if (metricsPort !== undefined) options.metricsPort = metricsPort;
+  const otlp = value(s.otlpEndpoint);
+  if (typeof otlp === 'string') options.otlpEndpoint = otlp;
   const policy = value(s.policy);
   if (typeof policy === 'string') options.policy = policy;
   const trust = value(s.trust);
   if (typeof trust === 'string') options.trust = trust;
   return options;
+}
+
+/** Where audit events are stored: the audit settings, replicas as the buckets'. */
+function auditConfig(value: (s: Setting) => unknown): AuditStreamOptions {
+  const s = serveSettings;
+  const audit: AuditStreamOptions = { replicas: wholeNumber(s.replicas.env, value(s.replicas), 1, 5) ?? 1 };
+  const stream = value(s.auditStream);
+  if (typeof stream === 'string') audit.stream = stream;
+  const maxAge = wholeNumber(s.auditMaxAge.env, value(s.auditMaxAge), 1);
+  if (maxAge !== undefined) audit.maxAgeMs = maxAge * 1000;
+  const maxBytes = wholeNumber(s.auditMaxBytes.env, value(s.auditMaxBytes), 1);
+  if (maxBytes !== undefined) audit.maxBytes = maxBytes;
+  return audit;
 }
 
 /** A whole number from `min` to `max`, or undefined when not set; anything else is a usage error naming `name`. */

@@ -13,14 +13,16 @@ import { localToolSource } from '../dispatcher/sessions.js';
 import { IdentityGate, parseIssuers } from '../identity/gate.js';
 import { agentsMount } from '../mounts/agents.js';
 import { type ApprovalPolicyFile, approvalsMount, loadPolicy, terminalAsker } from '../mounts/approvals.js';
+import { AuditStream, type AuditStreamOptions } from '../mounts/audit-stream.js';
 import { packagesMount } from '../mounts/packages.js';
 import { sessionsMount } from '../mounts/sessions.js';
-import { tracesMount } from '../mounts/traces.js';
+import { durableTracesMount } from '../mounts/traces.js';
 import { KvContextStore } from '../registry/kv-store.js';
 import { registryMount } from '../registry/mount.js';
 import { Presence } from '../registry/presence.js';
 import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
+import { startTelemetry } from '../telemetry/sdk.js';
 import { addSettings, type Flags, serveConfig, serveSettings, withConnection } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
 import { interrupted } from './run.js';
@@ -45,6 +47,12 @@ export interface ServeOptions {
   replicas: number;
   /** Trusted grant issuers, public nkeys (`MATRIX_TRUSTED_ISSUERS`, `--trust`); none = trusting callers. */
   trust?: string;
+  /** Where audit events are stored, and for how long. */
+  audit: AuditStreamOptions;
+  /** Port of the Prometheus `/metrics` endpoint; none by default. */
+  metricsPort?: number;
+  /** OTLP/HTTP endpoint for spans and metrics (`OTEL_EXPORTER_OTLP_ENDPOINT`); none by default. */
+  otlpEndpoint?: string;
 }
 
 /** A running `serve`: what it mounted, and how to stop it. */
@@ -62,25 +70,34 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   if (!options.registry && !options.dispatcher && !options.reference) throw new UsageError('nothing to run: every mount is turned off');
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
   const identity = identityGate(options.trust);
-  const nc = await connectOrExplain(options.connect);
+  // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
+  const telemetry = await startTelemetry({ metricsPort: options.metricsPort, otlpEndpoint: options.otlpEndpoint }).catch((err: Error) => {
+    throw new UsageError(err.message);
+  });
+  let nc: NatsConnection | undefined;
   let running: Running;
   try {
+    nc = await connectOrExplain(options.connect);
     running = await startMounts(nc, options, { policy, identity }, logger);
   } catch (err) {
-    await nc.close();
+    await nc?.close();
+    await telemetry?.shutdown();
     throw err;
   }
   const names = running.mounts.map((m) => m.name);
-  logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${identity.describe()}`);
+  const telemetryNote = telemetry ? `; telemetry: ${telemetry.description}` : '';
+  logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${identity.describe()}${telemetryNote}`);
   void logConnectionChanges(nc, logger);
   let stopped: Promise<void> | undefined;
   const shutdown = async (reason: string) => {
     logger.info(`${reason}: draining`);
     await Promise.all(running.mounts.map((m) => m.stop()));
     for (const close of running.closers) close();
-    await nc.drain();
+    await connection.drain();
+    await telemetry?.shutdown();
   };
-  return { mounts: names, connection: nc, stop: (reason = 'stop') => (stopped ??= shutdown(reason)) };
+  const connection = nc;
+  return { mounts: names, connection, stop: (reason = 'stop') => (stopped ??= shutdown(reason)) };
 }
 
 /**
@@ -132,19 +149,23 @@ async function startMounts(nc: NatsConnection, options: ServeOptions, { policy, 
     running.closers.push(() => dispatcher.close());
     running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity }));
   }
-  if (options.reference) await addReferenceMounts(nc, running, policy, options.sessionsBucket, logger);
+  if (options.dispatcher && !options.reference) {
+    // The audit stream stores calls from the first one on, whether or not system.traces runs here.
+    await AuditStream.open(nc, options.audit).catch((err: Error) => logger.error(`audit events not stored: ${err.message}`));
+  }
+  if (options.reference) await addReferenceMounts(nc, running, policy, options, logger);
   for (const m of running.mounts) m.logger = logger;
   await Promise.all(running.mounts.map((m) => m.start()));
   return running;
 }
 
 /** system.agents, .traces, .packages, .approvals, and .sessions when JetStream answers. */
-async function addReferenceMounts(nc: NatsConnection, running: Running, policy: ApprovalPolicyFile | undefined, sessionsBucket: string, logger: Logger) {
-  const traces = tracesMount(nc);
+async function addReferenceMounts(nc: NatsConnection, running: Running, policy: ApprovalPolicyFile | undefined, options: ServeOptions, logger: Logger) {
+  const traces = await durableTracesMount(nc, { ...options.audit, logger });
   running.closers.push(traces.stop);
   running.mounts.push(agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
   try {
-    running.mounts.push(await sessionsMount(nc, { bucket: sessionsBucket }));
+    running.mounts.push(await sessionsMount(nc, { bucket: options.sessionsBucket }));
   } catch (err) {
     logger.error(`system.sessions not mounted: ${(err as Error).message}`);
   }

@@ -6,6 +6,7 @@ import type { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
 import { MatrixError, NoRespondersError, TimeoutError, UnavailableError, UnsendableRequestError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
+import { countApproval } from '../telemetry/calls.js';
 import type { ApprovalDecision, ApprovalRequest } from './types.js';
 
 /** The op approvers answer. */
@@ -16,6 +17,12 @@ export type Verdict = { approved: true; by?: string } | { approved: false; reaso
 
 /** Asks for a decision and waits at most `timeoutMs` (and never past the caller's deadline). */
 export async function approvalGate(client: BusClient, request: ApprovalRequest, ctx: CallContext, timeoutMs: number): Promise<Verdict> {
+  const verdict = await decide(client, request, ctx, timeoutMs);
+  countApproval(verdict.approved);
+  return verdict;
+}
+
+async function decide(client: BusClient, request: ApprovalRequest, ctx: CallContext, timeoutMs: number): Promise<Verdict> {
   let reply: unknown;
   try {
     reply = await client.request(Mounts.Approvals, DECIDE_OP, request, { ...ctx, timeoutMs });

@@ -7,6 +7,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { subscribeEvents } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
+import { observeCall } from '../telemetry/calls.js';
 import { encodeCallEvents } from './events-codec.js';
 import type { CallEvent } from './types.js';
 
@@ -18,6 +19,15 @@ const MAX_BATCH = 256;
 /** Longest an event waits to be published, in ms. */
 const FLUSH_MS = 5;
 
+/** Told of every call as it ends, before its event is batched; must not throw. */
+export type CallObserver = (event: CallEvent) => void;
+
+/**
+ * What sees each call event in process: the OpenTelemetry span and metrics (a no-op while no
+ * SDK is registered). Add to it to watch calls without a subscription.
+ */
+export const callObservers: CallObserver[] = [observeCall];
+
 /** Buffers events for a few ms, then publishes them as one array. */
 export class AuditLog {
   private batch: CallEvent[] = [];
@@ -25,7 +35,15 @@ export class AuditLog {
 
   constructor(private readonly nc: NatsConnection) {}
 
+  /** Tells the observers, then batches the event for publishing. */
   record(event: CallEvent): void {
+    for (const observe of callObservers) {
+      try {
+        observe(event);
+      } catch {
+        // Telemetry must not fail the call it describes.
+      }
+    }
     this.batch.push(event);
     if (this.batch.length >= MAX_BATCH) this.flush();
     else if (this.timer === undefined) {

@@ -21,6 +21,7 @@ import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js'
 import { ErrorCode, MatrixError } from '../bus/errors.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
+import { observeInFlight } from '../telemetry/instruments.js';
 import { approvalGate } from './approval.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { AuditLog, isoNow } from './audit.js';
@@ -73,6 +74,7 @@ export class Dispatcher {
   private readonly slots: TargetSlots;
   private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget'>>;
   private readonly stopWatching: () => void;
+  private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
 
   constructor(
@@ -92,6 +94,7 @@ export class Dispatcher {
       audit: options.audit ?? true,
     };
     this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
+    this.stopObserving = observeInFlight(() => this.slots.all());
   }
 
   /**
@@ -126,6 +129,7 @@ export class Dispatcher {
   close(): void {
     this.auditLog.flush();
     this.stopWatching();
+    this.stopObserving();
     this.sessions.close();
     this.client.close();
   }

@@ -32,6 +32,11 @@ export class TargetSlots {
   count(target: string): number {
     return this.taken.get(target) ?? 0;
   }
+
+  /** Calls in flight to every target with one or more (for the in-flight gauge). */
+  all(): ReadonlyMap<string, number> {
+    return this.taken;
+  }
 }
 
 /** How retries go. */

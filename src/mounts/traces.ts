@@ -1,30 +1,21 @@
 /**
- * `system.traces`: the recent audit events of the dispatcher, kept in memory by each
- * instance (every instance hears every event), queried by trace id, tool, outcome and time.
- * Target of the built-in `trace_query`.
+ * `system.traces`: the audit events of the dispatcher, queried by trace id, tool, session,
+ * principal, outcome and time. Answered from the durable trail (a JetStream stream, the same
+ * for every instance) when JetStream is there, else from the recent events this instance
+ * heard, kept in memory. Target of the built-in `trace_query`.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { decodeBody } from '../bus/codec.js';
-import { traceIdOf } from '../bus/context.js';
 import { subscribeEventData } from '../bus/events.js';
+import type { Logger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { CALL_EVENTS } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
+import { filterOf, matches, queryBatches, type TraceQuery, type TraceQueryReply } from './audit-query.js';
+import { AuditStream, type AuditStreamOptions, eventsOfBatch } from './audit-stream.js';
 
-/** A `$query` request. */
-export interface TraceQuery {
-  traceId?: string;
-  tool?: string;
-  outcome?: 'ok' | 'error';
-  /** ISO 8601; events at or after it. */
-  since?: string;
-  /** ISO 8601; events before it. */
-  until?: string;
-  /** Default 50. */
-  limit?: number;
-}
+export type { TraceQuery, TraceQueryReply } from './audit-query.js';
 
 /** Events as they arrived: one batch's MessagePack bytes, decoded on the first query that reads them. */
 interface Segment {
@@ -71,26 +62,18 @@ export class TraceBuffer {
   }
 
   /** Matching events, newest first. */
-  query(q: TraceQuery): { events: CallEvent[]; matched: number; kept: number } {
-    const since = q.since === undefined ? undefined : Date.parse(q.since);
-    const until = q.until === undefined ? undefined : Date.parse(q.until);
-    const matches: CallEvent[] = [];
+  query(q: TraceQuery): TraceQueryReply {
+    const filter = filterOf(q);
+    const found: CallEvent[] = [];
     for (let s = this.segments.length - 1; s >= this.head; s--) {
       const events = decoded(this.segments[s] as Segment);
       const first = s === this.head ? this.skip : 0;
       for (let i = events.length - 1; i >= first; i--) {
         const e = events[i] as CallEvent;
-        if (e === NOT_AN_EVENT) continue;
-        if (q.tool !== undefined && e.name !== q.tool) continue;
-        if (q.outcome !== undefined && e.outcome !== q.outcome) continue;
-        if (q.traceId !== undefined && traceIdOf(e.traceparent) !== q.traceId) continue;
-        const at = Date.parse(e.at);
-        if (since !== undefined && !(at >= since)) continue;
-        if (until !== undefined && !(at < until)) continue;
-        matches.push(e);
+        if (e !== NOT_AN_EVENT && matches(e, filter)) found.push(e);
       }
     }
-    return { events: matches.slice(0, q.limit ?? 50), matched: matches.length, kept: this.live };
+    return { events: found.slice(0, q.limit ?? 50), matched: found.length, kept: this.live };
   }
 
   private push(segment: Segment): void {
@@ -120,15 +103,10 @@ export class TraceBuffer {
 /** The events of a segment, decoded once; entries that are not events are dropped as `watchCalls` drops them. */
 function decoded(segment: Segment): CallEvent[] {
   if (segment.events === undefined) {
-    let value: unknown;
-    try {
-      value = decodeBody(segment.bytes as Uint8Array);
-    } catch {
-      value = [];
-    }
-    const list = Array.isArray(value) ? value : [value];
     // Dropped entries keep their place, so the live window over the batch stays aligned.
-    segment.events = list.slice(0, segment.count).map((e) => (e !== null && typeof e === 'object' ? (e as CallEvent) : NOT_AN_EVENT));
+    segment.events = eventsOfBatch(segment.bytes as Uint8Array)
+      .slice(0, segment.count)
+      .map((e) => e ?? NOT_AN_EVENT);
     while (segment.events.length < segment.count) segment.events.push(NOT_AN_EVENT);
     segment.bytes = undefined;
   }
@@ -158,22 +136,44 @@ export function eventsIn(bytes: Uint8Array): number | undefined {
   return count <= bytes.length - header ? count : undefined;
 }
 
-/** Builds the `system.traces` mount; it starts listening at once. */
+/** Builds the `system.traces` mount over this instance's memory; it starts listening at once. */
 export function tracesMount(nc: NatsConnection, options: { capacity?: number } = {}): { mount: Mount; stop(): void } {
   const buffer = new TraceBuffer(options.capacity);
   const stop = subscribeEventData(nc, CALL_EVENTS, (data) => buffer.addEncoded(data));
-  const mount = new Mount(nc, {
+  return { mount: tracesMountOver(nc, (q) => buffer.query(q), 'Recent tool calls made through the dispatcher, as this instance heard them.'), stop };
+}
+
+/**
+ * Builds the `system.traces` mount over the durable trail, opening (creating) it and
+ * indexing it; over memory, said in one logged line, when JetStream does not answer.
+ */
+export async function durableTracesMount(
+  nc: NatsConnection,
+  options: AuditStreamOptions & { logger?: Logger; capacity?: number } = {},
+): Promise<{ mount: Mount; stop(): void; audit?: AuditStream }> {
+  let audit: AuditStream;
+  try {
+    audit = await AuditStream.open(nc, options);
+  } catch (err) {
+    options.logger?.error(`system.traces answers from memory only: ${(err as Error).message}`);
+    return tracesMount(nc, options);
+  }
+  const stop = await audit.startIndexer(options.logger);
+  return { mount: tracesMountOver(nc, (q) => queryBatches(audit, q), 'Tool calls made through the dispatcher, from the durable audit trail.'), stop, audit };
+}
+
+function tracesMountOver(nc: NatsConnection, query: (q: TraceQuery) => TraceQueryReply | Promise<TraceQueryReply>, description: string): Mount {
+  return new Mount(nc, {
     name: Mounts.Traces,
-    version: '0.1.0',
-    description: 'Recent tool calls made through the dispatcher.',
+    version: '0.2.0',
+    description,
     ops: {
       $query: {
-        description: 'Recent tool calls, newest first, by trace id, tool, outcome or time.',
+        description: 'Tool calls, newest first, by trace id, tool, session, principal, outcome or time; a page at a time.',
         request: SchemaId.TraceQueryRequest,
         response: SchemaId.TraceQueryReply,
-        handle: (q: TraceQuery) => buffer.query(q),
+        handle: query,
       },
     },
   });
-  return { mount, stop };
 }

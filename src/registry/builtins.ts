@@ -81,17 +81,20 @@ const matrixInvoke: MatrixToolProjection = {
 
 const traceQuery: MatrixToolProjection = {
   name: 'trace_query',
-  description: 'Find recent tool calls made through the dispatcher, by trace id, tool, outcome or time; newest first.',
+  description: 'Find tool calls made through the dispatcher, by trace id, tool, session, principal, outcome or time; newest first, a page at a time.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
     properties: {
       traceId: { type: 'string', pattern: '^[0-9a-f]{32}$', description: 'W3C trace id (32 hex digits).' },
       tool: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$', description: 'Tool name.' },
+      session: { type: 'string', maxLength: 256, description: 'Only calls of this session.' },
+      principal: { type: 'string', maxLength: 256, description: 'Only calls made for this principal.' },
       outcome: { enum: ['ok', 'error'], description: 'Only calls that succeeded, or failed.' },
       since: { type: 'string', maxLength: 64, description: 'ISO 8601 time; calls at or after it.' },
       until: { type: 'string', maxLength: 64, description: 'ISO 8601 time; calls before it.' },
       limit: { type: 'integer', minimum: 1, maximum: 500, description: 'At most this many; default 50.' },
+      cursor: { type: 'string', maxLength: 64, description: 'The `next` of a previous answer, for older calls.' },
     },
   },
   target: Mounts.Traces,

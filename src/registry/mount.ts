@@ -10,6 +10,7 @@ import { Mount, type MountOptions, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { IdentityGate } from '../identity/gate.js';
+import { traceResolve } from '../telemetry/calls.js';
 import { CHANGED_EVENTS, watchRegistry } from './events.js';
 import { Registry } from './registry.js';
 import type { StoreChange } from './store.js';
@@ -139,10 +140,11 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           request: SchemaId.ResolveRequest,
           response: SchemaId.ResolveReply,
           // A cached resolution is the same object each time: its bytes are encoded once.
-          handle: (request: ResolveRequest, ctx: OpContext) => {
-            const resolved = registry.resolve(identity.admit(request, ctx).request);
-            return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
-          },
+          handle: (request: ResolveRequest, ctx: OpContext) =>
+            traceResolve(ctx.traceparent, request.profile, () => {
+              const resolved = registry.resolve(identity.admit(request, ctx).request);
+              return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
+            }),
         },
         $register: {
           description: 'Registers (or, with expectedRevision, updates) a tool context in the shared registry.',

@@ -24,6 +24,7 @@ describe('CLI configuration: flags over environment over defaults', () => {
       bucket: 'matrix-tool-contexts',
       sessionsBucket: 'matrix-sessions',
       replicas: 1,
+      audit: { replicas: 1 },
     });
   });
 
@@ -37,6 +38,12 @@ describe('CLI configuration: flags over environment over defaults', () => {
       MATRIX_SESSIONS_BUCKET: 'env-sessions',
       MATRIX_TOOLS_REPLICAS: '3',
       MATRIX_APPROVAL_POLICY: '/env/policy.json',
+      MATRIX_TRUSTED_ISSUERS: 'UENV',
+      MATRIX_METRICS_PORT: '9464',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel:4318',
+      MATRIX_AUDIT_STREAM: 'ENV_AUDIT',
+      MATRIX_AUDIT_MAX_AGE: '60',
+      MATRIX_AUDIT_MAX_BYTES: '1024',
     };
     const options = serveConfig(serveFlags('--server', 'nats://flag:4222', '--user', 'flag-user', '--bucket', 'flag-bucket', '--no-dispatcher'), env);
     expect(options).toMatchObject({
@@ -47,6 +54,10 @@ describe('CLI configuration: flags over environment over defaults', () => {
       sessionsBucket: 'env-sessions',
       replicas: 3,
       policy: '/env/policy.json',
+      trust: 'UENV',
+      metricsPort: 9464,
+      otlpEndpoint: 'http://otel:4318',
+      audit: { stream: 'ENV_AUDIT', maxAgeMs: 60_000, maxBytes: 1024, replicas: 3 },
     });
   });
 

@@ -34,6 +34,7 @@ describe('the package entries', () => {
       'connectBus',
       'connectOptionsFromEnv',
       'dispatcherMount',
+      'durableTracesMount',
       'mintGrant',
       'newIssuerKey',
       'packagesMount',

@@ -1,0 +1,111 @@
+/**
+ * The durable audit trail at scale (not part of `npm test` or `npm run bench`; CPU-heavy):
+ * stores EVENTS call events in a nats-server of its own, in batches of BATCH as a loaded
+ * dispatcher sends them, lets one instance index them, then times `system.traces` queries by
+ * trace id (and, for comparison, a page by tool and a time window).
+ *
+ *   npm run build && node dist/bench/audit-scale.js [events=1000000]
+ */
+import { connectBus } from '../src/bus/connect.js';
+import { AuditLog } from '../src/dispatcher/audit.js';
+import type { CallEvent } from '../src/dispatcher/types.js';
+import { queryBatches, type TraceQuery } from '../src/mounts/audit-query.js';
+import { AuditStream } from '../src/mounts/audit-stream.js';
+import { startNatsProcess } from '../test/harness/nats-server.js';
+
+const EVENTS = Number(process.argv[2]) || 1_000_000;
+/** Events per published message: 20,000 calls a second batched by 5 ms. */
+const BATCH = 100;
+/** Traces in progress at once; each makes CALLS calls, one per batch, so its events spread over CALLS batches. */
+const ACTIVE = 100;
+const CALLS = 5;
+const QUERIES = 1000;
+
+const traceIdOfEvent = (k: number) => (Math.floor(k / (ACTIVE * CALLS)) * ACTIVE + (k % ACTIVE) + 1).toString(16).padStart(32, '0');
+
+function event(k: number, at: string): CallEvent {
+  return {
+    callId: `call_${k}`,
+    name: k % 3 === 0 ? 'search' : 'read_file',
+    target: 'app.things',
+    op: '$do',
+    session: `session-${k % 1000}`,
+    principal: 'agent@example',
+    traceparent: `00-${traceIdOfEvent(k)}-${(k % 0xffffffff).toString(16).padStart(16, '0')}-01`,
+    outcome: k % 50 === 0 ? 'error' : 'ok',
+    ...(k % 50 === 0 ? { code: 'timeout' } : {}),
+    durationMs: 1.25,
+    attempts: 1,
+    argumentsDigest: 'a1b2c3d4e5f60718',
+    argumentsBytes: 42,
+    at,
+  };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] as number;
+}
+
+async function timeQueries(audit: AuditStream, label: string, queries: TraceQuery[], check: (n: number) => boolean): Promise<void> {
+  const times: number[] = [];
+  for (const q of queries) {
+    const started = performance.now();
+    const reply = await queryBatches(audit, q);
+    times.push(performance.now() - started);
+    if (!check(reply.events.length)) throw new Error(`${label}: ${reply.events.length} events for ${JSON.stringify(q)}`);
+  }
+  times.sort((a, b) => a - b);
+  console.log(
+    `${label}: ${queries.length} queries, p50 ${percentile(times, 50).toFixed(2)} ms, p90 ${percentile(times, 90).toFixed(2)} ms, p99 ${percentile(times, 99).toFixed(2)} ms`,
+  );
+}
+
+async function main(): Promise<void> {
+  const server = await startNatsProcess();
+  const nc = await connectBus({ servers: server.url });
+  try {
+    const audit = await AuditStream.open(nc, { stream: 'BENCH_AUDIT', indexBucket: 'bench-audit-index' });
+    const log = new AuditLog(nc);
+    const started = performance.now();
+    const at = new Date().toISOString();
+    for (let k = 0; k < EVENTS; k++) {
+      log.record(event(k, at));
+      if (k % BATCH === BATCH - 1) log.flush();
+      if (k % 100_000 === 99_999) await nc.flush();
+    }
+    log.flush();
+    await nc.flush();
+    const bounds = await audit.bounds();
+    console.log(`stored ${EVENTS} events in ${bounds.messages} messages in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+    const indexing = performance.now();
+    const stop = await audit.startIndexer();
+    while ((await audit.indexedThrough()) < bounds.last) await new Promise((r) => setTimeout(r, 500));
+    stop();
+    const indexSeconds = (performance.now() - indexing) / 1000;
+    console.log(
+      `indexed ${bounds.messages} batches (${EVENTS / CALLS} traces) in ${indexSeconds.toFixed(1)} s: ${(EVENTS / indexSeconds).toFixed(0)} events/s`,
+    );
+
+    // Trace ids of random events: each trace has CALLS events.
+    const randomTraces = Array.from({ length: QUERIES }, () => ({ traceId: traceIdOfEvent(Math.floor(Math.random() * EVENTS)) }));
+    await timeQueries(audit, 'by trace id', randomTraces, (n) => n === CALLS);
+    await timeQueries(
+      audit,
+      'by tool, newest page of 50',
+      Array.from({ length: 100 }, () => ({ tool: 'search' })),
+      (n) => n === 50,
+    );
+    await timeQueries(
+      audit,
+      'by trace id and a time window',
+      randomTraces.slice(0, 100).map((q) => ({ ...q, since: at, until: new Date(Date.now() + 60_000).toISOString() })),
+      (n) => n === CALLS,
+    );
+  } finally {
+    await nc.close();
+    await server.stop();
+  }
+}
+
+await main();

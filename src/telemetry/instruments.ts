@@ -1,0 +1,91 @@
+/**
+ * The tracer and the metric instruments of the registry, through `@opentelemetry/api` only.
+ * Each is looked up from the global providers on use and is undefined while no SDK is
+ * registered, so callers skip building spans and attribute objects: with no SDK the cost of
+ * a call's telemetry is two global look-ups.
+ */
+import { type Counter, createNoopMeter, type Histogram, metrics, ProxyTracerProvider, type Tracer, type TracerProvider, trace } from '@opentelemetry/api';
+
+/** The instrumentation scope of every span and metric. */
+export const SCOPE = 'matrix-tool-registry';
+
+/** Metric names, as OpenTelemetry names them (in Prometheus dots become `_` and counters end in `_total`). */
+export const MetricName = {
+  Calls: 'matrix.tool.calls',
+  CallDuration: 'matrix.tool.call.duration',
+  Approvals: 'matrix.approvals',
+  InFlight: 'matrix.tool.calls.in_flight',
+} as const;
+
+/** The instruments, when a meter provider is registered. */
+export interface Instruments {
+  /** Tool calls by `gen_ai.tool.name`, `matrix.outcome` and `error.type`. */
+  calls: Counter;
+  /** Seconds from a call's arrival to its result, by tool and outcome. */
+  callDuration: Histogram;
+  /** Approval decisions by `matrix.decision` (`approve` | `reject`). */
+  approvals: Counter;
+}
+
+// The API's no-op provider and counter are not exported; these are the same singletons.
+const NOOP_TRACER_PROVIDER = new ProxyTracerProvider().getDelegate();
+const NOOP_COUNTER = createNoopMeter().createCounter('noop');
+
+let tracerOf: TracerProvider | undefined;
+let tracer: Tracer | undefined;
+
+/** The registry's tracer, or undefined while no tracer provider is registered. */
+export function activeTracer(): Tracer | undefined {
+  const provider = trace.getTracerProvider();
+  const delegate = provider instanceof ProxyTracerProvider ? provider.getDelegate() : provider;
+  if (delegate === NOOP_TRACER_PROVIDER) return undefined;
+  if (delegate !== tracerOf) {
+    tracerOf = delegate;
+    tracer = delegate.getTracer(SCOPE);
+  }
+  return tracer;
+}
+
+/** What in-flight counts are read from at each collection: maps of target → calls in flight. */
+const inFlightSources = new Set<() => ReadonlyMap<string, number>>();
+
+/**
+ * Reports `read()`'s counts as the `matrix.tool.calls.in_flight` gauge by `matrix.target`, at
+ * each metric collection (nothing is done per call); returns a function that stops.
+ */
+export function observeInFlight(read: () => ReadonlyMap<string, number>): () => void {
+  inFlightSources.add(read);
+  return () => inFlightSources.delete(read);
+}
+
+let instrumentsOf: unknown;
+let instruments: Instruments | undefined;
+
+/** The registry's instruments, or undefined while no meter provider is registered. */
+export function activeInstruments(): Instruments | undefined {
+  const provider = metrics.getMeterProvider();
+  if (provider === instrumentsOf) return instruments;
+  instrumentsOf = provider;
+  const meter = provider.getMeter(SCOPE);
+  const calls = meter.createCounter(MetricName.Calls, { description: 'Tool calls through the dispatcher, by tool and outcome.', unit: '{call}' });
+  instruments =
+    calls === NOOP_COUNTER
+      ? undefined
+      : {
+          calls,
+          callDuration: meter.createHistogram(MetricName.CallDuration, {
+            description: 'Time from a tool call to its result.',
+            unit: 's',
+            advice: { explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] },
+          }),
+          approvals: meter.createCounter(MetricName.Approvals, { description: 'Approval decisions of gated tool calls.', unit: '{decision}' }),
+        };
+  if (instruments !== undefined) {
+    meter
+      .createObservableUpDownCounter(MetricName.InFlight, { description: 'Tool calls waiting for their target, by target.', unit: '{call}' })
+      .addCallback((result) => {
+        for (const read of inFlightSources) for (const [target, n] of read()) result.observe(n, { 'matrix.target': target });
+      });
+  }
+  return instruments;
+}

@@ -1,0 +1,3 @@
+export { Attr, countApproval, observeCall, parentContext, traceResolve } from './calls.js';
+export { activeInstruments, activeTracer, type Instruments, MetricName, observeInFlight, SCOPE } from './instruments.js';
+export { startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';

@@ -1,0 +1,185 @@
+import type { NatsConnection } from '@nats-io/nats-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import { connectBus } from '../../src/bus/connect.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import { AuditLog } from '../../src/dispatcher/audit.js';
+import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
+import { queryBatches, type TraceQuery, type TraceQueryReply } from '../../src/mounts/audit-query.js';
+import type { AuditStream } from '../../src/mounts/audit-stream.js';
+import { durableTracesMount } from '../../src/mounts/traces.js';
+import { eventually } from '../harness/eventually.js';
+import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+import { type ServiceProcess, startService } from '../harness/service.js';
+
+/** `count` events over `traces` trace ids, two tools, two sessions, two principals, alternating outcomes, 1 ms apart from `start`. */
+function makeEvents(count: number, traces: string[], start: number): CallEvent[] {
+  return Array.from({ length: count }, (_, i) => ({
+    callId: `call-${start}-${i}`,
+    name: i % 3 === 0 ? 'alpha' : 'beta',
+    target: 'app.things',
+    op: '$do',
+    session: `s${i % 2}`,
+    principal: i % 5 === 0 ? 'alice' : 'bob',
+    traceparent: `00-${traces[i % traces.length]}-00000000000000${String(10 + (i % 90))}-01`,
+    outcome: i % 4 === 0 ? 'error' : 'ok',
+    ...(i % 4 === 0 ? { code: 'timeout' } : {}),
+    durationMs: i / 10,
+    attempts: 1,
+    at: new Date(start + i).toISOString(),
+  }));
+}
+
+/** What a query must answer, from the events themselves: the matching ones, newest first. */
+function expected(events: CallEvent[], q: TraceQuery): CallEvent[] {
+  return events
+    .filter(
+      (e) =>
+        (q.traceId === undefined || traceIdOf(e.traceparent) === q.traceId) &&
+        (q.tool === undefined || e.name === q.tool) &&
+        (q.session === undefined || e.session === q.session) &&
+        (q.principal === undefined || e.principal === q.principal) &&
+        (q.outcome === undefined || e.outcome === q.outcome) &&
+        (q.since === undefined || e.at >= q.since) &&
+        (q.until === undefined || e.at < q.until),
+    )
+    .reverse();
+}
+
+/** Every page of a query, followed by its cursors. */
+async function allPages(audit: AuditStream, q: TraceQuery): Promise<{ events: CallEvent[]; pages: number }> {
+  const events: CallEvent[] = [];
+  let pages = 0;
+  let reply: TraceQueryReply | undefined;
+  do {
+    reply = await queryBatches(audit, { ...q, ...(reply?.next === undefined ? {} : { cursor: reply.next }) });
+    events.push(...reply.events);
+    pages++;
+  } while (reply.next !== undefined);
+  return { events, pages };
+}
+
+const traceIds = Array.from({ length: 7 }, () => traceIdOf(newTraceparent()) as string);
+
+describe('the durable audit trail', () => {
+  let server: ProcessNats;
+  const connections: NatsConnection[] = [];
+  const stops: Array<() => void> = [];
+  const connect = async () => {
+    const nc = await connectBus({ servers: server.url });
+    connections.push(nc);
+    return nc;
+  };
+  const open = async () => {
+    const traces = await durableTracesMount(await connect(), { stream: 'AUDIT_TEST', indexBucket: 'audit-test-index' });
+    await traces.mount.start();
+    stops.push(traces.stop, () => void traces.mount.stop());
+    return traces.audit as AuditStream;
+  };
+
+  beforeAll(async () => {
+    server = await startNatsProcess();
+  });
+  afterAll(async () => {
+    for (const stop of stops) stop();
+    for (const nc of connections) await nc.close();
+    await server.stop();
+  });
+
+  it('answers every query the same from two instances: by trace id, tool, session, principal, outcome and time, newest first, paged', async () => {
+    const [a, b] = [await open(), await open()];
+    const log = new AuditLog(await connect());
+    // Times as a dispatcher stamps them: each event ends before its batch is stored.
+    const events = makeEvents(300, traceIds, Date.now() - 400);
+    // Batches of 7, as a dispatcher under load sends them.
+    events.forEach((e, i) => {
+      log.record(e);
+      if (i % 7 === 6) log.flush();
+    });
+    log.flush();
+    await eventually(async () =>
+      expect((await queryBatches(a, { traceId: traceIds[3], limit: 500 })).events).toHaveLength(expected(events, { traceId: traceIds[3] }).length),
+    );
+
+    const t = (i: number) => (events[i] as CallEvent).at;
+    const queries: TraceQuery[] = [
+      { traceId: traceIds[3], limit: 500 },
+      { traceId: traceIds[0], tool: 'alpha', outcome: 'error' },
+      { tool: 'beta', session: 's1', limit: 500 },
+      { principal: 'alice', outcome: 'ok', limit: 500 },
+      { since: t(100), until: t(150), limit: 500 },
+      { traceId: traceIds[5], since: t(20), until: t(250), limit: 500 },
+      { limit: 10 },
+    ];
+    for (const q of queries) {
+      const [fromA, fromB] = [await queryBatches(a, q), await queryBatches(b, q)];
+      expect(fromB).toEqual(fromA);
+      expect(fromA.events).toEqual(expected(events, q).slice(0, q.limit ?? 50));
+    }
+    // Pages of 13 follow one another without a gap or a repeat.
+    for (const q of [
+      { traceId: traceIds[2], limit: 13 },
+      { tool: 'alpha', limit: 13 },
+    ]) {
+      const { events: paged, pages } = await allPages(b, q);
+      expect(paged).toEqual(expected(events, q));
+      expect(pages).toBeGreaterThan(2);
+    }
+    // Over the bus, as trace_query asks.
+    const client = new BusClient(await connect());
+    const reply = await client.request<TraceQueryReply>('system.traces', '$query', { traceId: traceIds[1], limit: 5 });
+    expect(reply.events).toEqual(expected(events, { traceId: traceIds[1] }).slice(0, 5));
+    client.close();
+  });
+});
+
+describe('the audit trail across restarts', () => {
+  let server: ProcessNats;
+  let service: ServiceProcess | undefined;
+  let nc: NatsConnection;
+
+  beforeAll(async () => {
+    server = await startNatsProcess();
+    nc = await connectBus({ servers: server.url });
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await nc.close();
+    await server.stop();
+  });
+
+  it('loses no event that reached the server when the service or nats-server restarts', async () => {
+    const client = new BusClient(nc, { timeoutMs: 5_000 });
+    const traceparent = newTraceparent();
+    const traceId = traceIdOf(traceparent) as string;
+    const call = (id: string) =>
+      client.request<ToolResult>(
+        'system.dispatcher',
+        '$call',
+        { session: { profile: 'evaluate' }, call: { id, name: 'trace_query', arguments: { traceId } } },
+        { traceparent },
+      );
+    const callIds = async (): Promise<string[]> =>
+      (await client.request<TraceQueryReply>('system.traces', '$query', { traceId, limit: 500 })).events.map((e) => e.callId);
+
+    service = await startService(server.url);
+    for (const id of ['c1', 'c2', 'c3']) expect((await call(id)).isError).toBe(false);
+    await eventually(async () => expect(await callIds()).toEqual(['c3', 'c2', 'c1']));
+
+    // The service stops; events still reach the server meanwhile (here from another dispatcher's log).
+    await service.stop();
+    service = undefined;
+    const log = new AuditLog(nc);
+    log.record({ callId: 'while-down', name: 'trace_query', traceparent, outcome: 'ok', durationMs: 1, at: new Date().toISOString() });
+    log.flush();
+    await nc.flush();
+    service = await startService(server.url);
+    await eventually(async () => expect(await callIds()).toEqual(['while-down', 'c3', 'c2', 'c1']));
+
+    // nats-server is killed and started again on its store; the service reconnects.
+    await server.kill();
+    await server.restart();
+    await eventually(async () => expect((await call('c4')).isError).toBe(false), { timeoutMs: 20_000 });
+    await eventually(async () => expect(await callIds()).toEqual(['c4', 'while-down', 'c3', 'c2', 'c1']), { timeoutMs: 20_000 });
+  });
+});
