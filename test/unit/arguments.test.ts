@@ -139,10 +139,13 @@ describe('nulls from OpenAI strict mode', () => {
     expect(strictModelArguments(rendered.get('trace_query') as JsonSchemaObject, false)).toEqual({
       traceId: null,
       tool: null,
+      session: null,
+      principal: null,
       outcome: null,
       since: null,
       until: null,
       limit: null,
+      cursor: null,
     });
   });
 });
