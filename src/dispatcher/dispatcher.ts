@@ -120,6 +120,15 @@ export class Dispatcher {
     return this.audit(run, result);
   }
 
+  /**
+   * Audits a call refused before it reached this dispatcher's pipeline (a grant that failed at
+   * the mount): every call has its event. It carries no session or principal: what a refused
+   * caller claimed is not identity.
+   */
+  refused(toolCall: ToolCall, traceparent: string | undefined, code: string): void {
+    this.record(startRun(toolCall, traceparent === undefined ? {} : { traceparent }), 'error', code);
+  }
+
   /** Calls in flight to `target` now (each holds one of its `maxInFlightPerTarget` slots). */
   inFlight(target: string): number {
     return this.slots.count(target);

@@ -4,7 +4,6 @@ import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import { refusalAudit } from '../identity/audit.js';
 import { IdentityGate } from '../identity/gate.js';
 import { Dispatcher } from './dispatcher.js';
 import type { CallRequest } from './types.js';
@@ -30,7 +29,6 @@ export interface DispatcherMountOptions {
 export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOptions = {}): Mount {
   const dispatcher = options.dispatcher ?? new Dispatcher(nc);
   const identity = options.identity ?? IdentityGate.trustingCallers();
-  const audit = refusalAudit(nc);
   return new Mount(nc, {
     name: Mounts.Dispatcher,
     version: DISPATCHER_VERSION,
@@ -45,7 +43,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
-          const admitted = identity.admit(request.session, ctx, (err) => audit(request.call, ctx, err));
+          const admitted = identity.admit(request.session, ctx, (err) => dispatcher.refused(request.call, ctx.traceparent, err.code));
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
           return dispatcher.call(admitted.request, request.call, { traceparent, deadline, session, principal, grant, readSessions });
         },

@@ -1,16 +1,16 @@
 /**
  * `system.sessions`: each session's state, one JetStream KV key per session. `$read` is the
  * target of the built-in `session_state_read`; `$write` merges values (null removes a key).
- * The session is the request's `session`, else its `Matrix-Session` header. A caller that
- * names its own session (`Matrix-Session`, which the dispatcher sets from a verified grant) reads
- * only that one and those its grant lists in `Matrix-Read-Sessions`, and writes only its own.
+ * The session is the request's `session`, else its `Matrix-Session` header; a caller with a
+ * session of its own reads it and those its grant lists, and writes only its own (`session-scope.ts`).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { BadRequestError, ConflictError, ForbiddenError } from '../bus/errors.js';
+import { BadRequestError, ConflictError } from '../bus/errors.js';
 import { Bucket } from '../bus/kv.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import { sessionInScope } from './session-scope.js';
 
 /** Default bucket of session state (`MATRIX_SESSIONS_BUCKET`). */
 export const DEFAULT_SESSIONS_BUCKET = 'matrix-sessions';
@@ -35,7 +35,7 @@ export async function sessionsMount(nc: NatsConnection, options: { bucket?: stri
         request: SchemaId.SessionReadRequest,
         response: SchemaId.SessionReadReply,
         handle: async (request: { session?: string; keys?: string[] }, ctx: OpContext) => {
-          const session = sessionOf(request.session, ctx, readableBy(ctx));
+          const session = sessionOf(request.session, ctx, 'read');
           const { state, revision } = await read(session);
           const picked = request.keys === undefined ? state : Object.fromEntries(request.keys.filter((k) => Object.hasOwn(state, k)).map((k) => [k, state[k]]));
           return { session, state: picked, revision };
@@ -46,7 +46,7 @@ export async function sessionsMount(nc: NatsConnection, options: { bucket?: stri
         request: SchemaId.SessionWriteRequest,
         response: SchemaId.SessionWriteReply,
         handle: async (request: { session?: string; values: State; expectedRevision?: number }, ctx: OpContext) => {
-          const session = sessionOf(request.session, ctx, []);
+          const session = sessionOf(request.session, ctx, 'write');
           // Merge under compare-and-set; retry a lost race unless the caller pinned a revision.
           for (let attempt = 0; ; attempt++) {
             const { state, revision } = await read(session);
@@ -71,23 +71,9 @@ export async function sessionsMount(nc: NatsConnection, options: { bucket?: stri
   });
 }
 
-/** Sessions besides its own that the caller may read (`Matrix-Read-Sessions`, from its grant). */
-function readableBy(ctx: OpContext): string[] {
-  return ctx.readSessions === undefined ? [] : ctx.readSessions.split(',').map((s) => s.trim());
-}
-
-/**
- * The session a request is about. A caller with a session of its own may name another only
- * when `others` lists it; a caller without one (an operator, a service) is kept off this mount
- * by NATS permissions, not here.
- */
-function sessionOf(given: string | undefined, ctx: OpContext, others: readonly string[]): string {
-  if (given !== undefined && ctx.session !== undefined && given !== ctx.session && !others.includes(given)) {
-    throw new ForbiddenError(
-      `session ${ctx.session} may not ${ctx.op === '$read' ? 'read' : 'write'} session ${given}: only its own${ctx.op === '$read' ? ', and those its grant names in readSessions' : ''}`,
-    );
-  }
-  const session = given ?? ctx.session;
+/** The session a request is about, as `sessionInScope` allows it; it must name one. */
+function sessionOf(given: string | undefined, ctx: OpContext, action: 'read' | 'write'): string {
+  const session = sessionInScope(given, ctx, action);
   if (session === undefined || !/^[A-Za-z0-9_-]{1,128}$/.test(session)) {
     throw new BadRequestError('name the session: give `session`, or send the Matrix-Session header (letters, digits, _ and -)', {
       details: { violations: [{ path: '/session', message: 'is required when no Matrix-Session header names a valid session' }] },

@@ -7,13 +7,14 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { subscribeEventData } from '../bus/events.js';
 import type { Logger } from '../bus/log.js';
-import { Mount } from '../bus/mount.js';
+import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { CALL_EVENTS } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
 import { filterOf, matches, queryBatches, type TraceQuery, type TraceQueryReply } from './audit-query.js';
 import { AuditStream, type AuditStreamOptions, eventsOfBatch } from './audit-stream.js';
+import { sessionInScope } from './session-scope.js';
 
 export type { TraceQuery, TraceQueryReply } from './audit-query.js';
 
@@ -172,7 +173,11 @@ function tracesMountOver(nc: NatsConnection, query: (q: TraceQuery) => TraceQuer
         description: 'Tool calls, newest first, by trace id, tool, session, principal, outcome or time; a page at a time.',
         request: SchemaId.TraceQueryRequest,
         response: SchemaId.TraceQueryReply,
-        handle: query,
+        // A session sees its own calls (and those its grant lets it read); an operator, all.
+        handle: (q: TraceQuery, ctx: OpContext) => {
+          const session = sessionInScope(q.session, ctx, 'read');
+          return query(session === undefined ? q : { ...q, session });
+        },
       },
     },
   });
