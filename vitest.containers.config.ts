@@ -1,11 +1,12 @@
-/** The container tier: the integration tests on a NATS container, the harness's engine cases, the compose stack. */
+/** The container tier: the harness's engine cases and the compose stack; each test starts what it needs. */
 import { defineConfig } from 'vitest/config';
 import base from './vitest.config.js';
 
 export default defineConfig({
   test: {
     ...base.test,
-    include: ['test/integration/**/*.test.ts', 'test/containers/**/*.test.ts'],
+    include: ['test/containers/**/*.test.ts'],
     exclude: ['**/node_modules/**'],
+    globalSetup: [],
   },
 });

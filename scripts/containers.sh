@@ -26,14 +26,20 @@ install_missing() {
   # An apt index older than the Debian mirror's files fails with 404: refresh it first.
   apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
   # --no-install-recommends: docker-compose would otherwise bring docker.io and its daemon.
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2
+  local out
+  out="$(mktemp)"
+  if ! apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >"$out" 2>&1; then
+    cat "$out" >&2
+    return 1
+  fi
+  rm -f "$out"
 }
 
 # crun cannot run on hybrid cgroups, and no runtime may raise RLIMIT_NOFILE/NPROC past this
 # machine's hard limits (no CAP_SYS_RESOURCE): runc, and default limits inside them.
 write_config() {
   local conf=/etc/containers/containers.conf want
-  want="$(printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n\n[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n' \
+  want="$(printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n\n[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n\n[network]\nnetwork_backend = "netavark"\n' \
     "$(hard_limit n)" "$(hard_limit n)" "$(nproc_limit)" "$(nproc_limit)")"
   if [ "$(cat "$conf" 2>/dev/null)" != "$want" ]; then
     log "writing $conf (runc, limits inside this machine's hard limits)"
@@ -56,6 +62,15 @@ nproc_limit() {
   local v
   v="$(hard_limit u)"
   if [ "$v" -gt 32768 ]; then echo 32768; else echo "$v"; fi
+}
+
+# A bridge left by CNI (podman's network backend before netavark was installed) keeps a route to
+# 10.88.0.0/16, netavark's default subnet too: ports published from there answer "no route to host".
+remove_cni_bridge() {
+  if ip link show cni-podman0 >/dev/null 2>&1; then
+    log "removing cni-podman0, a bridge of the CNI backend that shadows netavark's subnet"
+    ip link delete cni-podman0
+  fi
 }
 
 # podman's Docker-compatible API, for testcontainers and docker-compose; no systemd here.
@@ -89,8 +104,11 @@ ENV
 }
 
 setup() {
-  install_missing podman runc curl nats-server busybox-static debootstrap docker-compose
+  # netavark and aardvark-dns are only recommended by podman: without them, containers of a
+  # compose stack cannot find each other by service name.
+  install_missing podman runc netavark aardvark-dns curl nats-server busybox-static debootstrap docker-compose
   write_config
+  remove_cni_bridge
   start_service
   "$here/images/nats.sh" "$(nats_image)"
   "$here/images/node.sh" "$(node_image)"
