@@ -22,23 +22,23 @@ podman_without_timers() {
     curl -fsS --unix-socket "${DOCKER_HOST#unix://}" http://d/version 2>/dev/null | grep -q '"Podman Engine"'
 }
 
-# Runs the healthcheck of every container still starting, every 2 s (the compose file's interval).
+# Runs the healthcheck of every container still starting, every 2 s (the compose file's interval),
+# as long as this script runs ($$ is the script's pid, also in this background subshell).
 run_healthchecks() {
-  while true; do
+  while kill -0 $$ 2>/dev/null; do
     for id in $(podman ps -q --filter health=starting); do podman healthcheck run "$id" >/dev/null 2>&1 || true; done
     sleep 2
   done
 }
 
 up() {
-  local pump=""
   if podman_without_timers; then
     log "podman without systemd: running the healthchecks while the stack starts"
     run_healthchecks &
-    pump=$!
+    # Stopped however `up` ends, a failed build included.
+    trap "kill $! 2>/dev/null || true" EXIT
   fi
   compose up -d --build "$@"
-  [ -n "$pump" ] && kill "$pump"
   wait_ready
 }
 
