@@ -7,6 +7,8 @@ import { defineConfig } from 'vitest/config';
  *   (each mounts system.tools on it);
  * - system: built processes as a user runs them, killed servers, clusters, fuzzing; sized by
  *   env (FUZZ_ROUNDS, …), one file at a time (`npm run test:system`, after a build).
+ * The container tier (test/containers: the harness's engine cases, the compose stack) runs
+ * alone, where a container engine answers: `npm run test:containers`.
  */
 const system = [
   'test/integration/audit-trail.test.ts',

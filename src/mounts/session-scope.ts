@@ -19,7 +19,9 @@ function readableBy(ctx: OpContext): string[] {
  */
 export function sessionInScope(given: string | undefined, ctx: OpContext, action: 'read' | 'write'): string | undefined {
   if (given !== undefined && ctx.session !== undefined && given !== ctx.session && !(action === 'read' && readableBy(ctx).includes(given))) {
-    throw new ForbiddenError(`session ${ctx.session} may not ${action} session ${given}: only its own${action === 'read' ? ', and those its grant names in readSessions' : ''}`);
+    throw new ForbiddenError(
+      `session ${ctx.session} may not ${action} session ${given}: only its own${action === 'read' ? ', and those its grant names in readSessions' : ''}`,
+    );
   }
   return given ?? ctx.session;
 }

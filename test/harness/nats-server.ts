@@ -1,6 +1,6 @@
 /**
  * Real NATS servers for tests, never a mock: `NATS_URL` when set; else testcontainers'
- * NATS module when a Docker engine answers; else a `nats-server` child process on a free
+ * NATS module when a container engine answers; else a `nats-server` child process on a free
  * port with JetStream in a temporary directory.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -8,13 +8,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ContainerUnavailableError, DEFAULT_NATS_IMAGE, startNatsContainer } from './nats-container.js';
 
 /** A running server a test may use. */
 export interface TestNats {
   /** `nats://host:port`. */
   url: string;
+  /** Credentials it demands, if any (the NATS container's are `test`/`test`). */
+  user?: string;
+  pass?: string;
   /** How it runs. */
   kind: 'external' | 'container' | 'process';
+  /** Why this kind, in words for the test output (why not a container, say). */
+  reason: string;
   /** Stops it (and removes its store); a no-op for an external server. */
   stop(): Promise<void>;
 }
@@ -31,29 +37,42 @@ export interface ProcessNats extends TestNats {
   restart(): Promise<void>;
 }
 
-/** The shared server of a test run, by the rule above. */
-export async function startTestNats(): Promise<TestNats> {
-  const external = process.env.NATS_URL;
-  if (external) return { url: external, kind: 'external', stop: async () => {} };
-  if (await dockerAnswers()) {
-    const { NatsContainer } = await import('@testcontainers/nats');
-    const container = await new NatsContainer('nats:2.10-alpine').withJetStream().start();
-    const { servers } = container.getConnectionOptions();
-    const url = Array.isArray(servers) ? String(servers[0]) : String(servers);
-    return { url: url.startsWith('nats://') ? url : `nats://${url}`, kind: 'container', stop: async () => void (await container.stop()) };
+/** `MATRIX_TEST_NATS`: `container` demands one (CI's container tier), `process` never tries one. */
+export type TestNatsMode = 'auto' | 'container' | 'process';
+
+/**
+ * The shared server of a test run: `NATS_URL` when set; else a NATS container when an engine
+ * answers and the image can be had; else a `nats-server` process. A half-there engine (no Ryuk
+ * image, no registry to pull from) falls back to the process, unless the mode demands a container.
+ */
+export async function startTestNats(env: NodeJS.ProcessEnv = process.env): Promise<TestNats> {
+  if (env.NATS_URL) return externalNats(env);
+  const mode = testNatsMode(env.MATRIX_TEST_NATS);
+  if (mode === 'process') return { ...(await startNatsProcess()), reason: 'MATRIX_TEST_NATS=process' };
+  try {
+    const container = await startNatsContainer(env.NATS_IMAGE || DEFAULT_NATS_IMAGE);
+    return { ...container, kind: 'container', reason: `image ${env.NATS_IMAGE || DEFAULT_NATS_IMAGE}` };
+  } catch (err) {
+    if (mode === 'container' || !(err instanceof ContainerUnavailableError)) throw err;
+    return { ...(await startNatsProcess()), reason: err.message };
   }
-  return startNatsProcess();
 }
 
-async function dockerAnswers(): Promise<boolean> {
-  if (process.env.TESTCONTAINERS_DISABLED === '1') return false;
-  try {
-    const { getContainerRuntimeClient } = await import('testcontainers');
-    await getContainerRuntimeClient();
-    return true;
-  } catch {
-    return false;
-  }
+function externalNats(env: NodeJS.ProcessEnv): TestNats {
+  return {
+    url: String(env.NATS_URL),
+    ...(env.NATS_USER && { user: env.NATS_USER }),
+    ...(env.NATS_PASSWORD && { pass: env.NATS_PASSWORD }),
+    kind: 'external',
+    reason: 'NATS_URL',
+    stop: async () => {},
+  };
+}
+
+function testNatsMode(value: string | undefined): TestNatsMode {
+  if (value === undefined || value === '' || value === 'auto') return 'auto';
+  if (value === 'container' || value === 'process') return value;
+  throw new Error(`MATRIX_TEST_NATS must be auto, container or process, not ${JSON.stringify(value)}`);
 }
 
 /** A `nats-server` process on a free loopback port, JetStream on, its own store. */
@@ -83,6 +102,7 @@ export async function startNatsProcess(extraArgs: string[] = []): Promise<Proces
   return {
     url: `nats://127.0.0.1:${port}`,
     kind: 'process',
+    reason: 'started by the test',
     port,
     get pid() {
       return child?.pid;

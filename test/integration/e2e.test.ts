@@ -6,6 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { sharedNatsEnv } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { cli, type ServiceProcess, startScript } from '../harness/service.js';
 
@@ -69,7 +70,7 @@ describe('the whole system, as a user runs it', () => {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url)), 'mcp', '--profile', 'default', '--refs', 'actor-readonly,e2e-extra'],
-      env: { ...process.env, NATS_URL: url } as Record<string, string>,
+      env: { ...process.env, ...sharedNatsEnv(url), NATS_URL: url } as Record<string, string>,
       stderr: 'ignore',
     });
     const mcp = new Client({ name: 'e2e', version: '1.0.0' });

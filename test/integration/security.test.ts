@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
@@ -13,6 +13,7 @@ import { builtinContexts, MATRIX_INVOKE } from '../../src/registry/builtins.js';
 import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
+import { sharedNats } from '../harness/bus.js';
 import { prng } from '../harness/fuzz.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec } from '../harness/registry.js';
@@ -194,7 +195,7 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
 
 describe('no unauthorised call ever reaches a target (seeded random calls)', () => {
   it('counts zero at every subject outside the context, reserved or unapproved', async () => {
-    const nc = await connectBus({ servers: inject('natsUrl') });
+    const nc = await connectBus(sharedNats());
     const invoke = builtinContexts.flatMap((c) => c.matrixTools ?? []).find((t) => t.name === MATRIX_INVOKE);
     const narrow = {
       key: 'narrow',
