@@ -1,5 +1,17 @@
 export { BusClient, type BusClientOptions, type RawReply, type RequestOptions } from './client.js';
-export { decodeBody, decodeMap, Encoded, Encoding, encodeBody, encodedOnce, JSON_CONTENT_TYPE } from './codec.js';
+export {
+  decodeBody,
+  decodeMap,
+  decodeReply,
+  Encoded,
+  Encoding,
+  encodeBody,
+  encodedOnce,
+  JSON_CONTENT_TYPE,
+  jsonTextDeeperThan,
+  MAX_DEPTH,
+  nestedDeeperThan,
+} from './codec.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL } from './connect.js';
 export {
   type CallContext,
@@ -25,10 +37,12 @@ export {
   ForbiddenError,
   InternalError,
   MatrixError,
+  NoRespondersError,
   NotFoundError,
   PayloadTooLargeError,
   TimeoutError,
   UnavailableError,
+  UnsendableRequestError,
   type Violation,
 } from './errors.js';
 export { subscribeEvents } from './events.js';

@@ -107,13 +107,26 @@ export class ArgumentValidators {
   private ajv = ArgumentValidators.newAjv();
   private byObject = new WeakMap<object, Check>();
   private readonly byText = new Map<string, Check>();
+  /** Characters of schema text compiled since the cache last started afresh. */
+  private textLength = 0;
 
-  /** @param maxSchemas distinct schemas kept compiled; past it the cache starts afresh. */
-  constructor(private readonly maxSchemas = 5_000) {}
+  /**
+   * @param maxSchemas distinct schemas kept compiled; past it the cache starts afresh.
+   * @param maxSchemaText characters of schema text kept compiled (ajv's code grows with it); default 8 Mi.
+   */
+  constructor(
+    private readonly maxSchemas = 5_000,
+    private readonly maxSchemaText = 8 * 1024 * 1024,
+  ) {}
 
   // Tool schemas come from many authors and drafts: unknown keywords and formats are allowed.
   private static newAjv(): Ajv2020 {
     return new Ajv2020({ allErrors: true, strict: false, verbose: true, logger: false, validateFormats: false });
+  }
+
+  /** Characters of schema text compiled now, and how many schemas: what the bounds hold. */
+  get size(): { schemas: number; text: number } {
+    return { schemas: this.byText.size, text: this.textLength };
   }
 
   /** The check of a schema; throws if the schema does not compile. */
@@ -123,17 +136,21 @@ export class ArgumentValidators {
     const text = JSON.stringify(schema);
     check = this.byText.get(text);
     if (check === undefined) {
-      if (this.byText.size >= this.maxSchemas) {
-        // A registry that churns through schemas must not grow this cache (and ajv's) forever.
-        this.byText.clear();
-        this.byObject = new WeakMap();
-        this.ajv = ArgumentValidators.newAjv();
-      }
+      // A registry that churns through schemas, or registers huge ones, must not grow this cache (and ajv's) past its bounds.
+      if (this.byText.size >= this.maxSchemas || this.textLength + text.length > this.maxSchemaText) this.startAfresh();
       const validate = this.ajv.compile(schema);
       check = (value) => (validate(value) ? undefined : violationsOf(validate.errors));
       this.byText.set(text, check);
+      this.textLength += text.length;
     }
     this.byObject.set(schema, check);
     return check;
+  }
+
+  private startAfresh(): void {
+    this.byText.clear();
+    this.byObject = new WeakMap();
+    this.ajv = ArgumentValidators.newAjv();
+    this.textLength = 0;
   }
 }

@@ -127,4 +127,15 @@ describe('tool arguments', () => {
     expect(message).toContain('argument "colour" is not a known field (known fields: q, limit)');
     expect(message).toMatch(/Fix the arguments and call "search" again\.$/);
   });
+
+  it('keeps compiled schemas within a bound of schema text, starting afresh past it', () => {
+    const validators = new ArgumentValidators(5_000, 10_000);
+    const schema = (i: number) => ({ type: 'object' as const, description: `${i}`.padEnd(1_000, '.'), properties: { [`p${i}`]: { type: 'string' } } });
+    for (let i = 0; i < 100; i++) {
+      expect(validators.check(schema(i))({ [`p${i}`]: 1 })).toHaveLength(1);
+      expect(validators.size.text).toBeLessThanOrEqual(10_000);
+    }
+    expect(validators.size.schemas).toBeLessThan(10);
+    expect(validators.check(schema(99))({ p99: 'ok' })).toBeUndefined();
+  });
 });
