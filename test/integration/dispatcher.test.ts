@@ -1,7 +1,7 @@
 import { decode } from '@msgpack/msgpack';
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { type Service, Svcm } from '@nats-io/services';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { type CallContext, newTraceparent, traceIdOf } from '../../src/bus/context.js';
@@ -18,7 +18,7 @@ import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { silence, startTarget, type Target, TargetError } from '../harness/targets.js';
 
@@ -520,7 +520,7 @@ describe('the dispatcher', () => {
 
   describe('as system.dispatcher', () => {
     it('closes the dispatcher it created when it stops: its registry watch ends, its unsent audit events go out', async () => {
-      const own = await connectBus({ servers: inject('natsUrl'), name: 'test-stop' });
+      const own = await connectBus({ ...sharedNats(), name: 'test-stop' });
       const subscriptions = () => (own as unknown as { protocol: { subscriptions: { size(): number } } }).protocol.subscriptions.size();
       const before = subscriptions();
       const mount = await dispatcherMount(own).start();
@@ -682,7 +682,7 @@ describe('system.dispatcher', () => {
 
 describe('the bus client under the dispatcher', () => {
   it('rejects, never throws, a request it cannot send: an unencodable body, a header with a line break, a closed connection', async () => {
-    const own = await connectBus({ servers: inject('natsUrl'), name: 'test-unsendable' });
+    const own = await connectBus({ ...sharedNats(), name: 'test-unsendable' });
     const client = new BusClient(own);
     const outcome = (send: () => Promise<unknown>) => {
       try {

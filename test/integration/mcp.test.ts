@@ -10,7 +10,7 @@ import { watchCalls } from '../../src/dispatcher/audit.js';
 import { dispatcherMount } from '../../src/dispatcher/mount.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
 import { agentsMount } from '../../src/mounts/agents.js';
-import { testConnection } from '../harness/bus.js';
+import { sharedNatsEnv, testConnection } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { alive, CLI_MAIN, initializeParams, type RawBridge, startRawBridge } from '../harness/mcp.js';
 import { contextSpec, type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
@@ -55,7 +55,7 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [CLI_MAIN, 'mcp', ...args],
-      env: { ...process.env, NATS_URL: url } as Record<string, string>,
+      env: { ...process.env, ...sharedNatsEnv(url), NATS_URL: url } as Record<string, string>,
       stderr: 'pipe',
     });
     let stderr = '';
@@ -119,7 +119,10 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     // A client that starts the bridge with pipes, says its pid, and is then killed outright.
     const script = `const c = require('node:child_process').spawn(process.execPath, ${JSON.stringify([CLI_MAIN, 'mcp', '--profile', 'default'])}, { stdio: ['pipe', 'pipe', 'inherit'] });
       c.stdout.on('data', () => {}); console.log(c.pid); setInterval(() => {}, 1000);`;
-    const parent = spawn(process.execPath, ['-e', script], { env: { ...process.env, NATS_URL: url }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const parent = spawn(process.execPath, ['-e', script], {
+      env: { ...process.env, ...sharedNatsEnv(url), NATS_URL: url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     parent.stdout.on('data', (d: Buffer) => (out += d.toString()));
