@@ -56,8 +56,21 @@ export interface RequestHeaders {
 }
 
 /**
- * Reads the headers of a request in one pass, names in any case; a malformed
- * `Matrix-Deadline` is a bad request.
+ * Longest value of each context header a request may carry, in characters: identities and
+ * grants are short, and every one of them lands in audit events and downstream headers, so an
+ * unbounded one would let a caller bloat the audit batches of everyone.
+ */
+export const HEADER_LIMITS = {
+  [lower.Session]: 256,
+  [lower.Principal]: 256,
+  [lower.Grant]: 16_384,
+  [lower.ReadSessions]: 8_448,
+} as const satisfies Record<string, number>;
+
+/**
+ * Reads the headers of a request in one pass, names in any case. A malformed `Matrix-Deadline`
+ * or a context value over its limit is a bad request; a `traceparent` that is not W3C trace
+ * context is ignored, as W3C says, and a new trace starts downstream.
  */
 export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
   const context: CallContext = {};
@@ -66,9 +79,12 @@ export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
   for (const [name, values] of h) {
     const value = values[0];
     if (!value) continue;
-    switch (name.toLowerCase()) {
+    const key = name.toLowerCase();
+    const limit = HEADER_LIMITS[key as keyof typeof HEADER_LIMITS];
+    if (limit !== undefined && value.length > limit) throw headerTooLong(name, limit);
+    switch (key) {
       case lower.TraceParent:
-        context.traceparent ??= value;
+        if (traceparentPattern.test(value)) context.traceparent ??= value;
         break;
       case lower.Session:
         context.session ??= value;
@@ -96,6 +112,12 @@ export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
 /** Reads the context headers of a request; a malformed `Matrix-Deadline` is a bad request. */
 export function readContext(h: MsgHdrs | undefined): CallContext {
   return readRequestHeaders(h).context;
+}
+
+function headerTooLong(name: string, limit: number): BadRequestError {
+  return new BadRequestError(`header ${name} is longer than ${limit} characters`, {
+    details: { violations: [{ path: '', message: `header ${name} is over ${limit} characters` }] },
+  });
 }
 
 function deadlineHeader(value: string): number {

@@ -59,10 +59,27 @@ export class AuditLog {
     if (this.batch.length === 0) return;
     const events = this.batch;
     this.batch = [];
+    this.publish(events);
+  }
+
+  /**
+   * Publishes `events` as one message, or in halves while a message would pass the server's
+   * `max_payload` (a server set lower than the default, or events with long identities): a batch
+   * is never lost whole for the size of some of its events.
+   */
+  private publish(events: CallEvent[]): void {
+    const data = encodeCallEvents(events);
+    const max = this.nc.info?.max_payload ?? Number.POSITIVE_INFINITY;
+    if (data.length > max && events.length > 1) {
+      const half = Math.ceil(events.length / 2);
+      this.publish(events.slice(0, half));
+      this.publish(events.slice(half));
+      return;
+    }
     try {
-      this.nc.publish(CALL_EVENTS, encodeCallEvents(events));
+      this.nc.publish(CALL_EVENTS, data);
     } catch {
-      // Events lost to a closed connection must not fail the calls they describe.
+      // Events lost to a closed connection (or one event over max_payload) must not fail the calls they describe.
     }
   }
 }

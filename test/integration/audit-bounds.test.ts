@@ -1,0 +1,80 @@
+/**
+ * What a caller sends in headers lands in audit events: found by an outside attack, a
+ * `traceparent` of 60 KB to 1 MB pushed the shared audit batch over `max_payload`, and the
+ * batch — other sessions' events with it — was lost. Context headers are bounded now, a
+ * `traceparent` that is not W3C trace context is dropped (a new trace starts), and a batch too
+ * large for the server goes out in parts.
+ */
+import type { NatsConnection } from '@nats-io/nats-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import { BadRequestError } from '../../src/bus/errors.js';
+import type { Mount } from '../../src/bus/mount.js';
+import { AuditLog, watchCalls } from '../../src/dispatcher/audit.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { dispatcherMount } from '../../src/dispatcher/mount.js';
+import { localToolSource } from '../../src/dispatcher/sessions.js';
+import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
+import { Registry } from '../../src/registry/registry.js';
+import { StaticStore } from '../../src/registry/store.js';
+import { testConnection } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
+
+describe('audit events under oversized headers', () => {
+  let nc: NatsConnection;
+  let client: BusClient;
+  let mount: Mount;
+  const events: CallEvent[] = [];
+  let stopWatching: () => void;
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    client = new BusClient(nc, { timeoutMs: 10_000 });
+    stopWatching = watchCalls(nc, (e) => events.push(e));
+    const dispatcher = new Dispatcher(nc, { source: localToolSource(new Registry(new StaticStore())) });
+    mount = await dispatcherMount(nc, { dispatcher }).start();
+  });
+  afterAll(async () => {
+    stopWatching();
+    await mount.stop();
+  });
+
+  it('drops a traceparent that is not W3C trace context, and the call and its event go on under a new trace', async () => {
+    const huge = `00-${'a'.repeat(60_000)}`;
+    const result = await client.request<ToolResult>(
+      'system.dispatcher',
+      '$call',
+      { session: { profile: 'default' }, call: { id: 'tp-huge', name: 'no_such_tool' } },
+      { traceparent: huge },
+    );
+    expect(result).toMatchObject({ callId: 'tp-huge', isError: true, error: { code: 'not_found' } });
+    const event = await eventually(() => events.find((e) => e.callId === 'tp-huge') ?? false);
+    expect(event.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+  });
+
+  it('refuses a Matrix-Principal or Matrix-Session longer than 256 characters as a bad request', async () => {
+    const long = 'p'.repeat(257);
+    await expect(
+      client.request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: 'p-long', name: 'x' } }, { principal: long }),
+    ).rejects.toThrow(BadRequestError);
+    await expect(
+      client.request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: 's-long', name: 'x' } }, { session: long }),
+    ).rejects.toThrow(/header Matrix-Session is longer than 256 characters/);
+  });
+
+  it('publishes a batch larger than max_payload in parts, losing no event', async () => {
+    const log = new AuditLog(nc);
+    const wide = 'w'.repeat(Math.ceil((nc.info?.max_payload ?? 1_048_576) / 100));
+    const ids = Array.from({ length: 256 }, (_, i) => `wide-${i}`);
+    for (const id of ids) log.record({ callId: id, name: 'wide', principal: wide, outcome: 'ok', durationMs: 0, at: new Date().toISOString() });
+    log.flush();
+    await eventually(() =>
+      expect(
+        events
+          .filter((e) => e.name === 'wide')
+          .map((e) => e.callId)
+          .sort(),
+      ).toEqual([...ids].sort()),
+    );
+  });
+});
