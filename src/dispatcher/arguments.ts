@@ -30,7 +30,8 @@ export function readArguments(call: ToolCall, schema: JsonSchemaObject, validato
   const parsed = parseArguments(raw);
   if (!parsed.ok) throw refuse.unreadableArguments(call.name, parsed.reason);
   const args = parsed.value;
-  const problem = typeof raw === 'string' && !raw.includes('__proto__') ? undefined : unsendable(args, 1, '');
+  // JSON text that names no `__proto__` (not even through a \u escape) parsed into nothing to walk for it.
+  const problem = typeof raw === 'string' && !raw.includes('__proto__') && !raw.includes('\\u') ? undefined : unsendable(args, 1, '');
   // Arguments past the bound are not stringified (that could exhaust the stack): text is hashed as it came.
   if (event !== undefined) recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
   if (problem !== undefined) throw refuse.refusedArguments(call.name, problem);
