@@ -5,7 +5,7 @@
  * included, in the encoding the request came in. `stop()` drains, then closes what the mount's
  * builder created through the `onStop` hook.
  */
-import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
+import { type Msg, type MsgHdrs, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, Header, OutgoingHeaders, readRequestHeaders } from './context.js';
@@ -167,7 +167,7 @@ export class Mount {
     const bound = this.ops.get(op);
     let encoding: Encoding = Encoding.MsgPack;
     try {
-      const read = readRequestHeaders(msg.headers);
+      const read = readRequestHeaders(headersOf(msg));
       if (read.json) encoding = Encoding.Json;
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
@@ -303,4 +303,16 @@ function jsonHeaders(): OutgoingHeaders {
 function headerSafe(message: string): string {
   const line = message.replace(/[\r\n]+/g, ' ');
   return line.length > 1024 ? `${line.slice(0, 1021)}...` : line;
+}
+
+/**
+ * A request's headers; a block nats.js cannot parse (a lone CR or LF in a value, sent raw) is
+ * the caller's bad request, not this mount's internal error.
+ */
+function headersOf(msg: Msg): MsgHdrs | undefined {
+  try {
+    return msg.headers;
+  } catch (err) {
+    throw new BadRequestError(`the request's headers cannot be read: ${(err as Error).message}`);
+  }
 }
