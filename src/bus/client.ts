@@ -7,6 +7,7 @@
  * `UnavailableError`, not `NoRespondersError`: it got the request), a reply nothing can
  * decode → `InternalError`.
  */
+import { randomFillSync } from 'node:crypto';
 import { createInbox, Match, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
@@ -104,7 +105,7 @@ export class BusClient {
     } catch (err) {
       return Promise.reject(err);
     }
-    const token = (this.next++).toString(36);
+    const token = replyToken(this.next++);
     return new Promise<unknown>((resolve, reject) => {
       this.pending.set(token, { resolve, reject, deadline, subject, raw });
       try {
@@ -271,4 +272,23 @@ function throwWireError(status: string, headerMessage: string, body: unknown, su
   const message = typeof error?.message === 'string' ? error.message : headerMessage || `${subject} failed with ${status}`;
   const details = error?.details !== null && typeof error?.details === 'object' ? (error.details as ErrorDetails) : undefined;
   throw errorFromWire(code, message, details);
+}
+
+/** Random bytes, refilled a few KiB at a time: a reply token costs no syscall. */
+const randomPool = Buffer.alloc(4096);
+let randomAt = randomPool.length;
+
+/**
+ * The reply token of request `n`: its number and 48 random bits, so a token seen on the wire
+ * tells nothing of the next one (found by an outside attack: with counter tokens, one sniffed
+ * reply subject let a caller aim forged replies at the requests that followed it).
+ */
+function replyToken(n: number): string {
+  if (randomAt + 6 > randomPool.length) {
+    randomFillSync(randomPool);
+    randomAt = 0;
+  }
+  const random = randomPool.readUIntBE(randomAt, 6);
+  randomAt += 6;
+  return `${n.toString(36)}${random.toString(36).padStart(10, '0')}`;
 }

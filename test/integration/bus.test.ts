@@ -133,6 +133,20 @@ describe('a mount and the bus client', () => {
     await expect(client.request(name, '$nope', {})).rejects.toBeInstanceOf(NotFoundError);
   });
 
+  it('gives each request a reply subject that the one before it does not predict', async () => {
+    const replies: string[] = [];
+    const sub = nc.subscribe(`${name}.$echo`, { callback: (_err, msg) => void replies.push(msg.reply ?? '') });
+    await nc.flush();
+    await Promise.all(Array.from({ length: 50 }, () => client.request(name, '$echo', {})));
+    sub.unsubscribe();
+    const inbox = replies[0]?.slice(0, replies[0].lastIndexOf('.') + 1) ?? '';
+    const tokens = replies.map((r) => r.slice(inbox.length));
+    expect(replies.every((r) => r.startsWith(inbox))).toBe(true);
+    // Each token carries 48 random bits past its counter: no two share their random part.
+    expect(new Set(tokens.map((t) => t.slice(-10))).size).toBe(50);
+    expect(tokens.every((t) => t.length >= 11)).toBe(true);
+  });
+
   it('keeps 1,000 requests in flight apart', async () => {
     const replies = await Promise.all(Array.from({ length: 1_000 }, (_, i) => client.request(name, '$echo', {}, { session: `s${i}` })));
     expect(replies).toHaveLength(1_000);
