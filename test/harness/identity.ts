@@ -22,6 +22,7 @@ export const users = {
   service: { user: 'service', pass: 'service-secret' },
   operator: { user: 'operator', pass: 'operator-secret', inboxPrefix: '_INBOX_operator' },
   agent: { user: 'agent', pass: 'agent-secret', inboxPrefix: '_INBOX_agent' },
+  agent2: { user: 'agent-2', pass: 'agent-2-secret', inboxPrefix: '_INBOX_agent-2' },
   mount: { user: 'mount', pass: 'mount-secret' },
 } as const;
 

@@ -78,6 +78,25 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     void watching;
   });
 
+  it("keeps one agent off another's replies: each agent user receives on its own inbox only (found by an outside attack on one shared agent user)", async () => {
+    const otherNc = await bus.connect('agent2');
+    const refused: string[] = [];
+    const watching = (async () => {
+      for await (const s of otherNc.status()) {
+        if (s.type === 'error' && s.error instanceof PermissionViolationError && s.error.operation === 'subscription') refused.push(String(s.error.subject));
+      }
+    })();
+    const heard: string[] = [];
+    otherNc.subscribe('_INBOX_agent.>', { callback: (err, m) => void (err === null && heard.push(m.subject)) });
+    await otherNc.flush();
+    // The first agent's call travels while the second listens on its inbox prefix: it never reaches it.
+    await new BusClient(agentNc, { timeoutMs: 5_000 }).request('system.tools', '$list', { limit: 1 });
+    await eventually(() => expect(refused).toEqual(['_INBOX_agent.>']));
+    expect(heard).toEqual([]);
+    await otherNc.close();
+    void watching;
+  });
+
   it('refuses the agent every subject but the dispatcher and the registry’s read ops, at once', async () => {
     const direct = [
       'system.sessions.$read',
