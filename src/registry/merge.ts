@@ -1,0 +1,163 @@
+/**
+ * Merging the selected contexts into one (PROTOCOL 5.2): tools deduplicated by name (the same
+ * projection once, gated if any context gates it; a different one under a taken name loses,
+ * with a diagnostic), SDK tools, instructions under each title, the smallest timeout, and the
+ * unions of environment requirements and verification.
+ */
+import { canonicalJson } from './canonical.js';
+import type { Diagnostic, EnvironmentRequirements, MatrixToolProjection, ResolvedTool, ToolContextSpec, Verification } from './types.js';
+
+/** What the merged contexts give, in the order the reply lists it. */
+export interface Merged {
+  matrixTools: ResolvedTool[];
+  sdkTools: string[];
+  instructions: string;
+  /** Infinity when no context or tool sets one. */
+  timeoutMs: number;
+  environmentRequirements: EnvironmentRequirements;
+  verification: Verification;
+}
+
+/** Merges contexts one at a time, in selection order; what it drops or shadows goes to `diagnostics`. */
+export class ContextMerge {
+  private readonly tools: ResolvedTool[] = [];
+  private readonly byName = new Map<string, { tool: ResolvedTool; canonical: string }>();
+  private readonly sdkTools: string[] = [];
+  private readonly instructions: string[] = [];
+  private timeoutMs = Number.POSITIVE_INFINITY;
+  private readonly requirements = new RequirementsUnion();
+  private readonly verification = new VerificationUnion();
+
+  /**
+   * @param diagnostics where each tool left out, conflicting or shadowed is reported.
+   * @param isLive given, a tool whose target has no live instance is left out (`onlyAvailable`).
+   */
+  constructor(
+    private readonly diagnostics: Diagnostic[],
+    private readonly isLive?: (mount: string) => boolean,
+  ) {}
+
+  /** Adds one context. */
+  add(spec: ToolContextSpec): void {
+    if (spec.timeoutMs !== undefined) this.timeoutMs = Math.min(this.timeoutMs, spec.timeoutMs);
+    if (spec.instructions?.trim()) this.instructions.push(`## ${spec.title}\n\n${spec.instructions.trim()}`);
+    this.requirements.add(spec.environmentRequirements);
+    this.verification.add(spec.verification);
+    for (const projection of spec.matrixTools ?? []) this.addTool(projection, spec);
+    for (const name of spec.sdkTools ?? []) this.addSdkTool(name, spec.key);
+  }
+
+  /** What the contexts added so far give. */
+  result(): Merged {
+    return {
+      matrixTools: this.tools,
+      sdkTools: this.sdkTools,
+      instructions: this.instructions.join('\n\n'),
+      timeoutMs: this.timeoutMs,
+      environmentRequirements: this.requirements.value(),
+      verification: this.verification.value(),
+    };
+  }
+
+  private addTool(projection: MatrixToolProjection, spec: ToolContextSpec): void {
+    if (this.isLive !== undefined && !this.isLive(projection.target)) {
+      this.warn(
+        'target_unavailable',
+        `tool '${projection.name}' of context '${spec.key}' left out: ${projection.target} has no live instance`,
+        spec.key,
+        projection.name,
+      );
+      return;
+    }
+    const tool = resolvedTool(projection, spec);
+    const canonical = canonicalJson({ ...projection, resultMode: tool.resultMode });
+    const held = this.byName.get(tool.name);
+    if (held === undefined) {
+      this.byName.set(tool.name, { tool, canonical });
+      this.tools.push(tool);
+      if (tool.timeoutMs !== undefined) this.timeoutMs = Math.min(this.timeoutMs, tool.timeoutMs);
+    } else if (held.canonical === canonical) {
+      // The same projection from two contexts: one tool, gated if either context gates it.
+      held.tool.requiresApproval ||= tool.requiresApproval;
+    } else {
+      const kept = held.tool;
+      this.warn(
+        'tool_name_conflict',
+        `tool '${tool.name}' of context '${spec.key}' (${tool.target} ${tool.op}) differs from the one of context '${kept.context}' (${kept.target} ${kept.op}); the first, from '${kept.context}', is kept`,
+        spec.key,
+        tool.name,
+      );
+    }
+  }
+
+  private addSdkTool(name: string, context: string): void {
+    if (this.byName.has(name)) {
+      this.warn('sdk_tool_shadowed', `SDK tool '${name}' of context '${context}' has the name of a bus tool; the bus tool is kept`, context, name);
+    } else if (!this.sdkTools.includes(name)) {
+      this.sdkTools.push(name);
+    }
+  }
+
+  private warn(code: string, message: string, context: string, tool: string): void {
+    this.diagnostics.push({ level: 'warning', code, message, context, tool });
+  }
+}
+
+function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): ResolvedTool {
+  const approval = spec.permissions.approval;
+  const requiresApproval = approval === 'always' || (typeof approval === 'object' && approval.tools.includes(projection.name));
+  const tool: ResolvedTool = {
+    ...projection,
+    resultMode: projection.resultMode ?? 'json',
+    requiresApproval,
+    context: spec.key,
+  };
+  const timeoutMs = Math.min(projection.timeoutMs ?? Infinity, spec.timeoutMs ?? Infinity);
+  if (Number.isFinite(timeoutMs)) tool.timeoutMs = timeoutMs;
+  if (spec.permissions.allowTargets !== undefined) tool.allowTargets = spec.permissions.allowTargets;
+  return tool;
+}
+
+class RequirementsUnion {
+  private flags: Pick<EnvironmentRequirements, 'cwd' | 'repoRoot' | 'container'> = {};
+  private credentials: string[] = [];
+  private capabilities: string[] = [];
+
+  add(r: EnvironmentRequirements | undefined): void {
+    if (r === undefined) return;
+    if (r.cwd) this.flags.cwd = true;
+    if (r.repoRoot) this.flags.repoRoot = true;
+    if (r.container) this.flags.container = true;
+    addNew(this.credentials, r.credentials);
+    addNew(this.capabilities, r.capabilities);
+  }
+
+  value(): EnvironmentRequirements {
+    const v: EnvironmentRequirements = { ...this.flags };
+    if (this.credentials.length > 0) v.credentials = this.credentials;
+    if (this.capabilities.length > 0) v.capabilities = this.capabilities;
+    return v;
+  }
+}
+
+class VerificationUnion {
+  private commands: string[] = [];
+  private checks: string[] = [];
+
+  add(v: Verification | undefined): void {
+    addNew(this.commands, v?.commands);
+    addNew(this.checks, v?.checks);
+  }
+
+  value(): Verification {
+    const v: Verification = {};
+    if (this.commands.length > 0) v.commands = this.commands;
+    if (this.checks.length > 0) v.checks = this.checks;
+    return v;
+  }
+}
+
+/** Appends the items `into` does not hold yet, in order. */
+export function addNew(into: string[], items: readonly string[] | undefined): void {
+  for (const item of items ?? []) if (!into.includes(item)) into.push(item);
+}
