@@ -2,11 +2,16 @@
 import { defineConfig } from 'vitest/config';
 import base from './vitest.config.js';
 
+const { reporters, testTimeout, hookTimeout, pool } = base.test ?? {};
+
 export default defineConfig({
   test: {
-    ...base.test,
+    reporters,
+    testTimeout,
+    hookTimeout,
+    pool,
     include: ['test/containers/**/*.test.ts'],
-    exclude: ['**/node_modules/**'],
-    globalSetup: [],
+    // One stack or engine at a time: they share the container engine and its ports.
+    fileParallelism: false,
   },
 });

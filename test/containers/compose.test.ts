@@ -4,6 +4,9 @@
  * Beside the machine's own NATS: the stack's ports are free ones, not 4222/8222.
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../harness/nats-server.js';
@@ -21,22 +24,40 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
 }
 
-/**
- * The host's call as the `agent` of deploy/nats.conf. Once the compose service trusts grant
- * issuers (issue 13), the grant (`MATRIX_GRANT`) and inbox prefix the agent needs go here.
- */
-function agentEnv(url: string, password = 'agent-secret'): NodeJS.ProcessEnv {
-  return { ...process.env, NATS_URL: url, NATS_USER: 'agent', NATS_PASSWORD: password };
+/** The host's call as the `agent` of deploy/nats.conf: its own inbox prefix, and its grant when it has one. */
+function agentEnv(url: string, grant: string | undefined, password = 'agent-secret'): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, NATS_URL: url, NATS_USER: 'agent', NATS_PASSWORD: password, NATS_INBOX_PREFIX: '_INBOX_agent' };
+  delete env.MATRIX_GRANT;
+  if (grant !== undefined) env.MATRIX_GRANT = grant;
+  return env;
 }
 
-describe('docker compose up, as a user runs it', () => {
+describe('docker compose up, as a user runs it: a key, the stack trusting it, a grant, a call', () => {
   let url: string;
   let env: NodeJS.ProcessEnv;
+  let grant: string;
 
   beforeAll(async () => {
+    // The README's path: an issuer key, the stack trusting it, a grant minted for one session.
+    const seed = join(mkdtempSync(join(tmpdir(), 'compose-')), 'issuer.nk');
+    const key = await run(process.execPath, ['dist/src/cli/main.js', 'keys', '--out', seed], process.env);
+    if (key.code !== 0) throw new Error(`keys exited with ${key.code}: ${key.stderr}`);
+    const minted = await run(
+      process.execPath,
+      ['dist/src/cli/main.js', 'grant', '--issuer', seed, '--principal', 'agent:compose', '--session', 's-compose', '--profile', 'default', '--ttl', '15m'],
+      process.env,
+    );
+    if (minted.code !== 0) throw new Error(`grant exited with ${minted.code}: ${minted.stderr}`);
+    grant = minted.stdout.trim();
     const [nats, monitor] = [await freePort(), await freePort()];
     url = `nats://127.0.0.1:${nats}`;
-    env = { ...process.env, COMPOSE_PROJECT_NAME: project, NATS_PORT: String(nats), NATS_MONITOR_PORT: String(monitor) };
+    env = {
+      ...process.env,
+      COMPOSE_PROJECT_NAME: project,
+      NATS_PORT: String(nats),
+      NATS_MONITOR_PORT: String(monitor),
+      MATRIX_TRUSTED_ISSUERS: key.stdout.trim(),
+    };
     const up = await run('scripts/compose.sh', ['up'], env);
     if (up.code !== 0) throw new Error(`scripts/compose.sh up exited with ${up.code}:\n${up.stdout}\n${up.stderr}`);
   }, 900_000);
@@ -56,8 +77,8 @@ describe('docker compose up, as a user runs it', () => {
     expect(inspected.State.Health?.Status).toBe('healthy');
   });
 
-  it('calls matrix_introspect through the dispatcher from the host, with the compose credentials', async () => {
-    const call = await run(process.execPath, ['dist/src/cli/main.js', 'call', 'matrix_introspect', '--profile', 'default', '--json'], agentEnv(url));
+  it('calls matrix_introspect through the dispatcher from the host, as the agent with its grant', async () => {
+    const call = await run(process.execPath, ['dist/src/cli/main.js', 'call', 'matrix_introspect', '--json'], agentEnv(url, grant));
     expect(call.stderr).not.toMatch(/error/i);
     expect(call.code).toBe(0);
     const result = JSON.parse(call.stdout) as { isError: boolean; content: string };
@@ -66,8 +87,15 @@ describe('docker compose up, as a user runs it', () => {
     expect(mounts).toEqual(expect.arrayContaining(['system.tools', 'system.dispatcher']));
   });
 
+  it('refuses the same call without a grant: the stack trusts grants only', async () => {
+    const call = await run(process.execPath, ['dist/src/cli/main.js', 'call', 'matrix_introspect', '--profile', 'default'], agentEnv(url, undefined));
+    expect(call.code).not.toBe(0);
+    expect(call.stderr).toMatch(/forbidden/);
+    expect(call.stderr).toMatch(/grant/i);
+  });
+
   it('refuses a caller with a wrong password', async () => {
-    const call = await run(process.execPath, ['dist/src/cli/main.js', 'list'], agentEnv(url, 'not-the-password'));
+    const call = await run(process.execPath, ['dist/src/cli/main.js', 'list'], agentEnv(url, grant, 'not-the-password'));
     expect(call.code).not.toBe(0);
     expect(call.stderr).toMatch(/authoriz/i);
   });
