@@ -38,12 +38,17 @@ export function validateSpecs(specs: readonly unknown[]): { valid: boolean; resu
   return { valid: results.every((r) => r.valid), results };
 }
 
+/** Largest `$validate` request, in bytes: a few specs, not a registry's worth. */
+export const PACKAGES_MAX_REQUEST_BYTES = 128 * 1024;
+
 /** Builds the `system.packages` mount. */
 export function packagesMount(nc: NatsConnection): Mount {
   return new Mount(nc, {
     name: Mounts.Packages,
     version: '0.1.0',
     description: 'Validates tool context specs against the contracts.',
+    // What an agent may ask to be compiled at once (each tool's schema has its own bound too).
+    maxRequestBytes: PACKAGES_MAX_REQUEST_BYTES,
     ops: {
       $validate: {
         description: 'Checks one spec or several as $register would, listing every violation.',

@@ -35,6 +35,12 @@ export interface SchemaCompiler {
 const COMPILATIONS_PER_COMPILER = 512;
 
 /**
+ * Longest input schema of one tool, in characters of JSON. Real tool schemas are a few KB (what
+ * an LLM reads of them costs tokens); compiling one is what makes a check expensive.
+ */
+export const MAX_INPUT_SCHEMA_CHARS = 32 * 1024;
+
+/**
  * The compiler `$register` checks with. Ajv keeps every function it ever compiled in its code
  * scope, so one that lived for ever would grow with every registration; one per request costs
  * 0.3 ms to build. So one is shared, each schema is removed from its cache once compiled, and
@@ -98,6 +104,16 @@ export function specViolations(spec: unknown, prefix = '', compiler: SchemaCompi
     const first = firstByName.get(tool.name);
     if (first === undefined) firstByName.set(tool.name, i);
     else violations.push({ path: `${at}/name`, message: `repeats the name of ${prefix}/matrixTools/${first}`, keyword: 'uniqueName' });
+    const size = JSON.stringify(tool.inputSchema).length;
+    if (size > MAX_INPUT_SCHEMA_CHARS) {
+      // Compiling is the costly part of a check (a 720 KB schema held an instance for ~3 s): not past the bound.
+      violations.push({
+        path: `${at}/inputSchema`,
+        message: `is ${size} characters of JSON; a tool's input schema may have ${MAX_INPUT_SCHEMA_CHARS}`,
+        keyword: 'maxSize',
+      });
+      return;
+    }
     const meta = metaViolations(tool.inputSchema, `${at}/inputSchema`);
     violations.push(...meta);
     if (meta.length === 0 && compiler !== null) {

@@ -65,6 +65,14 @@ describe('the trace buffer', () => {
 
 describe('package validation', () => {
   const good = { key: 'ok', title: 'Ok', description: 'fine', permissions: { approval: 'never' } };
+  it('refuses to compile a tool schema past 32 KiB of JSON, naming it (found by an outside attack: 720 KB held the service ~3 s a call)', () => {
+    const properties = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]+$' }]));
+    const tool = { name: 'wide', description: 'd', inputSchema: { type: 'object', properties }, target: 'app.x', op: '$do' };
+    const r = validateSpecs([{ ...good, matrixTools: [tool] }]);
+    expect(r.valid).toBe(false);
+    expect(r.results[0]?.violations).toEqual([expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'maxSize' })]);
+  });
+
   it('passes a good spec and lists every problem of bad ones', () => {
     const r = validateSpecs([
       good,
