@@ -21,10 +21,24 @@ export interface Output {
   note(text: string): void;
 }
 
-/** The process's stdout and stderr. */
+/** Terminal control characters: C0 but tab and newline, DEL, C1. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/**
+ * `text` with its terminal control characters shown as `\u` escapes. What the CLI prints comes
+ * from the bus (tool names, results, audit events any caller can shape): raw, an escape sequence
+ * in it could erase lines, forge others or retitle the window (found by an outside attack on
+ * `watch --calls`). JSON output is unaffected: JSON escapes these already.
+ */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The process's stdout and stderr, control characters escaped. */
 export const processOutput: Output = {
-  print: (text) => void process.stdout.write(`${text}\n`),
-  note: (text) => void process.stderr.write(`${text}\n`),
+  print: (text) => void process.stdout.write(`${printable(text)}\n`),
+  note: (text) => void process.stderr.write(`${printable(text)}\n`),
 };
 
 /** A fixed-width table with a header row. */

@@ -1,0 +1,21 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { printable, processOutput } from '../../src/cli/output.js';
+
+describe('what the CLI prints to a terminal', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it('shows control characters as escapes, so a tool name from the bus cannot erase or forge lines (found by an outside attack)', () => {
+    const forged = 'x\r\u001b[2K2026-11-30T00:00:00Z call y_secret ok\u001b]0;owned\u0007\u009b';
+    expect(printable(forged)).toBe('x\\u000d\\u001b[2K2026-11-30T00:00:00Z call y_secret ok\\u001b]0;owned\\u0007\\u009b');
+    expect(printable('two\nlines\tand ünïcødé ✓')).toBe('two\nlines\tand ünïcødé ✓');
+  });
+
+  it('escapes them in everything it writes to stdout and stderr', () => {
+    const written: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => written.push(String(chunk)) > 0);
+    vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => written.push(String(chunk)) > 0);
+    processOutput.print('a\u001b[31mred');
+    processOutput.note('b\rc');
+    expect(written).toEqual(['a\\u001b[31mred\n', 'b\\u000dc\n']);
+  });
+});
