@@ -71,6 +71,8 @@ function traceQuery(f: CallFilter, sinceMs: number | undefined): TraceQuery {
   const q: TraceQuery = { limit: QUERIED };
   if (f.trace) q.traceId = f.trace;
   if (f.tool) q.tool = f.tool;
+  if (f.session) q.session = f.session;
+  if (f.principal) q.principal = f.principal;
   if (f.outcome === 'ok' || f.outcome === 'error') q.outcome = f.outcome;
   if (sinceMs !== undefined) q.since = new Date(sinceMs).toISOString();
   return q;
