@@ -5,18 +5,10 @@
  * unions of environment requirements and verification.
  */
 import { canonicalJson } from './canonical.js';
-import type { Diagnostic, EnvironmentRequirements, MatrixToolProjection, ResolvedTool, ToolContextSpec, Verification } from './types.js';
+import type { Diagnostic, EnvironmentRequirements, MatrixToolProjection, ResolvedTool, ResolvedToolContext, ToolContextSpec, Verification } from './types.js';
 
-/** What the merged contexts give, in the order the reply lists it. */
-export interface Merged {
-  matrixTools: ResolvedTool[];
-  sdkTools: string[];
-  instructions: string;
-  /** Infinity when no context or tool sets one. */
-  timeoutMs: number;
-  environmentRequirements: EnvironmentRequirements;
-  verification: Verification;
-}
+/** What the merged contexts give: the reply's fields of that name (`timeoutMs` Infinity when no context or tool sets one). */
+export type Merged = Pick<ResolvedToolContext, 'matrixTools' | 'sdkTools' | 'instructions' | 'timeoutMs' | 'environmentRequirements' | 'verification'>;
 
 /** Merges contexts one at a time, in selection order; what it drops or shadows goes to `diagnostics`. */
 export class ContextMerge {
