@@ -55,6 +55,8 @@ const MAX_BATCHES_PER_TRACE = 1000;
 /** Index entries remembered per instance, to write without reading first. */
 const INDEX_CACHE = 10_000;
 const DAY_MS = 86_400_000;
+/** The index entry of a trace with no batch indexed yet. */
+const NEW_TRACE: { readonly seqs: readonly number[]; readonly revision: number } = { seqs: [], revision: 0 };
 
 /** The stream and its index, opened (and created when missing) by `open`. */
 export class AuditStream {
@@ -170,9 +172,11 @@ export class AuditStream {
   }
 
   private async addToIndex(traceId: string, seq: number): Promise<void> {
+    // A trace not remembered is taken as new (most traces are one call in one batch): the
+    // create is the one request, and only a conflict reads what another batch wrote first.
+    let known = this.cache.get(traceId) ?? NEW_TRACE;
     // Compare-and-set: instances index different batches of one trace at once.
     for (;;) {
-      const known = this.cache.get(traceId) ?? (await this.readIndex(traceId));
       if (known.seqs.includes(seq)) return;
       const seqs = [...known.seqs, seq].sort((a, b) => a - b).slice(-MAX_BATCHES_PER_TRACE);
       const value = Buffer.from(JSON.stringify(seqs));
@@ -183,6 +187,7 @@ export class AuditStream {
       } catch (err) {
         if (!(err instanceof ConflictError)) throw err;
         this.cache.delete(traceId);
+        known = await this.readIndex(traceId);
       }
     }
   }
