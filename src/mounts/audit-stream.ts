@@ -61,7 +61,7 @@ const NEW_TRACE: { readonly seqs: readonly number[]; readonly revision: number }
 
 /** The stream and its index, opened (and created when missing) by `open`. */
 export class AuditStream {
-  private readonly cache = new Map<string, { seqs: number[]; revision: number }>();
+  private readonly cache = new TwoGenerations<string, { seqs: number[]; revision: number }>(INDEX_CACHE);
   /** Writes the index entries of new traces: one publish each, acknowledged on one inbox. */
   private readonly writer: StreamWriter;
 
@@ -222,9 +222,37 @@ export class AuditStream {
   }
 
   private remember(traceId: string, entry: { seqs: number[]; revision: number }): void {
-    this.cache.delete(traceId);
     this.cache.set(traceId, entry);
-    if (this.cache.size > INDEX_CACHE) this.cache.delete(this.cache.keys().next().value as string);
+  }
+}
+
+/**
+ * A bounded map that forgets in generations: when the young one is full it becomes the old
+ * one, and the old one goes. Dropping a Map's oldest key one at a time costs V8 a scan over
+ * every slot deleted before it (the table is compacted only when it grows), which at one new
+ * key per call made the audit index's cache its most expensive line.
+ */
+class TwoGenerations<K, V> {
+  private young = new Map<K, V>();
+  private old = new Map<K, V>();
+
+  constructor(private readonly perGeneration: number) {}
+
+  get(key: K): V | undefined {
+    return this.young.get(key) ?? this.old.get(key);
+  }
+
+  set(key: K, value: V): void {
+    this.old.delete(key);
+    this.young.set(key, value);
+    if (this.young.size < this.perGeneration) return;
+    this.old = this.young;
+    this.young = new Map();
+  }
+
+  delete(key: K): void {
+    this.young.delete(key);
+    this.old.delete(key);
   }
 }
 
