@@ -36,7 +36,8 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
   const selected = select(request, store, diagnostics);
 
   const matrixTools: ResolvedTool[] = [];
-  const toolIndex = new Map<string, { tool: ResolvedTool; canonical: string }>();
+  // Each tool's canonical text is made only when a second tool of its name comes (rarely).
+  const toolIndex = new Map<string, { tool: ResolvedTool; projection: MatrixToolProjection; canonical?: string }>();
   const sdkTools: string[] = [];
   const instructions: string[] = [];
   let timeoutMs = Number.POSITIVE_INFINITY;
@@ -60,13 +61,12 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
         continue;
       }
       const tool = resolvedTool(projection, spec);
-      const canonical = canonicalJson({ ...projection, resultMode: tool.resultMode });
       const held = toolIndex.get(tool.name);
       if (held === undefined) {
-        toolIndex.set(tool.name, { tool, canonical });
+        toolIndex.set(tool.name, { tool, projection });
         matrixTools.push(tool);
         if (tool.timeoutMs !== undefined) timeoutMs = Math.min(timeoutMs, tool.timeoutMs);
-      } else if (held.canonical === canonical) {
+      } else if ((held.canonical ??= canonicalProjection(held.projection, held.tool)) === canonicalProjection(projection, tool)) {
         // The same projection from two contexts: one tool, gated if either context gates it.
         held.tool.requiresApproval ||= tool.requiresApproval;
       } else {
@@ -213,6 +213,11 @@ function pickProvider(store: ToolContextStore, capability: string, admit: (key: 
     if (store.get(key)?.source !== 'built-in' && admit(key)) return key;
   }
   return undefined;
+}
+
+/** What makes two projections of one name the same tool: the projection, its result mode defaulted. */
+function canonicalProjection(projection: MatrixToolProjection, tool: ResolvedTool): string {
+  return canonicalJson({ ...projection, resultMode: tool.resultMode });
 }
 
 function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): ResolvedTool {
