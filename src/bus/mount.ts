@@ -37,6 +37,12 @@ export interface OpSpec<Req = never, Rep = unknown> {
   response: SchemaRef;
   /** Answers a request that already passed its schema; throw a `MatrixError` to fail it. */
   handle(request: Req, ctx: OpContext): Rep | Promise<Rep>;
+  /**
+   * Requests come back byte for byte (a session's `$resolve`): each distinct short body is
+   * decoded and validated once, and the handler gets the same deeply frozen object for the
+   * same bytes (it must not change it).
+   */
+  sameBytesSameRequest?: boolean;
 }
 
 /** How to build a mount. */
@@ -70,6 +76,8 @@ interface BoundOp {
   spec: OpSpec<any, unknown>;
   check: Check;
   stats: EndpointStats;
+  /** Requests read by their bytes, for ops that ask for it. */
+  memo?: RequestMemo;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -116,6 +124,7 @@ export class Mount {
           processing_time: 0,
           average_processing_time: 0,
         },
+        memo: spec.sameBytesSameRequest ? new RequestMemo() : undefined,
       });
     }
   }
@@ -190,9 +199,13 @@ export class Mount {
     if (msg.data.length > this.maxRequestBytes) {
       throw new PayloadTooLargeError(`request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`);
     }
+    const key = bound.memo?.keyOf(msg.data, encoding);
+    const known = key === undefined ? undefined : bound.memo?.get(key);
+    if (known !== undefined) return known;
     const request = decodeMap(msg.data, encoding);
     const violations = bound.check(request);
     if (violations !== undefined) throw badRequest(op, violations);
+    if (key !== undefined) bound.memo?.set(key, request);
     return request;
   }
 
@@ -283,6 +296,40 @@ export class Mount {
       }),
     };
   }
+}
+
+/** Bodies at most this long are remembered by their bytes. */
+const MEMO_MAX_BYTES = 1024;
+/** Distinct bodies remembered per op; past it the memo starts afresh. */
+const MEMO_ENTRIES = 1000;
+
+/**
+ * Valid requests by the bytes they came in (a string of them, one character a byte, with the
+ * encoding): a body byte-identical to one seen is neither decoded nor validated again.
+ */
+class RequestMemo {
+  private readonly requests = new Map<string, Record<string, unknown>>();
+
+  /** The memo key of a body, or undefined when it is too long to remember. */
+  keyOf(data: Uint8Array, encoding: Encoding): string | undefined {
+    if (data.length > MEMO_MAX_BYTES) return undefined;
+    return encoding + Buffer.from(data.buffer, data.byteOffset, data.length).toString('latin1');
+  }
+
+  get(key: string): Record<string, unknown> | undefined {
+    return this.requests.get(key);
+  }
+
+  set(key: string, request: Record<string, unknown>): void {
+    if (this.requests.size >= MEMO_ENTRIES) this.requests.clear();
+    this.requests.set(key, deepFreeze(request));
+  }
+}
+
+/** Freezes a decoded body and everything in it: one object serves every request of the same bytes. */
+function deepFreeze<T extends object>(value: T): T {
+  for (const child of Object.values(value)) if (child !== null && typeof child === 'object' && !Object.isFrozen(child)) deepFreeze(child);
+  return Object.freeze(value);
 }
 
 function badRequest(op: string, violations: NonNullable<ReturnType<Check>>): MatrixError {

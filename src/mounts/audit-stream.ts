@@ -22,6 +22,7 @@ import { traceIdOf } from '../bus/context.js';
 import { ConflictError, UnavailableError } from '../bus/errors.js';
 import { Bucket } from '../bus/kv.js';
 import type { Logger } from '../bus/log.js';
+import { StreamWriter } from '../bus/stream-writer.js';
 import { CALL_EVENTS } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
 
@@ -55,17 +56,23 @@ const MAX_BATCHES_PER_TRACE = 1000;
 /** Index entries remembered per instance, to write without reading first. */
 const INDEX_CACHE = 10_000;
 const DAY_MS = 86_400_000;
+/** The index entry of a trace with no batch indexed yet. */
+const NEW_TRACE: { readonly seqs: readonly number[]; readonly revision: number } = { seqs: [], revision: 0 };
 
 /** The stream and its index, opened (and created when missing) by `open`. */
 export class AuditStream {
-  private readonly cache = new Map<string, { seqs: number[]; revision: number }>();
+  private readonly cache = new TwoGenerations<string, { seqs: number[]; revision: number }>(INDEX_CACHE);
+  /** Writes the index entries of new traces: one publish each, acknowledged on one inbox. */
+  private readonly writer: StreamWriter;
 
   private constructor(
     private readonly nc: NatsConnection,
     private readonly jsm: JetStreamManager,
     private readonly index: Bucket,
     readonly name: string,
-  ) {}
+  ) {
+    this.writer = new StreamWriter(nc);
+  }
 
   /** Opens the trail, creating the stream and the index when missing; `UnavailableError` without JetStream. */
   static async open(nc: NatsConnection, options: AuditStreamOptions = {}): Promise<AuditStream> {
@@ -156,6 +163,7 @@ export class AuditStream {
     return () => {
       stopped = true;
       messages?.stop();
+      this.writer.close();
     };
   }
 
@@ -170,21 +178,35 @@ export class AuditStream {
   }
 
   private async addToIndex(traceId: string, seq: number): Promise<void> {
+    // A trace not remembered is taken as new (most traces are one call in one batch): the
+    // create is the one request, and only a conflict reads what another batch wrote first.
+    let known = this.cache.get(traceId) ?? NEW_TRACE;
+    let conflicts = 0;
     // Compare-and-set: instances index different batches of one trace at once.
     for (;;) {
-      const known = this.cache.get(traceId) ?? (await this.readIndex(traceId));
       if (known.seqs.includes(seq)) return;
       const seqs = [...known.seqs, seq].sort((a, b) => a - b).slice(-MAX_BATCHES_PER_TRACE);
       const value = Buffer.from(JSON.stringify(seqs));
       try {
-        const revision = known.revision === 0 ? await this.index.create(traceId, value) : await this.index.update(traceId, value, known.revision);
-        this.remember(traceId, { seqs, revision });
+        this.remember(traceId, { seqs, revision: await this.write(traceId, value, known.revision, conflicts) });
         return;
       } catch (err) {
         if (!(err instanceof ConflictError)) throw err;
         this.cache.delete(traceId);
+        known = await this.readIndex(traceId);
+        conflicts++;
       }
     }
+  }
+
+  /**
+   * Writes a trace's entry where it is at `revision` (0: where it has none). A first create is
+   * a plain publish; after a conflict the KV client's own create, which also takes the place
+   * of a deleted entry.
+   */
+  private write(traceId: string, value: Uint8Array, revision: number, conflicts: number): Promise<number> {
+    if (revision !== 0) return this.index.update(traceId, value, revision);
+    return conflicts === 0 ? this.writer.create(`$KV.${this.index.name}.${traceId}`, value) : this.index.create(traceId, value);
   }
 
   private async readIndex(traceId: string): Promise<{ seqs: number[]; revision: number }> {
@@ -200,9 +222,37 @@ export class AuditStream {
   }
 
   private remember(traceId: string, entry: { seqs: number[]; revision: number }): void {
-    this.cache.delete(traceId);
     this.cache.set(traceId, entry);
-    if (this.cache.size > INDEX_CACHE) this.cache.delete(this.cache.keys().next().value as string);
+  }
+}
+
+/**
+ * A bounded map that forgets in generations: when the young one is full it becomes the old
+ * one, and the old one goes. Dropping a Map's oldest key one at a time costs V8 a scan over
+ * every slot deleted before it (the table is compacted only when it grows), which at one new
+ * key per call made the audit index's cache its most expensive line.
+ */
+class TwoGenerations<K, V> {
+  private young = new Map<K, V>();
+  private old = new Map<K, V>();
+
+  constructor(private readonly perGeneration: number) {}
+
+  get(key: K): V | undefined {
+    return this.young.get(key) ?? this.old.get(key);
+  }
+
+  set(key: K, value: V): void {
+    this.old.delete(key);
+    this.young.set(key, value);
+    if (this.young.size < this.perGeneration) return;
+    this.old = this.young;
+    this.young = new Map();
+  }
+
+  delete(key: K): void {
+    this.young.delete(key);
+    this.old.delete(key);
   }
 }
 

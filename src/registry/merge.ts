@@ -13,7 +13,8 @@ export type Merged = Pick<ResolvedToolContext, 'matrixTools' | 'sdkTools' | 'ins
 /** Merges contexts one at a time, in selection order; what it drops or shadows goes to `diagnostics`. */
 export class ContextMerge {
   private readonly tools: ResolvedTool[] = [];
-  private readonly byName = new Map<string, { tool: ResolvedTool; canonical: string }>();
+  // Each tool's canonical text is made only when a second tool of its name comes (rarely).
+  private readonly byName = new Map<string, { tool: ResolvedTool; projection: MatrixToolProjection; canonical?: string }>();
   private readonly sdkTools: string[] = [];
   private readonly instructions: string[] = [];
   private timeoutMs = Number.POSITIVE_INFINITY;
@@ -62,13 +63,12 @@ export class ContextMerge {
       return;
     }
     const tool = resolvedTool(projection, spec);
-    const canonical = canonicalJson({ ...projection, resultMode: tool.resultMode });
     const held = this.byName.get(tool.name);
     if (held === undefined) {
-      this.byName.set(tool.name, { tool, canonical });
+      this.byName.set(tool.name, { tool, projection });
       this.tools.push(tool);
       if (tool.timeoutMs !== undefined) this.timeoutMs = Math.min(this.timeoutMs, tool.timeoutMs);
-    } else if (held.canonical === canonical) {
+    } else if ((held.canonical ??= canonicalProjection(held.projection, held.tool)) === canonicalProjection(projection, tool)) {
       // The same projection from two contexts: one tool, gated if either context gates it.
       held.tool.requiresApproval ||= tool.requiresApproval;
     } else {
@@ -93,6 +93,11 @@ export class ContextMerge {
   private warn(code: string, message: string, context: string, tool: string): void {
     this.diagnostics.push({ level: 'warning', code, message, context, tool });
   }
+}
+
+/** What makes two projections of one name the same tool: the projection, its result mode defaulted. */
+function canonicalProjection(projection: MatrixToolProjection, tool: ResolvedTool): string {
+  return canonicalJson({ ...projection, resultMode: tool.resultMode });
 }
 
 function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): ResolvedTool {

@@ -139,6 +139,7 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           description: 'Resolves an agent profile, its skills and required capabilities into one tool context.',
           request: SchemaId.ResolveRequest,
           response: SchemaId.ResolveReply,
+          sameBytesSameRequest: true,
           // A cached resolution is the same object each time: its bytes are encoded once.
           handle: (request: ResolveRequest, ctx: OpContext) =>
             traceResolve(ctx.traceparent, request.profile, () => {

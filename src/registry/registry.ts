@@ -33,6 +33,7 @@ export class Registry {
   private readonly cache: BoundedCache<ResolvedToolContext>;
   private cacheRevision = -1;
   private readonly toolNames = new ToolNameCount();
+  private readonly keys = new WeakMap<object, string>();
 
   constructor(
     readonly store: ToolContextStore = new StaticStore(),
@@ -49,7 +50,7 @@ export class Registry {
    * `PayloadTooLargeError` for a request whose JSON text passes `MAX_SESSION_REQUEST_CHARS`.
    */
   resolve(request: ResolveRequest): ResolvedToolContext | Promise<ResolvedToolContext> {
-    const key = sessionKey(JSON.stringify(request));
+    const key = this.keyOf(request);
     if (request.onlyAvailable && this.presence !== undefined) {
       return this.presence.current().then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
     }
@@ -107,6 +108,15 @@ export class Registry {
   /** Estimated bytes the resolution cache holds. */
   get cachedBytes(): number {
     return this.cache.bytes;
+  }
+
+  /** The cache key of a request; a frozen one (the mount's, for bytes it has seen) keeps its key. */
+  private keyOf(request: ResolveRequest): string {
+    let key = this.keys.get(request);
+    if (key !== undefined) return key;
+    key = sessionKey(JSON.stringify(request));
+    if (Object.isFrozen(request)) this.keys.set(request, key);
+    return key;
   }
 
   private cached(key: string, request: ResolveRequest, options: ResolveOptions): ResolvedToolContext {

@@ -144,19 +144,8 @@ export function reservedTargets(spec: ToolContextSpec, prefix = ''): Violation[]
   );
 }
 
-/** Verdicts by subject: a bucket of 100,000 contexts names few distinct targets, each checked once. */
-const reservedVerdicts = new Map<string, boolean>();
-const MAX_REMEMBERED_VERDICTS = 4096;
-
 function isReservedTarget(target: string, op: string): boolean {
-  const subject = opSubject(target, op);
-  let reserved = reservedVerdicts.get(subject);
-  if (reserved === undefined) {
-    reserved = isReservedSubject(subject);
-    if (reservedVerdicts.size >= MAX_REMEMBERED_VERDICTS) reservedVerdicts.clear();
-    reservedVerdicts.set(subject, reserved);
-  }
-  return reserved;
+  return isReservedSubject(opSubject(target, op));
 }
 
 /** Paths of tools that take the name of a built-in tool (PROTOCOL 6.2: those names are reserved). */

@@ -1,0 +1,116 @@
+/**
+ * Compare-and-set writes to a JetStream subject at the cost of a publish: one reply
+ * subscription for every write's acknowledgement and one timer sweep for all deadlines. The
+ * JetStream client's publish costs a request of its own per write (a timer, a promise, and an
+ * error object built on every success to cancel it), which a stream of small writes (the
+ * audit index: one per trace) pays in full.
+ */
+import { createInbox, type Msg, MsgHdrsImpl, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { ConflictError, UnavailableError } from './errors.js';
+
+/** JetStream's error codes for "the subject's last sequence is not the one expected". */
+const WRONG_LAST_SEQUENCE = new Set([10071, 10164]);
+const EXPECTED_LAST_SUBJECT_SEQUENCE = 'Nats-Expected-Last-Subject-Sequence';
+
+/** Headers that expect a subject with no message yet, encoded once. */
+class NewSubjectHeaders extends MsgHdrsImpl {
+  private static bytes: Uint8Array | undefined;
+
+  constructor() {
+    super();
+    this.set(EXPECTED_LAST_SUBJECT_SEQUENCE, '0');
+  }
+
+  override encode(): Uint8Array {
+    NewSubjectHeaders.bytes ??= super.encode();
+    return NewSubjectHeaders.bytes;
+  }
+}
+const newSubject = new NewSubjectHeaders();
+
+interface Pending {
+  resolve(seq: number): void;
+  reject(err: Error): void;
+  deadline: number;
+  subject: string;
+}
+
+/** Writes to stream subjects only where they hold no message yet (`create`); the stream's sequence back. */
+export class StreamWriter {
+  private readonly inbox = `${createInbox()}.`;
+  private readonly pending = new Map<string, Pending>();
+  private sub: Subscription | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
+  private next = 0;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly timeoutMs = 5_000,
+  ) {}
+
+  /** Stores `data` on `subject` if the subject has no message; `ConflictError` if it has, `UnavailableError` if JetStream does not answer. */
+  create(subject: string, data: Uint8Array): Promise<number> {
+    const token = (this.next++).toString(36);
+    return new Promise<number>((resolve, reject) => {
+      this.pending.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs, subject });
+      try {
+        this.sub ??= this.nc.subscribe(`${this.inbox}*`, {
+          callback: (err, msg) => {
+            if (err === null) this.onAck(msg);
+          },
+        });
+        this.nc.publish(subject, data, { reply: this.inbox + token, headers: newSubject });
+      } catch (err) {
+        this.pending.delete(token);
+        reject(new UnavailableError(`cannot write to ${subject}: ${(err as Error).message}`, { cause: err }));
+        return;
+      }
+      this.sweeper ??= setInterval(() => this.sweep(), 100).unref();
+    });
+  }
+
+  /** Fails the writes still waiting and stops listening. */
+  close(): void {
+    for (const p of this.pending.values()) p.reject(new UnavailableError(`writer closed before ${p.subject} was acknowledged`));
+    this.pending.clear();
+    this.sub?.unsubscribe();
+    this.sub = undefined;
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+
+  private onAck(msg: Msg): void {
+    const token = msg.subject.slice(this.inbox.length);
+    const p = this.pending.get(token);
+    if (p === undefined) return;
+    this.pending.delete(token);
+    if (msg.data.length === 0) {
+      p.reject(new UnavailableError(`no stream took ${p.subject} (status ${msg.headers?.code ?? 'none'})`));
+      return;
+    }
+    let ack: { seq?: unknown; error?: { err_code?: number; description?: string } };
+    try {
+      ack = JSON.parse(Buffer.from(msg.data.buffer, msg.data.byteOffset, msg.data.length).toString());
+    } catch {
+      p.reject(new UnavailableError(`unreadable acknowledgement of ${p.subject}`));
+      return;
+    }
+    if (typeof ack.seq === 'number' && ack.error === undefined) p.resolve(ack.seq);
+    else if (WRONG_LAST_SEQUENCE.has(Number(ack.error?.err_code)))
+      p.reject(new ConflictError(`${p.subject} was changed by someone else: its revision is not the one expected`));
+    else p.reject(new UnavailableError(`JetStream refused ${p.subject}: ${ack.error?.description ?? 'no sequence in its acknowledgement'}`));
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [token, p] of this.pending) {
+      if (p.deadline > now) continue;
+      this.pending.delete(token);
+      p.reject(new UnavailableError(`JetStream did not acknowledge ${p.subject} within ${this.timeoutMs} ms`));
+    }
+    if (this.pending.size === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+  }
+}
