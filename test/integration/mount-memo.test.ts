@@ -50,7 +50,7 @@ describe('an op whose requests come back byte for byte (sameBytesSameRequest)', 
     expect(json).not.toBe(first);
     expect(Object.isFrozen(first)).toBe(true);
     expect(Object.isFrozen(first?.toolContextRefs)).toBe(true);
-    expect(() => (first?.toolContextRefs as string[]).push('z')).toThrow(TypeError);
+    expect(() => (first!.toolContextRefs as string[]).push('z')).toThrow(TypeError);
   });
 
   it('refuses an invalid body every time it comes, and never hands it to the handler', async () => {
