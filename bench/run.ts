@@ -70,6 +70,21 @@ const smallContext = (key: string, tools: number): ToolContextSpec => ({
 const callSession = { profile: 'bench', toolContextRefs: ['bench'] };
 const cachedResolve = { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] };
 const RAW = 'raw nats.js request';
+const RESULTS = here('../../bench/RESULTS.md');
+/** Where `npm run bench:scale` keeps its table in RESULTS.md: from this heading to the end. */
+const GROWTH_HEADING = '## Growth';
+
+/** The growth section of RESULTS.md as it stands (`npm run bench:scale` writes it; this run keeps it). */
+function growthSection(): string {
+  let text = '';
+  try {
+    text = readFileSync(RESULTS, 'utf8');
+  } catch {
+    return '';
+  }
+  const at = text.indexOf(`\n${GROWTH_HEADING}`);
+  return at < 0 ? '' : text.slice(at);
+}
 const TWO_HOPS = 'ceiling + headers, two hops (relay)';
 
 interface Row {
@@ -201,7 +216,7 @@ async function main(): Promise<void> {
     const report = render(rows, rss);
     process.stdout.write(`${report.text}\n`);
     // A partial run (BENCH_ONLY) is for looking at, not the record.
-    if (ONLY === undefined) writeFileSync(here('../../bench/RESULTS.md'), report.markdown);
+    if (ONLY === undefined) writeFileSync(RESULTS, report.markdown + growthSection());
     process.exitCode = report.failed ? 1 : 0;
   } finally {
     await stopAll();
