@@ -70,6 +70,21 @@ const smallContext = (key: string, tools: number): ToolContextSpec => ({
 const callSession = { profile: 'bench', toolContextRefs: ['bench'] };
 const cachedResolve = { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] };
 const RAW = 'raw nats.js request';
+const RESULTS = here('../../bench/RESULTS.md');
+/** Where `npm run bench:scale` keeps its table in RESULTS.md: from this heading to the end. */
+const GROWTH_HEADING = '## Growth';
+
+/** The growth section of RESULTS.md as it stands (`npm run bench:scale` writes it; this run keeps it). */
+function growthSection(): string {
+  let text = '';
+  try {
+    text = readFileSync(RESULTS, 'utf8');
+  } catch {
+    return '';
+  }
+  const at = text.indexOf(`\n${GROWTH_HEADING}`);
+  return at < 0 ? '' : text.slice(at);
+}
 const TWO_HOPS = 'ceiling + headers, two hops (relay)';
 
 interface Row {
@@ -201,7 +216,7 @@ async function main(): Promise<void> {
     const report = render(rows, rss);
     process.stdout.write(`${report.text}\n`);
     // A partial run (BENCH_ONLY) is for looking at, not the record.
-    if (ONLY === undefined) writeFileSync(here('../../bench/RESULTS.md'), report.markdown);
+    if (ONLY === undefined) writeFileSync(RESULTS, report.markdown + growthSection());
     process.exitCode = report.failed ? 1 : 0;
   } finally {
     await stopAll();
@@ -266,11 +281,16 @@ async function startTrusted(children: ChildProcess[]) {
   await populate(nc, 'bench-tools', 10_000, 1, [benchContext]);
   const issuer = createAccount();
   const echo = await spawnReady(here('./echo.js'), nats.url, 'stdout', 'ready');
-  const service = await spawnReady(here('../src/main.js'), nats.url, 'stderr', ' ready ', {
-    MATRIX_TOOLS_BUCKET: 'bench-tools',
-    MATRIX_TRUSTED_ISSUERS: issuer.getPublicKey(),
-  });
-  children.push(echo, service);
+  const service = await spawnReady(
+    here('../src/main.js'),
+    nats.url,
+    'stderr',
+    ' ready ',
+    { MATRIX_TOOLS_BUCKET: 'bench-tools', MATRIX_TRUSTED_ISSUERS: issuer.getPublicKey() },
+    [],
+    profileFlags('trusted'),
+  );
+  children.push(echo);
   const client = new BusClient(nc, { timeoutMs: 10_000 });
   // One grant per path, each with the authority the row without a grant asks for.
   const grantFor = (resolve: { profile: string; toolContextRefs: string[] }) =>
@@ -283,6 +303,7 @@ async function startTrusted(children: ChildProcess[]) {
     stop: async () => {
       client.close();
       await nc.drain();
+      await stopChild(service, PROFILE_DIR === undefined ? 'SIGKILL' : 'SIGTERM');
       await nats.stop();
     },
   };
@@ -300,9 +321,10 @@ async function registryRss(url: string): Promise<{ big: number; empty: number }>
   return { big: await read('bench-big'), empty: await read('bench-empty') };
 }
 
-/** Node's flags for the service: `--cpu-prof` into BENCH_PROFILE when it is set. */
-function profileFlags(): string[] {
-  return PROFILE_DIR === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`];
+/** Node's flags for a service: `--cpu-prof` into BENCH_PROFILE (the trusting one's in a subdirectory) when it is set. */
+function profileFlags(which: 'main' | 'trusted' = 'main'): string[] {
+  if (PROFILE_DIR === undefined) return [];
+  return ['--cpu-prof', `--cpu-prof-dir=${which === 'main' ? PROFILE_DIR : `${PROFILE_DIR}/trusted`}`];
 }
 
 /** Stops a child with `signal` and waits for it to exit (at most 10 s). */

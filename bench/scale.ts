@@ -9,6 +9,8 @@
  * largest N; exits 1 on a miss. Minutes, not part of `npm test`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -28,6 +30,8 @@ const CHANGES = 15;
 const REGISTRATIONS = 2_000;
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const bucket = 'scale-tools';
+const RESULTS = here('../../bench/RESULTS.md');
+const GROWTH_HEADING = '## Growth';
 
 const keyOf = (i: number) => `ctx-${String(i).padStart(6, '0')}`;
 
@@ -76,7 +80,22 @@ async function main(): Promise<void> {
   }
   const { text, failed } = render(results);
   process.stdout.write(`${text}\n`);
+  writeGrowth(text);
   process.exitCode = failed ? 1 : 0;
+}
+
+/** Puts the table in bench/RESULTS.md as its last section, in place of the one before (`npm run bench` keeps it). */
+function writeGrowth(table: string): void {
+  let results = '';
+  try {
+    results = readFileSync(RESULTS, 'utf8');
+  } catch {
+    // No results yet: the section stands alone.
+  }
+  const at = results.indexOf(`\n${GROWTH_HEADING}`);
+  const before = at < 0 ? results : results.slice(0, at);
+  const intro = `Run ${new Date().toISOString()} on ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, by \`npm run bench:scale\`: a nats-server and one \`system.tools\` per size (no dispatcher), the bucket written directly; latencies are p50 at 1 in flight over ${SAMPLES} calls, "after a change" the median of the first op after each of ${CHANGES} \`$register\`s; \`$register\` rate over ${REGISTRATIONS} new contexts.`;
+  writeFileSync(RESULTS, `${before.trimEnd()}\n\n${GROWTH_HEADING}\n\n${intro}\n\n${table}\n`);
 }
 
 async function measureSize(n: number): Promise<Growth> {

@@ -7,12 +7,29 @@ import type { ResolveRequest } from '../registry/types.js';
 import { GrantError } from './errors.js';
 import { AUTHORITY_FIELDS, GrantFailure, type VerifiedGrant } from './types.js';
 
-// One request object per grant and presentation: the dispatcher's session cache then finds it
-// by identity, without serialising it on every call.
+// One request object per grant and presentation, frozen: the dispatcher's session cache and the
+// registry's resolution cache then find it by identity, without serialising it on every call.
 const requestsByGrant = new WeakMap<VerifiedGrant, Map<string, ResolveRequest>>();
+// Frozen bodies (a mount hands the same one for the same bytes) already admitted under a grant.
+const admittedBodies = new WeakMap<VerifiedGrant, WeakMap<object, ResolveRequest>>();
 
 /** The request to resolve for a body under a grant; a GrantError when the body asks for other authority. */
 export function grantedRequest(grant: VerifiedGrant, body: ResolveRequest): ResolveRequest {
+  const known = admittedBodies.get(grant)?.get(body);
+  if (known !== undefined) return known;
+  const request = checkedRequest(grant, body);
+  if (Object.isFrozen(body)) {
+    let bodies = admittedBodies.get(grant);
+    if (bodies === undefined) {
+      bodies = new WeakMap();
+      admittedBodies.set(grant, bodies);
+    }
+    bodies.set(body, request);
+  }
+  return request;
+}
+
+function checkedRequest(grant: VerifiedGrant, body: ResolveRequest): ResolveRequest {
   const authority = grant.claims.nats.resolve;
   for (const field of AUTHORITY_FIELDS) {
     const asked = body[field];
@@ -35,7 +52,7 @@ export function grantedRequest(grant: VerifiedGrant, body: ResolveRequest): Reso
     if (body.format !== undefined) request.format = body.format;
     if (body.strict !== undefined) request.strict = body.strict;
     if (body.onlyAvailable !== undefined) request.onlyAvailable = body.onlyAvailable;
-    requests.set(key, request);
+    requests.set(key, Object.freeze(request));
   }
   return request;
 }

@@ -48,9 +48,10 @@ describe('an op whose requests come back byte for byte (sameBytesSameRequest)', 
     expect(second).toBe(first);
     expect(other).not.toBe(first);
     expect(json).not.toBe(first);
+    const refs = (first as ResolveRequest).toolContextRefs as string[];
     expect(Object.isFrozen(first)).toBe(true);
-    expect(Object.isFrozen(first?.toolContextRefs)).toBe(true);
-    expect(() => (first!.toolContextRefs as string[]).push('z')).toThrow(TypeError);
+    expect(Object.isFrozen(refs)).toBe(true);
+    expect(() => refs.push('z')).toThrow(TypeError);
   });
 
   it('refuses an invalid body every time it comes, and never hands it to the handler', async () => {
