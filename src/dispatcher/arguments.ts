@@ -75,7 +75,7 @@ function recordDigest(event: CallEvent, args: unknown): void {
     return;
   }
   if (text === undefined) return;
-  event.argumentsDigest = sha256Hex(text).slice(0, 16);
+  event.argumentsDigest = sha256Hex(text);
   event.argumentsBytes = Buffer.byteLength(text);
 }
 

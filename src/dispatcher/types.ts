@@ -75,7 +75,7 @@ export interface CallEvent {
   durationMs: number;
   /** Requests sent to the target (0 when it was never called). */
   attempts?: number;
-  /** SHA-256 (hex, first 16) of the arguments’ JSON text; never the arguments themselves. */
+  /** SHA-256 (hex, all 64 digits) of the arguments’ JSON text; never the arguments themselves. */
   argumentsDigest?: string;
   /** Size of the arguments' JSON text. */
   argumentsBytes?: number;

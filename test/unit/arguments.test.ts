@@ -36,7 +36,7 @@ describe('readArguments, before anything parses or walks them', () => {
     const event = emptyEvent();
     const text = deepText(100_000);
     expect(refusal(text, open, event)?.code).toBe('bad_request');
-    expect(event.argumentsDigest).toMatch(/^[0-9a-f]{16}$/);
+    expect(event.argumentsDigest).toMatch(/^[0-9a-f]{64}$/);
     expect(event.argumentsBytes).toBe(text.length);
   });
 
