@@ -19,6 +19,7 @@ import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
+import { guarded } from '../harness/callbacks.js';
 import { eventually } from '../harness/eventually.js';
 import { silence, startTarget, type Target, TargetError } from '../harness/targets.js';
 
@@ -95,26 +96,6 @@ function nestedArrays(levels: number): unknown {
 /** JSON text of `{"spec": …}` nested `levels` maps deep, as the attacker of issue 12 sent it. */
 const deepSpec = (levels: number) => `{"spec":${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}}`;
 
-/**
- * Failures of assertions made inside NATS callbacks (a target's handler, an event
- * subscription). A throw there fails no test (and breaks the connection it came in on): it is
- * kept instead, and each test fails on those made during it.
- */
-const callbackFailures: unknown[] = [];
-function checked<A extends unknown[], R>(callback: (...args: A) => R): (...args: A) => R | undefined {
-  return (...args) => {
-    try {
-      return callback(...args);
-    } catch (err) {
-      callbackFailures.push(err);
-      return undefined;
-    }
-  };
-}
-afterEach(() => {
-  expect(callbackFailures.splice(0)).toEqual([]);
-});
-
 /** MessagePack of arrays nested 100,000 deep: decodable, too deep for JSON.stringify. */
 const abyss = Uint8Array.from({ length: 100_001 }, (_, i) => (i < 100_000 ? 0x91 : 0x90));
 
@@ -134,7 +115,7 @@ describe('the dispatcher', () => {
     approvals = undefined;
     if (mode === 'none') return;
     approvals = await startTarget(nc, 'system.approvals', {
-      $decide: checked((args) => {
+      $decide: guarded((args) => {
         if (mode === 'slow') return new Promise((resolve) => setTimeout(() => resolve({ decision: 'approve' }), 1_000));
         expect(contracts().check(SchemaId.ApprovalRequest)(args)).toBeUndefined();
         return mode === 'approve' ? { decision: 'approve', by: 'tester' } : { decision: 'reject', reason: 'too risky', by: 'tester' };
@@ -169,7 +150,7 @@ describe('the dispatcher', () => {
     busy = await startBusyMount(nc, BUSY);
     micro = await startJsonMicroMount(nc, MICRO);
     nc.subscribe(CALL_EVENTS, {
-      callback: checked((_e, msg) => {
+      callback: guarded((_e, msg) => {
         const batch = decode(msg.data) as CallEvent[];
         expect(contracts().check(SchemaId.CallEvents)(batch)).toBeUndefined();
         events.push(...batch);
@@ -565,7 +546,7 @@ async function startJsonMicroMount(nc: NatsConnection, name: string): Promise<Se
   const service = await new Svcm(nc).add({ name: name.replaceAll('.', '-'), version: '1.0.0', queue: name.replaceAll('.', '-') });
   service.addEndpoint('widget', {
     subject: `${name}.$widget`,
-    handler: checked((_err, msg) => {
+    handler: guarded((_err, msg) => {
       const request = msg.json<{ size: number }>();
       if (request.size < 0) msg.respondError(400, 'bad widget', JSON.stringify({ field: 'size', problem: 'negative' }));
       else msg.respond(JSON.stringify({ ok: true, got: request, contentType: msg.headers?.get('Content-Type') }));
