@@ -27,6 +27,7 @@ import type { ToolResult } from '../src/dispatcher/types.js';
 import { mintGrant } from '../src/identity/mint.js';
 import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
+import { contextWithTools } from './contexts.js';
 import { type CpuProbe, type Figures, measureInterleaved, processCpu } from './measure.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS) || 3;
@@ -52,18 +53,8 @@ const benchContext: ToolContextSpec = {
   permissions: { approval: 'never' },
 };
 const smallContext = (key: string, tools: number): ToolContextSpec => ({
-  key,
-  title: `Context ${key}`,
-  description: `Registered context ${key} for the benchmark`,
+  ...contextWithTools(key, tools, `Registered context ${key} for the benchmark`),
   instructions: 'Use these tools with care.',
-  matrixTools: Array.from({ length: tools }, (_, i) => ({
-    name: `${key.replaceAll('-', '_')}_t${i}`,
-    description: `tool ${i} of ${key}`,
-    inputSchema: { type: 'object', properties: { a: { type: 'string' }, n: { type: 'integer', minimum: 0 } } },
-    target: `app.${key}`,
-    op: `$op${i}`,
-  })),
-  permissions: { approval: 'never' },
 });
 
 /** The session of the `$call` rows, and the request of the cached `$resolve` rows. */

@@ -20,6 +20,7 @@ import { connectBus } from '../src/bus/connect.js';
 import { CHANGED_EVENTS } from '../src/registry/events.js';
 import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
+import { contextWithTools } from './contexts.js';
 
 const SIZES = (process.env.SCALE_SIZES ?? '1000,10000,50000,100000').split(',').map(Number);
 const SHARED = 'shared.capability';
@@ -37,19 +38,7 @@ const keyOf = (i: number) => `ctx-${String(i).padStart(6, '0')}`;
 
 /** A context of 5 tools; every 10th provides the shared capability. */
 function context(key: string, i: number): ToolContextSpec {
-  const spec: ToolContextSpec = {
-    key,
-    title: `Context ${key}`,
-    description: `Registered context ${key} for the growth benchmark`,
-    matrixTools: Array.from({ length: 5 }, (_, t) => ({
-      name: `${key.replaceAll('-', '_')}_t${t}`,
-      description: `tool ${t} of ${key}`,
-      inputSchema: { type: 'object', properties: { a: { type: 'string' }, n: { type: 'integer', minimum: 0 } } },
-      target: `app.${key}`,
-      op: `$op${t}`,
-    })),
-    permissions: { approval: 'never' },
-  };
+  const spec = contextWithTools(key, 5, `Registered context ${key} for the growth benchmark`);
   if (i % 10 === 0) spec.provides = [SHARED];
   return spec;
 }
