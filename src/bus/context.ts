@@ -55,6 +55,9 @@ export interface RequestHeaders {
   json: boolean;
 }
 
+/** Longest `Matrix-Grant` a request may carry, in characters (a grant is a few hundred). */
+export const MAX_GRANT_LENGTH = 16_384;
+
 /**
  * Longest value of each context header a request may carry, in characters: identities and
  * grants are short, and every one of them lands in audit events and downstream headers, so an
@@ -63,7 +66,7 @@ export interface RequestHeaders {
 export const HEADER_LIMITS = {
   [lower.Session]: 256,
   [lower.Principal]: 256,
-  [lower.Grant]: 16_384,
+  [lower.Grant]: MAX_GRANT_LENGTH,
   [lower.ReadSessions]: 8_448,
 } as const satisfies Record<string, number>;
 

@@ -8,11 +8,12 @@
  */
 import { createHash } from 'node:crypto';
 import type { KeyPair } from '@nats-io/nkeys';
+import { MAX_GRANT_LENGTH } from '../bus/context.js';
 import { GrantError } from './errors.js';
 import { GRANT_HEADER, GRANT_VERSION, type GrantClaims, GrantFailure } from './types.js';
 
-/** Longest grant text read, in characters (a grant is a few hundred). */
-export const MAX_GRANT_LENGTH = 16_384;
+/** Longest grant text read, in characters: the `Matrix-Grant` header's own bound. */
+export { MAX_GRANT_LENGTH };
 
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
 
