@@ -1,32 +1,11 @@
 /**
- * Compare-and-set writes to a JetStream subject at the cost of a publish: one reply
- * subscription for every write's acknowledgement and one timer sweep for all deadlines. The
- * JetStream client's publish costs a request of its own per write (a timer, a promise, and an
- * error object built on every success to cancel it), which a stream of small writes (the
- * audit index: one per trace) pays in full.
+ * Writes to JetStream subjects at the cost of a publish: one reply subscription for every
+ * write's acknowledgement and one timer sweep for all deadlines. The JetStream client's publish
+ * costs a request of its own per write (a timer, a promise, and an error object built on every
+ * success to cancel it), which a steady stream of small writes (the audit index) pays in full.
  */
-import { createInbox, type Msg, MsgHdrsImpl, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import { ConflictError, UnavailableError } from './errors.js';
-
-/** JetStream's error codes for "the subject's last sequence is not the one expected". */
-const WRONG_LAST_SEQUENCE = new Set([10071, 10164]);
-const EXPECTED_LAST_SUBJECT_SEQUENCE = 'Nats-Expected-Last-Subject-Sequence';
-
-/** Headers that expect a subject with no message yet, encoded once. */
-class NewSubjectHeaders extends MsgHdrsImpl {
-  private static bytes: Uint8Array | undefined;
-
-  constructor() {
-    super();
-    this.set(EXPECTED_LAST_SUBJECT_SEQUENCE, '0');
-  }
-
-  override encode(): Uint8Array {
-    NewSubjectHeaders.bytes ??= super.encode();
-    return NewSubjectHeaders.bytes;
-  }
-}
-const newSubject = new NewSubjectHeaders();
+import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { UnavailableError } from './errors.js';
 
 interface Pending {
   resolve(seq: number): void;
@@ -35,7 +14,7 @@ interface Pending {
   subject: string;
 }
 
-/** Writes to stream subjects only where they hold no message yet (`create`); the stream's sequence back. */
+/** Appends messages to stream subjects; each write resolves to the stream's sequence once stored. */
 export class StreamWriter {
   private readonly inbox = `${createInbox()}.`;
   private readonly pending = new Map<string, Pending>();
@@ -48,8 +27,8 @@ export class StreamWriter {
     private readonly timeoutMs = 5_000,
   ) {}
 
-  /** Stores `data` on `subject` if the subject has no message; `ConflictError` if it has, `UnavailableError` if JetStream does not answer. */
-  create(subject: string, data: Uint8Array): Promise<number> {
+  /** Stores `data` on `subject`; `UnavailableError` if no stream takes it, it is refused, or not acknowledged in time. */
+  append(subject: string, data: Uint8Array): Promise<number> {
     const token = (this.next++).toString(36);
     return new Promise<number>((resolve, reject) => {
       this.pending.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs, subject });
@@ -59,7 +38,7 @@ export class StreamWriter {
             if (err === null) this.onAck(msg);
           },
         });
-        this.nc.publish(subject, data, { reply: this.inbox + token, headers: newSubject });
+        this.nc.publish(subject, data, { reply: this.inbox + token });
       } catch (err) {
         this.pending.delete(token);
         reject(new UnavailableError(`cannot write to ${subject}: ${(err as Error).message}`, { cause: err }));
@@ -96,8 +75,6 @@ export class StreamWriter {
       return;
     }
     if (typeof ack.seq === 'number' && ack.error === undefined) p.resolve(ack.seq);
-    else if (WRONG_LAST_SEQUENCE.has(Number(ack.error?.err_code)))
-      p.reject(new ConflictError(`${p.subject} was changed by someone else: its revision is not the one expected`));
     else p.reject(new UnavailableError(`JetStream refused ${p.subject}: ${ack.error?.description ?? 'no sequence in its acknowledgement'}`));
   }
 
