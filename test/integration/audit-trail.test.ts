@@ -1,3 +1,4 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
@@ -71,7 +72,7 @@ describe('the durable audit trail', () => {
     return nc;
   };
   const open = async () => {
-    const traces = await durableTracesMount(await connect(), { stream: 'AUDIT_TEST', indexBucket: 'audit-test-index' });
+    const traces = await durableTracesMount(await connect(), { stream: 'AUDIT_TEST' });
     await traces.mount.start();
     stops.push(traces.stop, () => void traces.mount.stop());
     return traces.audit as AuditStream;
@@ -130,6 +131,73 @@ describe('the durable audit trail', () => {
     const reply = await client.request<TraceQueryReply>('system.traces', '$query', { traceId: traceIds[1], limit: 5 });
     expect(reply.events).toEqual(expected(events, { traceId: traceIds[1] }).slice(0, 5));
     client.close();
+  });
+
+  it("keeps a session's batch findable by trace id however often another session floods that trace id", async () => {
+    const audit = await open();
+    const log = new AuditLog(await connect());
+    const traceId = traceIdOf(newTraceparent()) as string;
+    const at = Date.now() - 5_000;
+    const call = (session: string, i: number): CallEvent => ({ ...(makeEvents(1, [traceId], at + i)[0] as CallEvent), callId: `${session}-${i}`, session });
+    log.record(call('victim', 0));
+    log.flush();
+    // The KV index kept the newest 1,000 batches per trace id: these pushed the victim's out.
+    for (let i = 1; i <= 1_100; i++) {
+      log.record(call('attacker', i));
+      log.flush();
+    }
+    const last = await eventually(async () => {
+      const { last } = await audit.bounds();
+      expect((await audit.batch(last))?.events[0]?.callId).toBe('attacker-1100');
+      return last;
+    });
+    await eventually(async () => expect(await audit.indexedThrough()).toBeGreaterThanOrEqual(last), { timeoutMs: 20_000 });
+    const reply = await queryBatches(audit, { traceId, session: 'victim' });
+    expect(reply.events.map((e) => e.callId)).toEqual(['victim-0']);
+    expect((await audit.batchesOf(traceId)).length).toBeGreaterThanOrEqual(1_101);
+  });
+});
+
+describe('the trace-id index', () => {
+  let server: ProcessNats;
+  let nc: NatsConnection;
+  let stop: () => void = () => {};
+
+  beforeAll(async () => {
+    server = await startNatsProcess();
+    nc = await connectBus({ servers: server.url });
+  });
+  afterAll(async () => {
+    stop();
+    await nc.close();
+    await server.stop();
+  });
+
+  it('writes a message per shard and flush, not one per trace, and finds every trace', async () => {
+    const traces = await durableTracesMount(nc, { stream: 'INDEX_TEST' });
+    stop = traces.stop;
+    const audit = traces.audit as AuditStream;
+    const log = new AuditLog(nc);
+    const ids = Array.from({ length: 6_000 }, () => traceIdOf(newTraceparent()) as string);
+    const events = makeEvents(6_000, ids, Date.now() - 10_000);
+    events.forEach((e, i) => {
+      log.record(e);
+      if (i % 100 === 99) log.flush();
+    });
+    const { last } = await eventually(async () => {
+      const bounds = await audit.bounds();
+      expect(bounds.messages).toBe(60);
+      return bounds;
+    });
+    await eventually(async () => expect(await audit.indexedThrough()).toBe(last), { timeoutMs: 20_000 });
+    const index = await (await jetstreamManager(nc)).streams.info(audit.indexName);
+    expect(index.state.messages).toBeGreaterThan(0);
+    expect(index.state.messages).toBeLessThan(3_000);
+    // Every trace, 50 lookups at a time.
+    for (let from = 0; from < ids.length; from += 50) {
+      const found = await Promise.all(ids.slice(from, from + 50).map((id) => audit.batchesOf(id)));
+      for (const [k, seqs] of found.entries()) expect(seqs, ids[from + k]).toEqual([Math.floor((from + k) / 100) + 1]);
+    }
   });
 });
 
