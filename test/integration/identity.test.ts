@@ -1,3 +1,4 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { headers, PermissionViolationError } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
@@ -127,6 +128,21 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     // What it may do still works: discovery pings, and the registry's read ops.
     await expect(agent.request('system.tools', '$list', { limit: 1 })).resolves.toMatchObject({ revision: expect.any(Number) });
     await expect(agent.request('system.tools', '$introspect', {})).resolves.toMatchObject({ mount: 'system.tools' });
+  });
+
+  it('refuses the operator and the agent a write into the audit trail or its trace-id index', async () => {
+    const serviceNc = await bus.connect('service');
+    const jsm = await jetstreamManager(serviceNc);
+    const shard = 'system.dispatcher.audit.MATRIX_AUDIT.7';
+    const stored = async () => (await jsm.streams.info('MATRIX_AUDIT_INDEX', { subjects_filter: shard })).state.subjects?.[shard] ?? 0;
+    const before = await stored();
+    for (const client of [operator, agent]) {
+      for (const subject of [shard, 'system.dispatcher.events.call']) {
+        await expect(client.requestRaw(subject, { '0123456789abcdef0123456789abcdef': [1] }), subject).rejects.toBeInstanceOf(ForbiddenError);
+      }
+    }
+    expect(await stored()).toBe(before);
+    await serviceNc.close();
   });
 
   it('refuses $call and $resolve without a grant, whatever profile, refs or skills the body claims', async () => {
