@@ -2,13 +2,20 @@
  * The durable audit trail at scale (not part of `npm test` or `npm run bench`; CPU-heavy):
  * stores EVENTS call events in a nats-server of its own, in batches of BATCH as a loaded
  * dispatcher sends them, lets one instance index them, then times `system.traces` queries by
- * trace id (and, for comparison, a page by tool and a time window).
+ * trace id (and, for comparison, a page by tool and a time window). Then the index's worst
+ * case: WORST index messages of one trace each (what a trail of one call per flush leaves
+ * after WORST calls), and lookups by trace id over them.
  *
- *   npm run build && node dist/bench/audit-scale.js [events=1000000]
+ *   npm run build && node dist/bench/audit-scale.js [events=1000000] [worst=1000000]
  */
+
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { connectBus } from '../src/bus/connect.js';
+import { StreamWriter } from '../src/bus/stream-writer.js';
 import { AuditLog } from '../src/dispatcher/audit.js';
 import type { CallEvent } from '../src/dispatcher/types.js';
+import { SHARDS, shardOf, shardSubject } from '../src/mounts/audit-index.js';
 import { queryBatches, type TraceQuery } from '../src/mounts/audit-query.js';
 import { AuditStream } from '../src/mounts/audit-stream.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
@@ -20,6 +27,7 @@ const BATCH = 100;
 const ACTIVE = 100;
 const CALLS = 5;
 const QUERIES = 1000;
+const WORST = Number(process.argv[3]) || 1_000_000;
 
 const traceIdOfEvent = (k: number) => (Math.floor(k / (ACTIVE * CALLS)) * ACTIVE + (k % ACTIVE) + 1).toString(16).padStart(32, '0');
 
@@ -64,7 +72,7 @@ async function main(): Promise<void> {
   const server = await startNatsProcess();
   const nc = await connectBus({ servers: server.url });
   try {
-    const audit = await AuditStream.open(nc, { stream: 'BENCH_AUDIT', indexBucket: 'bench-audit-index' });
+    const audit = await AuditStream.open(nc, { stream: 'BENCH_AUDIT' });
     const log = new AuditLog(nc);
     const started = performance.now();
     const at = new Date().toISOString();
@@ -102,10 +110,46 @@ async function main(): Promise<void> {
       randomTraces.slice(0, 100).map((q) => ({ ...q, since: at, until: new Date(Date.now() + 60_000).toISOString() })),
       (n) => n === CALLS,
     );
+    // The audit stream's subject is fixed: one trail at a time on a server.
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.delete('BENCH_AUDIT');
+    await jsm.streams.delete('BENCH_AUDIT_INDEX');
+    await worstCase(nc);
   } finally {
     await nc.close();
     await server.stop();
   }
+}
+
+/** Lookups where every index message lists one trace: WORST / SHARDS messages to read per lookup. */
+async function worstCase(nc: NatsConnection): Promise<void> {
+  const audit = await AuditStream.open(nc, { stream: 'BENCH_WORST' });
+  const writer = new StreamWriter(nc, 60_000);
+  const id = (k: number) => ((k * 2654435761) % 2 ** 32).toString(16).padStart(8, '0').repeat(4);
+  const started = performance.now();
+  for (let from = 0; from < WORST; from += 10_000) {
+    const writes: Promise<number>[] = [];
+    for (let k = from; k < Math.min(WORST, from + 10_000); k++) {
+      writes.push(writer.append(shardSubject('BENCH_WORST', shardOf(id(k))), Buffer.from(`{"${id(k)}":[${k + 1}]}`)));
+    }
+    await Promise.all(writes);
+  }
+  writer.close();
+  console.log(
+    `worst case: ${WORST} index messages of one trace each (~${Math.round(WORST / SHARDS)} a shard) written in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
+  const times: number[] = [];
+  for (let q = 0; q < 200; q++) {
+    const k = Math.floor(Math.random() * WORST);
+    const t = performance.now();
+    const seqs = await audit.batchesOf(id(k));
+    times.push(performance.now() - t);
+    if (!seqs.includes(k + 1)) throw new Error(`worst case: ${id(k)} not found`);
+  }
+  times.sort((a, b) => a - b);
+  console.log(
+    `worst case, index lookup by trace id: 200 lookups, p50 ${percentile(times, 50).toFixed(2)} ms, p90 ${percentile(times, 90).toFixed(2)} ms, p99 ${percentile(times, 99).toFixed(2)} ms`,
+  );
 }
 
 await main();
