@@ -15,7 +15,7 @@ import { connectBus } from '../src/bus/connect.js';
 import { StreamWriter } from '../src/bus/stream-writer.js';
 import { AuditLog } from '../src/dispatcher/audit.js';
 import type { CallEvent } from '../src/dispatcher/types.js';
-import { SHARDS, shardOf, shardSubject } from '../src/mounts/audit-index.js';
+import { SHARDS, Shards, shardSubject } from '../src/mounts/audit-index.js';
 import { queryBatches, type TraceQuery } from '../src/mounts/audit-query.js';
 import { AuditStream } from '../src/mounts/audit-stream.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
@@ -125,12 +125,13 @@ async function main(): Promise<void> {
 async function worstCase(nc: NatsConnection): Promise<void> {
   const audit = await AuditStream.open(nc, { stream: 'BENCH_WORST' });
   const writer = new StreamWriter(nc, 60_000);
+  const shards = Shards.fromDescription((await (await jetstreamManager(nc)).streams.info('BENCH_WORST_INDEX')).config.description);
   const id = (k: number) => ((k * 2654435761) % 2 ** 32).toString(16).padStart(8, '0').repeat(4);
   const started = performance.now();
   for (let from = 0; from < WORST; from += 10_000) {
     const writes: Promise<number>[] = [];
     for (let k = from; k < Math.min(WORST, from + 10_000); k++) {
-      writes.push(writer.append(shardSubject('BENCH_WORST', shardOf(id(k))), Buffer.from(`{"${id(k)}":[${k + 1}]}`)));
+      writes.push(writer.append(shardSubject('BENCH_WORST', shards.of(id(k))), Buffer.from(`{"${id(k)}":[${k + 1}]}`)));
     }
     await Promise.all(writes);
   }

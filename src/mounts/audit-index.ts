@@ -2,12 +2,16 @@
  * The trace-id index of the audit trail, written per flush, not per trace: the indexer reads
  * stored batches from a durable consumer, collects trace id → batch sequences for a moment (up
  * to 512 batches or 200 ms), and stores them as one message per touched shard on a stream of
- * its own (`<stream>_INDEX`, subject `system.dispatcher.audit.<stream>.<shard>`, 1,024 shards
- * by the trace id's first hex digits). A lookup reads its shard's messages and keeps the
- * sequences listed under its trace id. Every batch is listed (no cap per trace), so flooding
- * a trace id with calls makes its lookups longer but hides no batch; a batch is acknowledged
- * only once its entries are stored, so a crash or a failed write indexes it again.
+ * its own (`<stream>_INDEX`, subject `system.dispatcher.audit.<stream>.<shard>`, 1,024 shards).
+ * A lookup reads its shard's messages and keeps the sequences listed under its trace id. Every
+ * batch is listed (no cap per trace), so flooding a trace id with calls makes its lookups
+ * longer but hides no batch; and the shard of a trace id is a keyed hash (the key is made when
+ * the index stream is, and kept in its description), so a caller who picks trace ids cannot
+ * aim that flood at the shard of somebody else's trace. A batch is acknowledged only once its
+ * entries are stored, so a crash or a failed write indexes it again.
  */
+
+import { createHash, randomBytes } from 'node:crypto';
 import { AckPolicy, type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { decodeBody } from '../bus/codec.js';
@@ -31,9 +35,29 @@ const FLUSH_MS = 200;
 const MAX_INDEX_MESSAGE = 256 * 1024;
 const TRACE_ID = /^[0-9a-f]{32}$/;
 
-/** The shard a trace id is listed in. */
-export function shardOf(traceId: string): number {
-  return Number.parseInt(traceId.slice(0, 3), 16) % SHARDS;
+/** Which shard lists a trace id: a hash keyed by a secret of the trail, the same in every instance. */
+export class Shards {
+  private constructor(readonly key: string) {}
+
+  /** A new random key. */
+  static create(): Shards {
+    return new Shards(randomBytes(16).toString('hex'));
+  }
+
+  /** The key an index stream's description names (`shard key <32 hex>`); none: an unkeyed hash. */
+  static fromDescription(description: string | undefined): Shards {
+    return new Shards(/shard key ([0-9a-f]{32})/.exec(description ?? '')?.[1] ?? '');
+  }
+
+  /** The description an index stream is created with. */
+  describe(stream: string): string {
+    return `Trace-id index of the audit trail ${stream} (shard key ${this.key})`;
+  }
+
+  of(traceId: string): number {
+    const digest = createHash('sha256').update(this.key).update(traceId).digest();
+    return ((digest[0] as number) * 256 + (digest[1] as number)) % SHARDS;
+  }
 }
 
 /** The subject of one shard of a trail's index. */
@@ -77,13 +101,15 @@ export function traceIdsOfBatch(data: Uint8Array): Set<string> {
 export class PendingEntries {
   private readonly shards = new Map<number, Map<string, number[]>>();
 
+  constructor(private readonly sharding: Shards) {}
+
   get size(): number {
     return this.shards.size;
   }
 
   add(traceIds: Iterable<string>, seq: number): void {
     for (const id of traceIds) {
-      const shard = shardOf(id);
+      const shard = this.sharding.of(id);
       let traces = this.shards.get(shard);
       if (traces === undefined) this.shards.set(shard, (traces = new Map()));
       const seqs = traces.get(id);
@@ -149,10 +175,10 @@ async function messagesOf(js: JetStreamClient, jsm: JetStreamManager, stream: st
 }
 
 /** The batch sequences the index lists for a trace id, ascending and distinct. */
-export async function readTraceIndex(js: JetStreamClient, jsm: JetStreamManager, stream: string, traceId: string): Promise<number[]> {
+export async function readTraceIndex(js: JetStreamClient, jsm: JetStreamManager, stream: string, shards: Shards, traceId: string): Promise<number[]> {
   if (!isTraceId(traceId)) return [];
   const seqs = new Set<number>();
-  for (const data of await messagesOf(js, jsm, `${stream}_INDEX`, shardSubject(stream, shardOf(traceId)))) {
+  for (const data of await messagesOf(js, jsm, `${stream}_INDEX`, shardSubject(stream, shards.of(traceId)))) {
     for (const seq of seqsIn(data, traceId)) seqs.add(seq);
   }
   return [...seqs].sort((a, b) => a - b);
@@ -173,7 +199,7 @@ export async function ensureIndexer(jsm: JetStreamManager, stream: string): Prom
 
 /** Indexes stored batches as they come, in flushes; `stop()` ends it (what was not flushed is delivered again). */
 export class TraceIndexer {
-  private pending = new PendingEntries();
+  private pending: PendingEntries;
   private held: JsMsg[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private messages: ConsumerMessages | undefined;
@@ -184,8 +210,11 @@ export class TraceIndexer {
     private readonly js: JetStreamClient,
     private readonly writer: StreamWriter,
     private readonly stream: string,
+    private readonly shards: Shards,
     private readonly logger?: Logger,
-  ) {}
+  ) {
+    this.pending = new PendingEntries(shards);
+  }
 
   /** Starts consuming; resumes where the shared consumer left off. */
   start(): void {
@@ -225,7 +254,7 @@ export class TraceIndexer {
     if (this.held.length === 0) return;
     const pending = this.pending;
     const held = this.held;
-    this.pending = new PendingEntries();
+    this.pending = new PendingEntries(this.shards);
     this.held = [];
     this.flushing = this.flushing.then(() => this.write(pending, held));
   }

@@ -5,14 +5,23 @@
  * written per flush by a durable consumer all instances share. Queries by trace id read one
  * shard of the index and the batches it names, however long the stream is.
  */
-import { DiscardPolicy, type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import {
+  DiscardPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/nats-core';
 import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { StreamWriter } from '../bus/stream-writer.js';
 import { CALL_EVENTS } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
-import { ensureIndexer, eventsOfBatch, INDEXER, indexSubjects, readTraceIndex, TraceIndexer } from './audit-index.js';
+import { ensureIndexer, eventsOfBatch, INDEXER, indexSubjects, readTraceIndex, Shards, TraceIndexer } from './audit-index.js';
 
 export { eventsOfBatch } from './audit-index.js';
 
@@ -54,6 +63,7 @@ export class AuditStream {
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     readonly name: string,
+    private readonly shards: Shards,
   ) {}
 
   /** The stream holding the trace-id index. */
@@ -68,10 +78,10 @@ export class AuditStream {
     try {
       const jsm = await jetstreamManager(nc);
       await ensureStream(jsm, name, CALL_EVENTS, limits);
-      await ensureStream(jsm, `${name}_INDEX`, indexSubjects(name), limits);
+      const index = await ensureStream(jsm, `${name}_INDEX`, indexSubjects(name), limits, Shards.create().describe(name));
       await ensureIndexer(jsm, name);
       await jsm.consumers.delete(name, OLD_INDEXER).catch(() => undefined);
-      return new AuditStream(nc, jetstream(nc), jsm, name);
+      return new AuditStream(nc, jetstream(nc), jsm, name, Shards.fromDescription(index.description));
     } catch (err) {
       throw new UnavailableError(`cannot open the audit stream ${name} (is JetStream enabled?): ${(err as Error).message}`, { cause: err });
     }
@@ -92,7 +102,7 @@ export class AuditStream {
 
   /** The sequences of the batches that hold events of a trace, as indexed so far, ascending. */
   batchesOf(traceId: string): Promise<number[]> {
-    return readTraceIndex(this.js, this.jsm, this.name, traceId).catch(unreadable);
+    return readTraceIndex(this.js, this.jsm, this.name, this.shards, traceId).catch(unreadable);
   }
 
   /** The sequence up to which every batch is indexed (the shared consumer's ack floor). */
@@ -108,7 +118,7 @@ export class AuditStream {
   async startIndexer(logger?: Logger): Promise<() => void> {
     await ensureIndexer(this.jsm, this.name);
     const writer = new StreamWriter(this.nc);
-    const indexer = new TraceIndexer(this.js, writer, this.name, logger);
+    const indexer = new TraceIndexer(this.js, writer, this.name, this.shards, logger);
     indexer.start();
     return () => {
       indexer.stop();
@@ -117,11 +127,15 @@ export class AuditStream {
   }
 }
 
-/** Creates a stream with these limits when missing, and brings an existing one's age and size to them. */
-async function ensureStream(jsm: JetStreamManager, name: string, subject: string, limits: StreamLimits): Promise<void> {
+/**
+ * Creates a stream with these limits (and description) when missing, and brings an existing
+ * one's age and size to them; its config back, the description another instance gave it when
+ * that one created it first.
+ */
+async function ensureStream(jsm: JetStreamManager, name: string, subject: string, limits: StreamLimits, description?: string): Promise<StreamConfig> {
   const info = await jsm.streams.info(name).catch(() => undefined);
   if (info === undefined) {
-    await jsm.streams.add({
+    const config = {
       name,
       subjects: [subject],
       retention: RetentionPolicy.Limits,
@@ -129,10 +143,20 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
       discard: DiscardPolicy.Old,
       allow_direct: true,
       ...limits,
-    });
-  } else if (info.config.max_age !== limits.max_age || info.config.max_bytes !== limits.max_bytes) {
-    await jsm.streams.update(name, { ...info.config, max_age: limits.max_age, max_bytes: limits.max_bytes });
+      ...(description === undefined ? {} : { description }),
+    };
+    try {
+      return (await jsm.streams.add(config)).config;
+    } catch (err) {
+      const raced = await jsm.streams.info(name).catch(() => undefined);
+      if (raced === undefined) throw err;
+      return raced.config;
+    }
   }
+  if (info.config.max_age !== limits.max_age || info.config.max_bytes !== limits.max_bytes) {
+    return (await jsm.streams.update(name, { ...info.config, max_age: limits.max_age, max_bytes: limits.max_bytes })).config;
+  }
+  return info.config;
 }
 
 /** A failed read of the stream, as the error a `$query` answers with: the trail is there, the server is not. */
