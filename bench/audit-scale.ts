@@ -4,18 +4,18 @@
  * dispatcher sends them, lets one instance index them, then times `system.traces` queries by
  * trace id (and, for comparison, a page by tool and a time window). Then the index's worst
  * case: WORST index messages of one trace each (what a trail of one call per flush leaves
- * after WORST calls), and lookups by trace id over them.
+ * after WORST calls), merged as the indexer merges them, and lookups by trace id over them.
  *
- *   npm run build && node dist/bench/audit-scale.js [events=1000000] [worst=1000000]
+ *   npm run build && node dist/bench/audit-scale.js [events=1000000] [worst=300000]
  */
 
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connectBus } from '../src/bus/connect.js';
 import { StreamWriter } from '../src/bus/stream-writer.js';
 import { AuditLog } from '../src/dispatcher/audit.js';
 import type { CallEvent } from '../src/dispatcher/types.js';
-import { SHARDS, Shards, shardSubject } from '../src/mounts/audit-index.js';
+import { MERGE_AT, mergeShard, SHARDS, Shards, shardSubject } from '../src/mounts/audit-index.js';
 import { queryBatches, type TraceQuery } from '../src/mounts/audit-query.js';
 import { AuditStream } from '../src/mounts/audit-stream.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
@@ -27,7 +27,7 @@ const BATCH = 100;
 const ACTIVE = 100;
 const CALLS = 5;
 const QUERIES = 1000;
-const WORST = Number(process.argv[3]) || 1_000_000;
+const WORST = Number(process.argv[3]) || 300_000;
 
 const traceIdOfEvent = (k: number) => (Math.floor(k / (ACTIVE * CALLS)) * ACTIVE + (k % ACTIVE) + 1).toString(16).padStart(32, '0');
 
@@ -121,23 +121,37 @@ async function main(): Promise<void> {
   }
 }
 
-/** Lookups where every index message lists one trace: WORST / SHARDS messages to read per lookup. */
+/**
+ * Lookups where every index message lists one trace (a trail of one call per flush), merged as
+ * the indexer merges them (a shard's level once it holds MERGE_AT messages).
+ */
 async function worstCase(nc: NatsConnection): Promise<void> {
   const audit = await AuditStream.open(nc, { stream: 'BENCH_WORST' });
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
   const writer = new StreamWriter(nc, 60_000);
-  const shards = Shards.fromDescription((await (await jetstreamManager(nc)).streams.info('BENCH_WORST_INDEX')).config.description);
+  const shards = Shards.fromDescription((await jsm.streams.info('BENCH_WORST_INDEX')).config.description);
   const id = (k: number) => ((k * 2654435761) % 2 ** 32).toString(16).padStart(8, '0').repeat(4);
+  const written = new Array<number>(SHARDS).fill(0);
   const started = performance.now();
   for (let from = 0; from < WORST; from += 10_000) {
     const writes: Promise<number>[] = [];
     for (let k = from; k < Math.min(WORST, from + 10_000); k++) {
-      writes.push(writer.append(shardSubject('BENCH_WORST', shards.of(id(k))), Buffer.from(`{"${id(k)}":[${k + 1}]}`)));
+      const shard = shards.of(id(k));
+      written[shard] = (written[shard] ?? 0) + 1;
+      writes.push(writer.append(shardSubject('BENCH_WORST', shard), Buffer.from(`{"${id(k)}":[${k + 1}]}`)));
     }
     await Promise.all(writes);
+    for (let shard = 0; shard < SHARDS; shard++) {
+      if ((written[shard] ?? 0) < MERGE_AT) continue;
+      written[shard] = 0;
+      await mergeShard(js, jsm, writer, 'BENCH_WORST', shard, 1);
+    }
   }
   writer.close();
+  const { state } = await jsm.streams.info('BENCH_WORST_INDEX');
   console.log(
-    `worst case: ${WORST} index messages of one trace each (~${Math.round(WORST / SHARDS)} a shard) written in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    `worst case: ${WORST} index messages of one trace each, merged into ${state.messages} (~${Math.round(state.messages / SHARDS)} a shard), in ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
   const times: number[] = [];
   for (let q = 0; q < 200; q++) {

@@ -2,15 +2,16 @@
  * The trace-id index of the audit trail, written per flush, not per trace: the indexer reads
  * stored batches from a durable consumer, collects trace id → batch sequences for a moment (up
  * to 512 batches or 200 ms), and stores them as one message per touched shard on a stream of
- * its own (`<stream>_INDEX`, subject `system.dispatcher.audit.<stream>.<shard>`, 1,024 shards).
- * A lookup reads its shard's messages and keeps the sequences listed under its trace id. Every
- * batch is listed (no cap per trace), so flooding a trace id with calls makes its lookups
- * longer but hides no batch; and the shard of a trace id is a keyed hash (the key is made when
- * the index stream is, and kept in its description), so a caller who picks trace ids cannot
- * aim that flood at the shard of somebody else's trace. A batch is acknowledged only once its
- * entries are stored, so a crash or a failed write indexes it again.
+ * its own (`<stream>_INDEX`, 1,024 shards). Like an LSM tree, a shard's messages are merged
+ * level by level: once a level holds 32 messages the indexer writes their entries as one
+ * message of the next level and purges them, so a lookup reads a few dozen messages however
+ * long the trail, and keeps the sequences listed under its trace id. Every batch is listed (no
+ * cap per trace), so flooding a trace id makes its lookups longer but hides no batch; and the
+ * shard of a trace id is a keyed hash (the key is made with the index stream and kept in its
+ * description), so a caller who picks trace ids cannot aim that flood at the shard of somebody
+ * else's trace. A batch is acknowledged only once its entries are stored, so a crash or a
+ * failed write indexes it again; a merge writes before it purges, so a lookup never misses.
  */
-
 import { createHash, randomBytes } from 'node:crypto';
 import { AckPolicy, type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
@@ -60,14 +61,22 @@ export class Shards {
   }
 }
 
-/** The subject of one shard of a trail's index. */
-export function shardSubject(stream: string, shard: number): string {
-  return `system.dispatcher.audit.${stream}.${shard}`;
+/** A shard's messages of one level merge into one of the next level once it holds this many. */
+export const MERGE_AT = 32;
+
+/** The subject of one level of one shard of a trail's index (level 0: what a flush writes). */
+export function shardSubject(stream: string, shard: number, level = 0): string {
+  return `system.dispatcher.audit.${stream}.${shard}.${level}`;
+}
+
+/** Every level of one shard. */
+function shardFilter(stream: string, shard: number): string {
+  return `system.dispatcher.audit.${stream}.${shard}.*`;
 }
 
 /** Every subject of a trail's index (the index stream's subjects). */
 export function indexSubjects(stream: string): string {
-  return `system.dispatcher.audit.${stream}.*`;
+  return `system.dispatcher.audit.${stream}.>`;
 }
 
 /** Is this a trace id as W3C writes them (32 lowercase hex digits)? */
@@ -107,6 +116,11 @@ export class PendingEntries {
     return this.shards.size;
   }
 
+  /** The shards that have entries. */
+  touched(): Iterable<number> {
+    return this.shards.keys();
+  }
+
   add(traceIds: Iterable<string>, seq: number): void {
     for (const id of traceIds) {
       const shard = this.sharding.of(id);
@@ -123,22 +137,53 @@ export class PendingEntries {
     const out: { subject: string; data: Uint8Array }[] = [];
     for (const [shard, traces] of this.shards) {
       const subject = shardSubject(stream, shard);
-      let parts: string[] = [];
-      let length = 2;
-      for (const [id, seqs] of traces) {
-        const part = `"${id}":[${seqs.join(',')}]`;
-        if (parts.length > 0 && length + part.length + 1 > maxBytes) {
-          out.push({ subject, data: Buffer.from(`{${parts.join(',')}}`) });
-          parts = [];
-          length = 2;
-        }
-        parts.push(part);
-        length += part.length + 1;
-      }
-      out.push({ subject, data: Buffer.from(`{${parts.join(',')}}`) });
+      for (const data of encodeEntries(traces, maxBytes)) out.push({ subject, data });
     }
     return out;
   }
+}
+
+/** Entries as index messages: `{"<trace id>": [seq, …], …}`, a new message past `maxBytes`. */
+export function encodeEntries(entries: Map<string, Iterable<number>>, maxBytes = MAX_INDEX_MESSAGE): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let parts: string[] = [];
+  let length = 2;
+  for (const [id, seqs] of entries) {
+    const part = `"${id}":[${[...seqs].join(',')}]`;
+    if (parts.length > 0 && length + part.length + 1 > maxBytes) {
+      out.push(Buffer.from(`{${parts.join(',')}}`));
+      parts = [];
+      length = 2;
+    }
+    parts.push(part);
+    length += part.length + 1;
+  }
+  if (parts.length > 0) out.push(Buffer.from(`{${parts.join(',')}}`));
+  return out;
+}
+
+/** Every entry of index messages, without sequences below `floor` (batches aged out of the trail). */
+export function mergeEntries(messages: Iterable<Uint8Array>, floor: number): Map<string, Set<number>> {
+  const merged = new Map<string, Set<number>>();
+  for (const data of messages) {
+    let entries: unknown;
+    try {
+      entries = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString());
+    } catch {
+      continue;
+    }
+    if (entries === null || typeof entries !== 'object') continue;
+    for (const [id, seqs] of Object.entries(entries)) {
+      if (!isTraceId(id) || !Array.isArray(seqs)) continue;
+      let set = merged.get(id);
+      for (const seq of seqs) {
+        if (!Number.isSafeInteger(seq) || seq < floor || seq < 1) continue;
+        if (set === undefined) merged.set(id, (set = new Set()));
+        set.add(seq);
+      }
+    }
+  }
+  return merged;
 }
 
 /** The batch sequences an index message lists under a trace id (positive whole numbers only). */
@@ -156,32 +201,67 @@ export function seqsIn(data: Uint8Array, traceId: string): number[] {
   return Array.isArray(seqs) ? seqs.filter((n): n is number => Number.isSafeInteger(n) && n > 0) : [];
 }
 
-/** Reads every message of one subject of a stream, oldest first: the last one's sequence bounds the read. */
-async function messagesOf(js: JetStreamClient, jsm: JetStreamManager, stream: string, subject: string): Promise<Uint8Array[]> {
-  const last = await jsm.direct.getMessage(stream, { last_by_subj: subject });
+/** One stored message of the index. */
+export interface IndexMessage {
+  seq: number;
+  level: number;
+  data: Uint8Array;
+}
+
+/**
+ * Reads every message of one shard, oldest first, up to the newest there was when it began
+ * (a merge writes its message before it purges what it merged, so nothing is skipped).
+ */
+export async function readShard(js: JetStreamClient, jsm: JetStreamManager, stream: string, shard: number): Promise<IndexMessage[]> {
+  const filter = shardFilter(stream, shard);
+  const index = `${stream}_INDEX`;
+  const last = await jsm.direct.getMessage(index, { last_by_subj: filter });
   if (last === null) return [];
-  const consumer = await js.consumers.get(stream, { filter_subjects: subject });
-  const messages = await consumer.consume({ max_messages: 256 });
-  const out: Uint8Array[] = [];
-  try {
-    for await (const m of messages) {
-      out.push(m.data);
-      if (m.seq >= last.seq || m.info.pending === 0) break;
+  const consumer = await js.consumers.get(index, { filter_subjects: filter });
+  const out: IndexMessage[] = [];
+  for (;;) {
+    let received = 0;
+    for await (const m of await consumer.fetch({ max_messages: 256, expires: 1_000 })) {
+      received++;
+      out.push({ seq: m.seq, level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)), data: m.data });
+      if (m.seq >= last.seq || m.info.pending === 0) return out;
     }
-  } finally {
-    messages.stop();
+    // Nothing more came (aged out meanwhile): what was read is all there is.
+    if (received === 0) return out;
   }
-  return out;
 }
 
 /** The batch sequences the index lists for a trace id, ascending and distinct. */
 export async function readTraceIndex(js: JetStreamClient, jsm: JetStreamManager, stream: string, shards: Shards, traceId: string): Promise<number[]> {
   if (!isTraceId(traceId)) return [];
   const seqs = new Set<number>();
-  for (const data of await messagesOf(js, jsm, `${stream}_INDEX`, shardSubject(stream, shards.of(traceId)))) {
-    for (const seq of seqsIn(data, traceId)) seqs.add(seq);
+  for (const m of await readShard(js, jsm, stream, shards.of(traceId))) {
+    for (const seq of seqsIn(m.data, traceId)) seqs.add(seq);
   }
   return [...seqs].sort((a, b) => a - b);
+}
+
+/**
+ * Merges a shard's full levels: each level with MERGE_AT messages or more becomes one message
+ * (or a few, past the size bound) of the next level, written first, then the merged ones are
+ * purged. Entries of batches gone from the trail (below `floor`) are left out.
+ */
+export async function mergeShard(js: JetStreamClient, jsm: JetStreamManager, writer: StreamWriter, stream: string, shard: number, floor: number) {
+  const messages = await readShard(js, jsm, stream, shard);
+  for (let level = 0; messages.some((m) => m.level >= level); level++) {
+    const full = messages.filter((m) => m.level === level);
+    if (full.length < MERGE_AT) continue;
+    const encoded = encodeEntries(
+      mergeEntries(
+        full.map((m) => m.data),
+        floor,
+      ),
+    );
+    const seqs = await Promise.all(encoded.map((data) => writer.append(shardSubject(stream, shard, level + 1), data)));
+    const through = Math.max(...full.map((m) => m.seq));
+    await jsm.streams.purge(`${stream}_INDEX`, { filter: shardSubject(stream, shard, level), seq: through + 1 });
+    for (const [i, data] of encoded.entries()) messages.push({ seq: seqs[i] as number, level: level + 1, data });
+  }
 }
 
 /** Creates the shared durable consumer of the trail when it is missing (every instance calls this). */
@@ -205,9 +285,12 @@ export class TraceIndexer {
   private messages: ConsumerMessages | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** Level-0 messages this instance wrote per shard since it last merged it; started at random so merges spread over flushes. */
+  private readonly written = Array.from({ length: SHARDS }, () => Math.floor(Math.random() * MERGE_AT));
 
   constructor(
     private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
     private readonly writer: StreamWriter,
     private readonly stream: string,
     private readonly shards: Shards,
@@ -267,6 +350,22 @@ export class TraceIndexer {
     } catch (err) {
       // Left unacknowledged: the server delivers these batches again after the ack wait.
       this.logger?.error(`audit index: ${held.length} batches not indexed yet: ${(err as Error).message}`);
+      return;
+    }
+    await this.mergeFull([...pending.touched()].filter((shard) => (this.written[shard] = (this.written[shard] ?? 0) + 1) >= MERGE_AT));
+  }
+
+  /** Merges the shards that may have a full level; a failed merge leaves the index as it was (longer to read). */
+  private async mergeFull(shards: number[]): Promise<void> {
+    if (shards.length === 0 || this.stopped) return;
+    try {
+      const floor = (await this.jsm.streams.info(this.stream)).state.first_seq;
+      for (const shard of shards) {
+        this.written[shard] = 0;
+        await mergeShard(this.js, this.jsm, this.writer, this.stream, shard, floor);
+      }
+    } catch (err) {
+      this.logger?.error(`audit index: merging shards failed: ${(err as Error).message}`);
     }
   }
 }

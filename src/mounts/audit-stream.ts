@@ -118,7 +118,7 @@ export class AuditStream {
   async startIndexer(logger?: Logger): Promise<() => void> {
     await ensureIndexer(this.jsm, this.name);
     const writer = new StreamWriter(this.nc);
-    const indexer = new TraceIndexer(this.js, writer, this.name, this.shards, logger);
+    const indexer = new TraceIndexer(this.js, this.jsm, writer, this.name, this.shards, logger);
     indexer.start();
     return () => {
       indexer.stop();

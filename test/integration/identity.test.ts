@@ -133,7 +133,7 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
   it('refuses the operator and the agent a write into the audit trail or its trace-id index', async () => {
     const serviceNc = await bus.connect('service');
     const jsm = await jetstreamManager(serviceNc);
-    const shard = 'system.dispatcher.audit.MATRIX_AUDIT.7';
+    const shard = 'system.dispatcher.audit.MATRIX_AUDIT.7.0';
     const stored = async () => (await jsm.streams.info('MATRIX_AUDIT_INDEX', { subjects_filter: shard })).state.subjects?.[shard] ?? 0;
     const before = await stored();
     for (const client of [operator, agent]) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isTraceId, PendingEntries, SHARDS, Shards, seqsIn, shardSubject } from '../../src/mounts/audit-index.js';
+import { encodeEntries, isTraceId, mergeEntries, PendingEntries, SHARDS, Shards, seqsIn, shardSubject } from '../../src/mounts/audit-index.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 
@@ -16,7 +16,8 @@ describe('the trace-id index: shards and entries', () => {
     const sameDigits = Array.from({ length: 2_000 }, (_, i) => `abc${i.toString(16).padStart(29, '0')}`);
     expect(new Set(sameDigits.map((t) => shards.of(t))).size).toBeGreaterThan(800);
     expect(ids.filter((t) => other.of(t) === shards.of(t)).length).toBeLessThan(100);
-    expect(shardSubject('MATRIX_AUDIT', 7)).toBe('system.dispatcher.audit.MATRIX_AUDIT.7');
+    expect(shardSubject('MATRIX_AUDIT', 7)).toBe('system.dispatcher.audit.MATRIX_AUDIT.7.0');
+    expect(shardSubject('MATRIX_AUDIT', 7, 2)).toBe('system.dispatcher.audit.MATRIX_AUDIT.7.2');
     expect(isTraceId(id(5))).toBe(true);
     expect(isTraceId('0123')).toBe(false);
     expect(isTraceId(`${id(5).slice(1)}G`)).toBe(false);
@@ -52,5 +53,19 @@ describe('the trace-id index: shards and entries', () => {
     expect(seqsIn(Buffer.from(`{"${t}":[3`), t)).toEqual([]);
     expect(seqsIn(Buffer.from(`{"${t}":{"a":1}}`), t)).toEqual([]);
     expect(seqsIn(Buffer.from(`{"${id(8)}":[1]}`), t)).toEqual([]);
+  });
+
+  it('merges index messages into entries, each sequence once, without those of batches gone from the trail or anything malformed', () => {
+    const [a, b] = [id(1), id(2)];
+    const messages = [
+      ...encodeEntries(new Map([[a, [3, 7]]])),
+      Buffer.from(`{"${a}":[7,9],"${b}":[2],"not-a-trace":[5],"${id(3)}":"x"}`),
+      Buffer.from('{broken'),
+    ];
+    const merged = mergeEntries(messages, 3);
+    expect([...merged.keys()]).toEqual([a]);
+    expect([...(merged.get(a) ?? [])].sort()).toEqual([3, 7, 9]);
+    const again = mergeEntries(encodeEntries(merged, 40), 1);
+    expect([...(again.get(a) ?? [])].sort()).toEqual([3, 7, 9]);
   });
 });
