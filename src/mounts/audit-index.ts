@@ -1,8 +1,8 @@
 /**
  * The trace-id index of the audit trail, written per flush, not per trace: the indexer reads
  * stored batches from a durable consumer, collects trace id → batch sequences for a moment (up
- * to 512 batches or 200 ms), and stores them as one message per touched shard on a stream of
- * its own (`<stream>_INDEX`, 1,024 shards). Like an LSM tree, a shard's messages are merged
+ * to 512 batches or 500 ms), and stores them as one message per touched shard on a stream of
+ * its own (`<stream>_INDEX`, 256 shards). Like an LSM tree, a shard's messages are merged
  * level by level: once a level holds 32 messages the indexer writes their entries as one
  * message of the next level and purges them, so a lookup reads a few dozen messages however
  * long the trail, and keeps the sequences listed under its trace id. Every batch is listed (no
@@ -22,7 +22,8 @@ import type { StreamWriter } from '../bus/stream-writer.js';
 import type { CallEvent } from '../dispatcher/types.js';
 
 /** Shards of the index: a lookup reads one, a flush writes at most one message to each. */
-export const SHARDS = 1024;
+const SHARD_BITS = 8;
+export const SHARDS = 2 ** SHARD_BITS;
 /** The durable consumer every instance shares to index the trail: each batch is indexed once. */
 export const INDEXER = 'audit-trace-index';
 /** How long a delivered batch may wait for its entries to be stored before it is delivered again. */
@@ -31,7 +32,7 @@ const INDEX_ACK_WAIT_MS = 30_000;
 const INDEX_MAX_ACK_PENDING = 2048;
 /** A flush after this many batches, or after `FLUSH_MS`, whichever comes first. */
 const FLUSH_BATCHES = 512;
-const FLUSH_MS = 200;
+const FLUSH_MS = 500;
 /** Largest index message: a shard's entries of one flush are split past it. */
 const MAX_INDEX_MESSAGE = 256 * 1024;
 const TRACE_ID = /^[0-9a-f]{32}$/;
@@ -73,7 +74,7 @@ export class Shards {
       Math.imul(b, Number.parseInt(traceId.slice(8, 16), 16)) +
       Math.imul(c, Number.parseInt(traceId.slice(16, 24), 16)) +
       Math.imul(d, Number.parseInt(traceId.slice(24, 32), 16));
-    return (sum >>> 22) % SHARDS;
+    return sum >>> (32 - SHARD_BITS);
   }
 }
 
