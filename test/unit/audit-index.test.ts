@@ -1,5 +1,9 @@
+import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { encodeEntries, isTraceId, mergeEntries, PendingEntries, SHARDS, Shards, seqsIn, shardSubject } from '../../src/mounts/audit-index.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import { encodeCallEvents } from '../../src/dispatcher/events-codec.js';
+import type { CallEvent } from '../../src/dispatcher/types.js';
+import { encodeEntries, isTraceId, mergeEntries, PendingEntries, SHARDS, Shards, seqsIn, shardSubject, traceIdsOfBatch } from '../../src/mounts/audit-index.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 
@@ -67,5 +71,38 @@ describe('the trace-id index: shards and entries', () => {
     expect([...(merged.get(a) ?? [])].sort()).toEqual([3, 7, 9]);
     const again = mergeEntries(encodeEntries(merged, 40), 1);
     expect([...(again.get(a) ?? [])].sort()).toEqual([3, 7, 9]);
+  });
+
+  it('finds the trace ids of a MessagePack batch in its bytes: every one decoding finds, whatever the other strings hold', () => {
+    const tricky = ['«traceparent', '\u00abtraceparent\u00d97', `x«traceparent${newTraceparent()}`, 'ü'.repeat(40), ''];
+    const event = (i: number): CallEvent => ({
+      callId: `c${i}`,
+      name: tricky[i % tricky.length] as string,
+      target: 'app.x',
+      op: '$run',
+      session: tricky[(i + 2) % tricky.length] as string,
+      principal: 'p',
+      ...(i % 7 === 3 ? {} : { traceparent: i % 11 === 5 ? 'not-a-traceparent' : newTraceparent() }),
+      outcome: 'ok',
+      durationMs: 1,
+      attempts: 1,
+      at: new Date(0).toISOString(),
+    });
+    for (let round = 0; round < 50; round++) {
+      const events = Array.from({ length: 1 + (round % 20) }, (_, i) => event(round * 20 + i));
+      const idsOf = (list: CallEvent[]) => new Set(list.map((e) => traceIdOf(e.traceparent)).filter((id) => id !== undefined));
+      const decoded = idsOf(events);
+      const cases: Array<[Uint8Array, Set<string>]> = [
+        [encodeCallEvents(events), decoded],
+        [encode(events), decoded],
+        [encode(events[0]), idsOf(events.slice(0, 1))],
+      ];
+      for (const [data, expected] of cases) {
+        const found = traceIdsOfBatch(data);
+        for (const id of expected) expect(found.has(id)).toBe(true);
+        for (const id of found) expect(isTraceId(id)).toBe(true);
+      }
+      expect(traceIdsOfBatch(encodeCallEvents(events))).toEqual(decoded);
+    }
   });
 });
