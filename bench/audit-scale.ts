@@ -9,7 +9,7 @@
  *   npm run build && node dist/bench/audit-scale.js [events=1000000] [worst=300000]
  */
 
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connectBus } from '../src/bus/connect.js';
 import { StreamWriter } from '../src/bus/stream-writer.js';
@@ -128,7 +128,6 @@ async function main(): Promise<void> {
 async function worstCase(nc: NatsConnection): Promise<void> {
   const audit = await AuditStream.open(nc, { stream: 'BENCH_WORST' });
   const jsm = await jetstreamManager(nc);
-  const js = jetstream(nc);
   const writer = new StreamWriter(nc, 60_000);
   const shards = Shards.fromDescription((await jsm.streams.info('BENCH_WORST_INDEX')).config.description);
   const id = (k: number) => ((k * 2654435761) % 2 ** 32).toString(16).padStart(8, '0').repeat(4);
@@ -145,7 +144,7 @@ async function worstCase(nc: NatsConnection): Promise<void> {
     for (let shard = 0; shard < SHARDS; shard++) {
       if ((written[shard] ?? 0) < MERGE_AT) continue;
       written[shard] = 0;
-      await mergeShard(js, jsm, writer, 'BENCH_WORST', shard, 1);
+      await mergeShard(nc, jsm, writer, 'BENCH_WORST', shard, 1);
     }
   }
   writer.close();

@@ -14,7 +14,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { AckPolicy, type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/nats-core';
+import { createInbox, type NatsConnection, nanos } from '@nats-io/nats-core';
 import { decodeBody } from '../bus/codec.js';
 import { traceIdOf } from '../bus/context.js';
 import type { Logger } from '../bus/log.js';
@@ -260,34 +260,70 @@ export interface IndexMessage {
   data: Uint8Array;
 }
 
+/** Longest a shard read waits for the server to deliver what it counted. */
+const READ_TIMEOUT_MS = 5_000;
+
 /**
- * Reads every message of one shard, oldest first, up to the newest there was when it began
- * (a merge writes its message before it purges what it merged, so nothing is skipped).
+ * Reads every message of one shard, oldest first, as many as there were when it began (a merge
+ * writes its message before it purges what it merged, so nothing is skipped). An ephemeral push
+ * consumer with no acks delivers them to a plain subscription: a JetStream client's per-message
+ * objects cost ~100 µs of CPU each, a plain delivery a few.
  */
-export async function readShard(js: JetStreamClient, jsm: JetStreamManager, stream: string, shard: number): Promise<IndexMessage[]> {
-  const filter = shardFilter(stream, shard);
+export async function readShard(nc: NatsConnection, jsm: JetStreamManager, stream: string, shard: number): Promise<IndexMessage[]> {
   const index = `${stream}_INDEX`;
-  const last = await jsm.direct.getMessage(index, { last_by_subj: filter });
-  if (last === null) return [];
-  const consumer = await js.consumers.get(index, { filter_subjects: filter });
+  const inbox = createInbox();
   const out: IndexMessage[] = [];
-  for (;;) {
-    let received = 0;
-    for await (const m of await consumer.fetch({ max_messages: 256, expires: 1_000 })) {
-      received++;
-      out.push({ seq: m.seq, level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)), data: m.data });
-      if (m.seq >= last.seq || m.info.pending === 0) return out;
-    }
-    // Nothing more came (aged out meanwhile): what was read is all there is.
-    if (received === 0) return out;
+  let finish: () => void = () => {};
+  const finished = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  const sub = nc.subscribe(inbox, {
+    callback: (err, m) => {
+      const delivery = err === null ? deliveryOf(m.reply) : undefined;
+      if (delivery === undefined) return;
+      out.push({ seq: delivery.seq, level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)), data: m.data.slice() });
+      if (delivery.pending === 0) finish();
+    },
+  });
+  let consumer: string | undefined;
+  const timer = setTimeout(finish, READ_TIMEOUT_MS);
+  try {
+    const info = await jsm.consumers.add(index, {
+      deliver_subject: inbox,
+      filter_subject: shardFilter(stream, shard),
+      deliver_policy: DeliverPolicy.All,
+      ack_policy: AckPolicy.None,
+      mem_storage: true,
+      num_replicas: 1,
+    });
+    consumer = info.name;
+    if (info.num_pending === 0) finish();
+    await finished;
+    return out.sort((a, b) => a.seq - b.seq);
+  } finally {
+    clearTimeout(timer);
+    sub.unsubscribe();
+    if (consumer !== undefined) void jsm.consumers.delete(index, consumer).catch(() => undefined);
   }
 }
 
+/** A JetStream delivery's stream sequence and the messages still to come, from its `$JS.ACK…` reply subject. */
+function deliveryOf(reply: string | undefined): { seq: number; pending: number } | undefined {
+  if (reply === undefined || !reply.startsWith('$JS.ACK.')) return undefined;
+  const tokens = reply.split('.');
+  // $JS.ACK.<stream>.<consumer>.<delivered>.<seq>.<consumer seq>.<time>.<pending>, or with
+  // <domain>.<account hash> after ACK and a random token at the end (servers 2.10 on).
+  const at = tokens.length === 9 ? 5 : 7;
+  const seq = Number(tokens[at]);
+  const pending = Number(tokens[at + 3]);
+  return Number.isSafeInteger(seq) && Number.isSafeInteger(pending) ? { seq, pending } : undefined;
+}
+
 /** The batch sequences the index lists for a trace id, ascending and distinct. */
-export async function readTraceIndex(js: JetStreamClient, jsm: JetStreamManager, stream: string, shards: Shards, traceId: string): Promise<number[]> {
+export async function readTraceIndex(nc: NatsConnection, jsm: JetStreamManager, stream: string, shards: Shards, traceId: string): Promise<number[]> {
   if (!isTraceId(traceId)) return [];
   const seqs = new Set<number>();
-  for (const m of await readShard(js, jsm, stream, shards.of(traceId))) {
+  for (const m of await readShard(nc, jsm, stream, shards.of(traceId))) {
     for (const seq of seqsIn(m.data, traceId)) seqs.add(seq);
   }
   return [...seqs].sort((a, b) => a - b);
@@ -298,8 +334,8 @@ export async function readTraceIndex(js: JetStreamClient, jsm: JetStreamManager,
  * (or a few, past the size bound) of the next level, written first, then the merged ones are
  * purged. Entries of batches gone from the trail (below `floor`) are left out.
  */
-export async function mergeShard(js: JetStreamClient, jsm: JetStreamManager, writer: StreamWriter, stream: string, shard: number, floor: number) {
-  const messages = await readShard(js, jsm, stream, shard);
+export async function mergeShard(nc: NatsConnection, jsm: JetStreamManager, writer: StreamWriter, stream: string, shard: number, floor: number) {
+  const messages = await readShard(nc, jsm, stream, shard);
   for (let level = 0; messages.some((m) => m.level >= level); level++) {
     const full = messages.filter((m) => m.level === level);
     if (full.length < MERGE_AT) continue;
@@ -341,6 +377,7 @@ export class TraceIndexer {
   private readonly written = Array.from({ length: SHARDS }, () => Math.floor(Math.random() * MERGE_AT));
 
   constructor(
+    private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly writer: StreamWriter,
@@ -414,7 +451,7 @@ export class TraceIndexer {
       const floor = (await this.jsm.streams.info(this.stream)).state.first_seq;
       for (const shard of shards) {
         this.written[shard] = 0;
-        await mergeShard(this.js, this.jsm, this.writer, this.stream, shard, floor);
+        await mergeShard(this.nc, this.jsm, this.writer, this.stream, shard, floor);
       }
     } catch (err) {
       this.logger?.error(`audit index: merging shards failed: ${(err as Error).message}`);

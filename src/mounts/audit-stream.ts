@@ -102,7 +102,7 @@ export class AuditStream {
 
   /** The sequences of the batches that hold events of a trace, as indexed so far, ascending. */
   batchesOf(traceId: string): Promise<number[]> {
-    return readTraceIndex(this.js, this.jsm, this.name, this.shards, traceId).catch(unreadable);
+    return readTraceIndex(this.nc, this.jsm, this.name, this.shards, traceId).catch(unreadable);
   }
 
   /** The sequence up to which every batch is indexed (the shared consumer's ack floor). */
@@ -118,7 +118,7 @@ export class AuditStream {
   async startIndexer(logger?: Logger): Promise<() => void> {
     await ensureIndexer(this.jsm, this.name);
     const writer = new StreamWriter(this.nc);
-    const indexer = new TraceIndexer(this.js, this.jsm, writer, this.name, this.shards, logger);
+    const indexer = new TraceIndexer(this.nc, this.js, this.jsm, writer, this.name, this.shards, logger);
     indexer.start();
     return () => {
       indexer.stop();

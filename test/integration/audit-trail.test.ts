@@ -1,4 +1,4 @@
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
@@ -179,7 +179,6 @@ describe('the trace-id index', () => {
     const traces = await durableTracesMount(nc, { stream: 'MERGE_TEST' });
     const audit = traces.audit as AuditStream;
     const jsm = await jetstreamManager(nc);
-    const js = jetstream(nc);
     const shards = Shards.fromDescription((await jsm.streams.info(audit.indexName)).config.description);
     const writer = new StreamWriter(nc);
     // 400 trace ids of one shard, each written by a flush of its own (a trail of one call per flush).
@@ -192,9 +191,9 @@ describe('the trace-id index', () => {
     for (const [i, id] of ids.entries()) {
       await writer.append(shardSubject('MERGE_TEST', shard), Buffer.from(`{"${id}":[${i + 1}]}`));
       // As the indexer does after each 32 flushes to a shard.
-      if (i % MERGE_AT === MERGE_AT - 1) await mergeShard(js, jsm, writer, 'MERGE_TEST', shard, 1);
+      if (i % MERGE_AT === MERGE_AT - 1) await mergeShard(nc, jsm, writer, 'MERGE_TEST', shard, 1);
     }
-    const stored = await readShard(js, jsm, 'MERGE_TEST', shard);
+    const stored = await readShard(nc, jsm, 'MERGE_TEST', shard);
     expect(stored.length).toBeLessThanOrEqual(3 * MERGE_AT);
     expect(new Set(stored.map((m) => m.level)).size).toBeGreaterThan(1);
     for (let from = 0; from < ids.length; from += 50) {
