@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
 import { watchCalls } from '../../src/dispatcher/audit.js';
+import { encodeCallEvents } from '../../src/dispatcher/events-codec.js';
 import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
 import { GrantedSession } from '../../src/identity/granted.js';
 import { encodeGrant } from '../../src/identity/jwt.js';
@@ -143,6 +144,53 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     }
     expect(await stored()).toBe(before);
     await serviceNc.close();
+  });
+
+  it("lets no mount's reply to the operator's ping land on the audit subject or the JetStream API (found by an outside attack)", async () => {
+    // A naive micro service as user `mount`: it answers $SRV.PING onto whatever reply subject it is given.
+    const mountNc = await bus.connect('mount');
+    const operatorNc = await bus.connect('operator');
+    const serviceNc = await bus.connect('service');
+    const jsm = await jetstreamManager(serviceNc);
+    let pinged = 0;
+    mountNc.subscribe('$SRV.PING', {
+      callback: (_e, msg) => {
+        pinged++;
+        try {
+          msg.respond(msg.reply?.startsWith('$JS.API.') ? JSON.stringify({ filter: '>' }) : encodeCallEvents([forged]));
+        } catch {
+          // A refused publish surfaces as the connection's permission error, not here.
+        }
+      },
+    });
+    await mountNc.flush();
+    const forged: CallEvent = {
+      callId: 'forged',
+      name: 'x',
+      target: 'app.x',
+      op: '$run',
+      session: 'victim-42',
+      principal: 'agent:victim',
+      outcome: 'ok',
+      durationMs: 1,
+      attempts: 1,
+      at: new Date().toISOString(),
+    };
+    // Any call leaves a batch in the trail (this one is refused: no grant).
+    await call({ profile: 'default' }, 'spy_run', {}).catch(() => undefined);
+    const stored = async () => (await jsm.streams.info('MATRIX_AUDIT')).state.messages;
+    await eventually(async () => expect(await stored()).toBeGreaterThan(0));
+    const before = await stored();
+    for (const reply of ['system.dispatcher.events.call', '$JS.API.STREAM.PURGE.MATRIX_AUDIT', '$JS.API.STREAM.DELETE.MATRIX_AUDIT_INDEX']) {
+      operatorNc.publish('$SRV.PING', new Uint8Array(), { reply });
+    }
+    await operatorNc.flush();
+    await eventually(() => expect(pinged).toBe(3));
+    await mountNc.flush().catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await stored()).toBe(before);
+    await expect(jsm.streams.info('MATRIX_AUDIT_INDEX')).resolves.toMatchObject({ config: { name: 'MATRIX_AUDIT_INDEX' } });
+    for (const nc of [mountNc, operatorNc, serviceNc]) await nc.close().catch(() => undefined);
   });
 
   it('refuses $call and $resolve without a grant, whatever profile, refs or skills the body claims', async () => {
