@@ -384,6 +384,8 @@ export class TraceIndexer {
     private readonly stream: string,
     private readonly shards: Shards,
     private readonly logger?: Logger,
+    /** Creates the index stream and the consumer again where a failure says they are gone. */
+    private readonly restore: () => Promise<void> = async () => {},
   ) {
     this.pending = new PendingEntries(shards);
   }
@@ -403,14 +405,17 @@ export class TraceIndexer {
   private async run(): Promise<void> {
     while (!this.stopped) {
       try {
-        this.messages = await (await this.js.consumers.get(this.stream, INDEXER)).consume({ max_messages: 256 });
-        if (this.stopped) this.messages.stop();
-        for await (const m of this.messages) this.take(m);
+        const messages = await (await this.js.consumers.get(this.stream, INDEXER)).consume({ max_messages: 256 });
+        this.messages = messages;
+        if (this.stopped) messages.stop();
+        void this.watch(messages);
+        for await (const m of messages) this.take(m);
       } catch (err) {
         // Batches not acknowledged are delivered again; a new subscription takes the old one's place.
         this.messages?.stop();
         if (!this.stopped) this.logger?.error(`audit index: ${(err as Error).message}; retrying`);
         await new Promise((resolve) => setTimeout(resolve, 500));
+        await this.restoreQuietly();
       }
     }
   }
@@ -439,9 +444,25 @@ export class TraceIndexer {
     } catch (err) {
       // Left unacknowledged: the server delivers these batches again after the ack wait.
       this.logger?.error(`audit index: ${held.length} batches not indexed yet: ${(err as Error).message}`);
+      await this.restoreQuietly();
       return;
     }
     await this.mergeFull([...pending.touched()].filter((shard) => (this.written[shard] = (this.written[shard] ?? 0) + 1) >= MERGE_AT));
+  }
+
+  /** The client keeps pulling from a consumer or stream someone deleted: restore them and consume anew. */
+  private async watch(messages: ConsumerMessages): Promise<void> {
+    for await (const status of messages.status()) {
+      if (status.type !== 'consumer_deleted' && status.type !== 'consumer_not_found') continue;
+      await this.restoreQuietly();
+      messages.stop();
+      return;
+    }
+  }
+
+  private async restoreQuietly(): Promise<void> {
+    if (this.stopped) return;
+    await this.restore().catch((err: Error) => this.logger?.error(`audit index: cannot restore its streams: ${err.message}`));
   }
 
   /** Merges the shards that may have a full level; a failed merge leaves the index as it was (longer to read). */

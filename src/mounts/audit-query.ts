@@ -73,6 +73,8 @@ export function matches(e: CallEvent, f: Filter): boolean {
 
 /** Most batches one page reads when scanning (a page that stops there has a `next`). */
 export const SCAN_BUDGET = 4096;
+/** Most batches one page of a trace-id query reads (a flooded trace id pages, it does not stall). */
+export const TRACE_BUDGET = 1024;
 /** Most batches past the index's ack floor a trace-id query reads. */
 const TAIL_BUDGET = 1024;
 /** Batches read at once. */
@@ -98,7 +100,7 @@ export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<
   let position = 0;
   const candidates = () => (seqs === undefined ? seqRange(next, bounds.first, WINDOW) : seqs.slice(position, position + WINDOW));
   for (let window = candidates(); window.length > 0 && found.length <= limit; window = candidates()) {
-    if (seqs === undefined && read >= SCAN_BUDGET) return page(found, limit, bounds.messages, `${next}.${Number.MAX_SAFE_INTEGER}`);
+    if (read >= (seqs === undefined ? SCAN_BUDGET : TRACE_BUDGET)) return page(found, limit, bounds.messages, `${next}.${Number.MAX_SAFE_INTEGER}`);
     const batches = await Promise.all(window.map((seq) => source.batch(seq)));
     read += window.length;
     position += window.length;
@@ -113,7 +115,7 @@ export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<
         if (e !== undefined && matches(e, f)) found.push({ seq: batch.seq, index: i, event: e });
       }
     }
-    if (seqs === undefined) next = (window[window.length - 1] as number) - 1;
+    next = (window[window.length - 1] as number) - 1;
     if (older) break;
   }
   const last = found[limit - 1];

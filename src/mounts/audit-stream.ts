@@ -64,6 +64,7 @@ export class AuditStream {
     private readonly jsm: JetStreamManager,
     readonly name: string,
     private readonly shards: Shards,
+    private readonly limits: StreamLimits,
   ) {}
 
   /** The stream holding the trace-id index. */
@@ -81,7 +82,7 @@ export class AuditStream {
       const index = await ensureStream(jsm, `${name}_INDEX`, indexSubjects(name), limits, Shards.create().describe(name));
       await ensureIndexer(jsm, name);
       await jsm.consumers.delete(name, OLD_INDEXER).catch(() => undefined);
-      return new AuditStream(nc, jetstream(nc), jsm, name, Shards.fromDescription(index.description));
+      return new AuditStream(nc, jetstream(nc), jsm, name, Shards.fromDescription(index.description), limits);
     } catch (err) {
       throw new UnavailableError(`cannot open the audit stream ${name} (is JetStream enabled?): ${(err as Error).message}`, { cause: err });
     }
@@ -118,12 +119,30 @@ export class AuditStream {
   async startIndexer(logger?: Logger): Promise<() => void> {
     await ensureIndexer(this.jsm, this.name);
     const writer = new StreamWriter(this.nc);
-    const indexer = new TraceIndexer(this.nc, this.js, this.jsm, writer, this.name, this.shards, logger);
+    const indexer = new TraceIndexer(this.nc, this.js, this.jsm, writer, this.name, this.shards, logger, () => this.restore());
     indexer.start();
     return () => {
       indexer.stop();
       writer.close();
     };
+  }
+
+  /**
+   * Creates again what is missing, when a write or a read of the indexer failed: the streams
+   * (the index with the key this instance shards by, so every instance still agrees) and the
+   * indexer's consumer, from the first batch when the index was gone. Someone deleted them;
+   * nothing else removes them.
+   */
+  private async restore(): Promise<void> {
+    const indexGone = await this.jsm.streams.info(this.indexName).then(
+      () => false,
+      () => true,
+    );
+    await ensureStream(this.jsm, this.name, CALL_EVENTS, this.limits);
+    await ensureStream(this.jsm, this.indexName, indexSubjects(this.name), this.limits, this.shards.describe(this.name));
+    // A new index is empty: the consumer starts again from the trail's first batch.
+    if (indexGone) await this.jsm.consumers.delete(this.name, INDEXER).catch(() => undefined);
+    await ensureIndexer(this.jsm, this.name);
   }
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/dispatcher/types.js';
-import { type BatchSource, queryBatches, SCAN_BUDGET, type TraceQuery } from '../../src/mounts/audit-query.js';
+import { type BatchSource, queryBatches, SCAN_BUDGET, TRACE_BUDGET, type TraceQuery } from '../../src/mounts/audit-query.js';
 import type { StoredBatch } from '../../src/mounts/audit-stream.js';
 
 const T0 = Date.parse('2026-03-01T00:00:00Z');
@@ -82,6 +82,19 @@ describe('queries over the durable audit stream', () => {
     };
     expect(await queryBatches(empty, { limit: 5 })).toEqual({ events: [], matched: 0, kept: 0 });
     expect(await queryBatches(empty, { traceId: trace(1), until: new Date().toISOString() })).toEqual({ events: [], matched: 0, kept: 0 });
+  });
+
+  it('reads at most TRACE_BUDGET batches a page by trace id, and pages on (a flooded trace id stalled the service: found by an outside attack)', async () => {
+    const flooded = trace(7);
+    const source = new MemorySource(3_000, 1, () => ({ traceparent: `00-${flooded}-0000000000000001-01` }));
+    const first = await queryBatches(source, { traceId: flooded, outcome: 'error' });
+    expect(first.events).toEqual([]);
+    expect(first.next).toBeDefined();
+    expect(source.reads).toBeLessThanOrEqual(TRACE_BUDGET + 32);
+    const none = await pages(source, { traceId: flooded, outcome: 'error' });
+    expect(none.flat()).toEqual([]);
+    expect(none.length).toBeGreaterThanOrEqual(3);
+    expect((await pages(source, { traceId: flooded, limit: 500 })).flat()).toEqual(newestFirst(source));
   });
 
   it('pages newest first across batch boundaries, each event once', async () => {
