@@ -69,6 +69,19 @@ export interface MountOptions {
    * created for it (a dispatcher, a watch), so nothing outlives the mount.
    */
   onStop?: () => void | Promise<void>;
+  /**
+   * Told of a request refused before its op's handler ran (unknown op, an unreadable or invalid
+   * body, a bad header, a deadline already past): the dispatcher audits such `$call`s too.
+   */
+  onRefused?: (refusal: Refusal) => void;
+}
+
+/** A request a mount refused before its handler ran. */
+export interface Refusal {
+  op: string;
+  data: Uint8Array;
+  traceparent: string | undefined;
+  error: MatrixError;
 }
 
 interface BoundOp {
@@ -175,8 +188,11 @@ export class Mount {
     const op = msg.subject.slice(this.prefixLength);
     const bound = this.ops.get(op);
     let encoding: Encoding = Encoding.MsgPack;
+    let traceparent: string | undefined;
+    let ran = false;
     try {
       const read = readRequestHeaders(headersOf(msg));
+      traceparent = read.context.traceparent;
       if (read.json) encoding = Encoding.Json;
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
@@ -185,12 +201,14 @@ export class Mount {
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
       }
+      ran = true;
       const result = bound.spec.handle(request as never, { ...read.context, mount: this.name, op, encoding });
       // A handler that answers at once is answered at once; only a promise is waited for.
       if (result instanceof Promise) void this.answerWhenSettled(msg, result, encoding, bound, started);
       else this.reply(msg, result, encoding, bound, started);
     } catch (err) {
-      this.fail(msg, err, encoding, bound, started);
+      const error = this.fail(msg, err, encoding, bound, started);
+      if (!ran) this.options.onRefused?.({ op, data: msg.data, traceparent, error });
     }
   }
 
@@ -240,13 +258,14 @@ export class Mount {
     this.record(bound, started);
   }
 
-  private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): void {
+  private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): MatrixError {
     const error = err instanceof MatrixError ? err : this.internal(err, msg.subject);
     const h = encoding === Encoding.Json ? jsonHeaders() : new OutgoingHeaders();
     h.put(Header.ServiceErrorCode, String(error.status));
     h.put(Header.ServiceError, headerSafe(error.message));
     msg.respond(encodeBody(error.toBody(), encoding), { headers: h });
     if (bound !== undefined) this.record(bound, started, `${error.status}:${error.message}`);
+    return error;
   }
 
   private internal(err: unknown, subject: string): InternalError {

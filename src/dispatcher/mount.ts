@@ -1,12 +1,13 @@
 /** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { decodeBody, Encoding } from '../bus/codec.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { IdentityGate } from '../identity/gate.js';
 import { Dispatcher } from './dispatcher.js';
-import type { CallRequest } from './types.js';
+import type { CallRequest, ToolCall } from './types.js';
 
 /** Version of the dispatcher implementation. */
 export const DISPATCHER_VERSION = '0.1.0';
@@ -36,6 +37,10 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     maxRequestBytes: options.maxRequestBytes,
     logger: options.logger,
     onStop: options.dispatcher === undefined ? () => dispatcher.close() : undefined,
+    // A $call refused before it ran (bad body, bad header, deadline past) is audited as well.
+    onRefused: ({ op, data, traceparent, error }) => {
+      if (op === '$call') dispatcher.refused(callIn(data), traceparent, error.code);
+    },
     ops: {
       $call: {
         description: 'Runs one LLM tool call for a session and returns the result the model reads.',
@@ -50,4 +55,23 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
       },
     },
   });
+}
+
+/** What can be read of a refused request's call: its id and tool name when they are short strings. */
+function callIn(data: Uint8Array): ToolCall {
+  let call: unknown;
+  // A body refused for its size is not decoded after all.
+  for (const encoding of data.length <= 64 * 1024 ? [Encoding.MsgPack, Encoding.Json] : []) {
+    try {
+      call = (decodeBody(data, encoding) as { call?: unknown } | undefined)?.call;
+      break;
+    } catch {
+      call = undefined;
+    }
+  }
+  const field = (name: 'id' | 'name') => {
+    const value = call !== null && typeof call === 'object' ? (call as Record<string, unknown>)[name] : undefined;
+    return typeof value === 'string' && value.length <= 256 ? value : '(unreadable)';
+  };
+  return { id: field('id'), name: field('name'), arguments: {} };
 }

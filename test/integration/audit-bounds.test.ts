@@ -5,7 +5,8 @@
  * `traceparent` that is not W3C trace context is dropped (a new trace starts), and a batch too
  * large for the server goes out in parts.
  */
-import type { NatsConnection } from '@nats-io/nats-core';
+import { encode } from '@msgpack/msgpack';
+import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { BadRequestError } from '../../src/bus/errors.js';
@@ -76,5 +77,25 @@ describe('audit events under oversized headers', () => {
           .sort(),
       ).toEqual([...ids].sort()),
     );
+  });
+
+  it('audits a $call refused before it ran: a deadline already past, a body against the schema, an over-long header (found by an outside attack)', async () => {
+    const send = (body: unknown, set: Record<string, string>) => {
+      const h = headers();
+      for (const [k, v] of Object.entries(set)) h.set(k, v);
+      return nc.request('system.dispatcher.$call', encode(body), { headers: h, timeout: 5_000 });
+    };
+    const trace = '00-0123456789abcdef0123456789abcdef-0123456789abcdef-01';
+    await send({ session: { profile: 'default' }, call: { id: 'late', name: 'x' } }, { 'Matrix-Deadline': '1', traceparent: trace });
+    await send({ session: 7, call: { id: 'bad-body', name: 'x' } }, {});
+    await send({ session: { profile: 'default' }, call: { id: 'long-principal', name: 'x' } }, { 'Matrix-Principal': 'p'.repeat(300) });
+    await eventually(() =>
+      expect(events.filter((e) => ['late', 'bad-body', 'long-principal'].includes(e.callId)).map((e) => [e.callId, e.code])).toEqual([
+        ['late', 'timeout'],
+        ['bad-body', 'bad_request'],
+        ['long-principal', 'bad_request'],
+      ]),
+    );
+    expect(events.find((e) => e.callId === 'late')?.traceparent).toBe(trace);
   });
 });
