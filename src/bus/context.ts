@@ -73,43 +73,49 @@ export const HEADER_LIMITS = {
 /**
  * Reads the headers of a request in one pass, names in any case. A malformed `Matrix-Deadline`
  * or a context value over its limit is a bad request; a `traceparent` that is not W3C trace
- * context is ignored, as W3C says, and a new trace starts downstream.
+ * context is ignored, as W3C says, and a new trace starts downstream. A name given more than
+ * once: its first usable value counts. (A mount reads the raw block instead: `readHeaderBlock`.)
  */
 export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
-  const context: CallContext = {};
-  let json = false;
-  if (h === undefined) return { context, json };
-  for (const [name, values] of h) {
-    const value = values[0];
-    if (!value) continue;
-    const key = name.toLowerCase();
-    const limit = HEADER_LIMITS[key as keyof typeof HEADER_LIMITS];
-    if (limit !== undefined && value.length > limit) throw headerTooLong(name, limit);
-    switch (key) {
-      case lower.TraceParent:
-        if (traceparentPattern.test(value)) context.traceparent ??= value;
-        break;
-      case lower.Session:
-        context.session ??= value;
-        break;
-      case lower.Principal:
-        context.principal ??= value;
-        break;
-      case lower.Deadline:
-        context.deadline ??= deadlineHeader(value);
-        break;
-      case lower.Grant:
-        context.grant ??= value;
-        break;
-      case lower.ReadSessions:
-        context.readSessions ??= value;
-        break;
-      case lower.ContentType:
-        json ||= value.startsWith(JSON_CONTENT_TYPE);
-        break;
-    }
+  const read: RequestHeaders = { context: {}, json: false };
+  if (h === undefined) return read;
+  for (const [name, values] of h) for (const value of values) readHeader(read, name, value);
+  return read;
+}
+
+/** Lengths of the names `readHeader` reads: any other name is passed over without lower-casing it. */
+const READ_NAME_LENGTHS = new Set(Object.values(lower).map((name) => name.length));
+
+/** Takes one header line (`name: value`, value trimmed) into what a request's headers say. */
+export function readHeader(read: RequestHeaders, name: string, value: string): void {
+  if (!value || !READ_NAME_LENGTHS.has(name.length)) return;
+  const key = name.toLowerCase();
+  const limit = HEADER_LIMITS[key as keyof typeof HEADER_LIMITS];
+  if (limit !== undefined && value.length > limit) throw headerTooLong(name, limit);
+  const context = read.context;
+  switch (key) {
+    case lower.TraceParent:
+      if (traceparentPattern.test(value)) context.traceparent ??= value;
+      break;
+    case lower.Session:
+      context.session ??= value;
+      break;
+    case lower.Principal:
+      context.principal ??= value;
+      break;
+    case lower.Deadline:
+      context.deadline ??= deadlineHeader(value);
+      break;
+    case lower.Grant:
+      context.grant ??= value;
+      break;
+    case lower.ReadSessions:
+      context.readSessions ??= value;
+      break;
+    case lower.ContentType:
+      read.json ||= value.startsWith(JSON_CONTENT_TYPE);
+      break;
   }
-  return { context, json };
 }
 
 /** Reads the context headers of a request; a malformed `Matrix-Deadline` is a bad request. */
