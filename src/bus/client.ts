@@ -66,7 +66,6 @@ export class BusClient {
   private readonly sweepMs: number;
   private sub: Subscription | undefined;
   private sweeper: NodeJS.Timeout | undefined;
-  private next = 0;
   private watchingPermissions = false;
 
   constructor(
@@ -105,7 +104,7 @@ export class BusClient {
     } catch (err) {
       return Promise.reject(err);
     }
-    const token = replyToken(this.next++);
+    const token = this.newToken();
     return new Promise<unknown>((resolve, reject) => {
       this.pending.set(token, { resolve, reject, deadline, subject, raw });
       try {
@@ -118,6 +117,14 @@ export class BusClient {
       }
       this.ensureSweeping();
     });
+  }
+
+  /** A reply token no request in flight holds. */
+  private newToken(): string {
+    for (;;) {
+      const token = randomToken();
+      if (!this.pending.has(token)) return token;
+    }
   }
 
   /** The body and headers of a request; throws `UnsendableRequestError` or `PayloadTooLargeError`. */
@@ -279,16 +286,17 @@ const randomPool = Buffer.alloc(4096);
 let randomAt = randomPool.length;
 
 /**
- * The reply token of request `n`: its number and 48 random bits, so a token seen on the wire
- * tells nothing of the next one (found by an outside attack: with counter tokens, one sniffed
- * reply subject let a caller aim forged replies at the requests that followed it).
+ * A reply token: 48 random bits as 8 base64url characters, so a token seen on the wire tells
+ * nothing of the next one (found by an outside attack: with counter tokens, one sniffed reply
+ * subject let a caller aim forged replies at the requests that followed it). It was a counter
+ * and 10 base-36 digits: 4+ characters longer on every request and reply subject.
  */
-function replyToken(n: number): string {
+function randomToken(): string {
   if (randomAt + 6 > randomPool.length) {
     randomFillSync(randomPool);
     randomAt = 0;
   }
-  const random = randomPool.readUIntBE(randomAt, 6);
+  const token = randomPool.toString('base64url', randomAt, randomAt + 6);
   randomAt += 6;
-  return `${n.toString(36)}${random.toString(36).padStart(10, '0')}`;
+  return token;
 }
