@@ -139,8 +139,6 @@ function deadlineHeader(value: string): number {
   return ms;
 }
 
-const LINE_BREAK = /[\r\n]/;
-
 /**
  * Headers this package sends. nats.js checks and canonicalises a name on every `set` and
  * encodes the block with a `TextEncoder` on every publish, ~1.5 µs for two headers (most of
@@ -150,7 +148,7 @@ const LINE_BREAK = /[\r\n]/;
 export class OutgoingHeaders extends MsgHdrsImpl {
   /** Sets one of the protocol's headers; throws if the value holds CR or LF. */
   put(name: (typeof Header)[keyof typeof Header], value: string): this {
-    if (LINE_BREAK.test(value)) throw InvalidArgumentError.format('header', 'values cannot contain \\r or \\n');
+    if (value.includes('\n') || value.includes('\r')) throw InvalidArgumentError.format('header', 'values cannot contain \\r or \\n');
     this.headers.set(name, [value.trim()]);
     return this;
   }
@@ -190,20 +188,23 @@ export function traceIdOf(traceparent: string | undefined): string | undefined {
   return traceparentPattern.exec(traceparent)?.[1];
 }
 
-// Random bytes are drawn 4 KiB at a time: one syscall per 170 trace ids, not one per call.
+// Random bytes are drawn 4 KiB at a time and made hex at once: one syscall and one encoding per
+// 170 trace ids, each then two slices of a flat string (hex of 24 bytes a call cost ~0.1 µs more).
 const POOL_SIZE = 4096;
 const pool = Buffer.alloc(POOL_SIZE);
-let poolOffset = POOL_SIZE;
+let poolHex = '';
+let hexOffset = 0;
 
 /** A fresh sampled `traceparent` (a new random trace id and span id). */
 export function newTraceparent(): string {
-  if (poolOffset + 24 > POOL_SIZE) {
+  if (hexOffset + 48 > poolHex.length) {
     randomFillSync(pool);
-    poolOffset = 0;
+    poolHex = pool.toString('hex');
+    hexOffset = 0;
   }
-  const hex = pool.toString('hex', poolOffset, poolOffset + 24);
-  poolOffset += 24;
-  return `00-${hex.slice(0, 32)}-${hex.slice(32)}-01`;
+  const at = hexOffset;
+  hexOffset += 48;
+  return `00-${poolHex.slice(at, at + 32)}-${poolHex.slice(at + 32, at + 48)}-01`;
 }
 
 /** The earlier of a relative timeout and an absolute deadline, as an absolute deadline. */
