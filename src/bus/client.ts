@@ -8,7 +8,7 @@
  * decode → `InternalError`.
  */
 import { randomFillSync } from 'node:crypto';
-import { createInbox, Match, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
+import { createInbox, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
 import {
@@ -25,6 +25,7 @@ import {
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
+import { replyHeadersOf } from './header-block.js';
 import { opSubject } from './subjects.js';
 
 /** How one request is made. */
@@ -249,13 +250,13 @@ export class BusClient {
  * sender's fault, an `InternalError`, never the caller's bad request.
  */
 function readReply(msg: Msg, subject: string): unknown {
-  const h = msg.headers;
-  const status = h?.get(Header.ServiceErrorCode);
+  const h = replyHeadersOf(msg);
+  const status = h?.serviceErrorCode;
   if (h !== undefined && h.code === 503 && !status && msg.data.length === 0) {
     throw new NoRespondersError(`no responders for ${subject}: nothing serves that op`);
   }
-  const contentType = h?.get(Header.ContentType, Match.IgnoreCase);
-  if (status) return throwWireError(status, h?.get(Header.ServiceError) ?? '', decodeErrorBody(msg.data, contentType), subject);
+  const contentType = h?.contentType;
+  if (status) return throwWireError(status, h?.serviceError ?? '', decodeErrorBody(msg.data, contentType), subject);
   try {
     return decodeReply(msg.data, contentType);
   } catch (err) {

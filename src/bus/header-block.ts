@@ -70,3 +70,55 @@ function readLine(read: RequestHeaders, line: string): void {
 function unreadable(why: string): BadRequestError {
   return new BadRequestError(`the request's headers cannot be read: ${why}`);
 }
+
+/** What a reply's headers say that a caller reads (PROTOCOL section 2). */
+export interface ReplyHeaders {
+  /** The status of the block's first line (503: no responders), else 0. */
+  code: number;
+  serviceErrorCode?: string;
+  serviceError?: string;
+  contentType?: string;
+}
+
+const SERVICE_ERROR_CODE = 'Nats-Service-Error-Code';
+const SERVICE_ERROR = 'Nats-Service-Error';
+const CONTENT_TYPE = 'content-type';
+
+/**
+ * A reply's headers, read as `requestHeadersOf` reads a request's and for the same reason (a
+ * target that answers with 60,000 header names must not hold its caller): the service error
+ * headers by exact name, `Content-Type` in any case, each its first value; undefined when the
+ * reply has none.
+ */
+export function replyHeadersOf(msg: Msg): ReplyHeaders | undefined {
+  const raw = rawHeaderBlock(msg);
+  if (raw === null) return undefined;
+  if (raw !== undefined) return readReplyBlock(raw);
+  const h = msg.headers;
+  if (h === undefined) return undefined;
+  const read: ReplyHeaders = { code: h.code };
+  for (const [name, values] of h) for (const value of values) readReplyHeader(read, name, value);
+  return read;
+}
+
+/** Reads a reply's header block line by line; lines it cannot read are passed over. */
+export function readReplyBlock(block: string): ReplyHeaders {
+  let at = block.indexOf('\r\n');
+  const status = (at < 0 ? block : block.slice(0, at)).replace('NATS/1.0', '').trim();
+  const read: ReplyHeaders = { code: Number.parseInt(status, 10) || 0 };
+  if (at < 0) return read;
+  for (at += 2; at < block.length; ) {
+    let end = block.indexOf('\r\n', at);
+    if (end < 0) end = block.length;
+    const colon = block.slice(at, end).indexOf(':');
+    if (colon > 0) readReplyHeader(read, block.slice(at, at + colon), block.slice(at + colon + 1, end).trim());
+    at = end + 2;
+  }
+  return read;
+}
+
+function readReplyHeader(read: ReplyHeaders, name: string, value: string): void {
+  if (name === SERVICE_ERROR_CODE) read.serviceErrorCode ??= value;
+  else if (name === SERVICE_ERROR) read.serviceError ??= value;
+  else if (name.length === CONTENT_TYPE.length && name.toLowerCase() === CONTENT_TYPE) read.contentType ??= value;
+}

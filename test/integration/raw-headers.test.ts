@@ -87,3 +87,37 @@ describe('a request with a header block of 60,000 names', () => {
     }
   });
 });
+
+describe('a reply with a header block of 60,000 names', () => {
+  it('is read without holding the caller: the next request is answered promptly', async () => {
+    const { socket, received } = await rawClient();
+    const client = new BusClient(await testConnection());
+    try {
+      // A target that answers its first request with 60,000 header names, every later one plainly.
+      socket.write('SUB flood.target.$op 2\r\nPING\r\n');
+      await eventually(() => received().split('PONG').length > 2);
+      const names = Array.from({ length: 60_000 }, (_, i) => `f${i.toString(36)}: 1\r\n`).join('');
+      const flood = `NATS/1.0\r\n${names}Content-Type: application/json\r\n\r\n`;
+      let answered = 0;
+      const answer = async () => {
+        const reply = await eventually(() => [...received().matchAll(/H?MSG flood\.target\.\$op 2 (\S+) /g)][answered]?.[1] ?? false);
+        const headers = answered++ === 0 ? flood : 'NATS/1.0\r\nContent-Type: application/json\r\n\r\n';
+        const body = '{"ok":true}';
+        const hdrLen = Buffer.byteLength(headers, 'latin1');
+        socket.write(`HPUB ${reply} ${hdrLen} ${hdrLen + body.length}\r\n${headers}${body}\r\n`);
+      };
+      const first = client.request('flood.target', '$op', {}, { timeoutMs: 3_000 });
+      await answer();
+      const started = performance.now();
+      expect(await first).toEqual({ ok: true });
+      // Read in tens of ms; nats.js's parse of the same block takes 22 s or more.
+      expect(performance.now() - started).toBeLessThan(3_000);
+      const second = client.request('flood.target', '$op', {}, { timeoutMs: 3_000 });
+      await answer();
+      expect(await second).toEqual({ ok: true });
+    } finally {
+      client.close();
+      socket.destroy();
+    }
+  });
+});

@@ -2,7 +2,7 @@ import { headers, MsgHdrsImpl } from '@nats-io/nats-core';
 import { describe, expect, it } from 'vitest';
 import { Header, OutgoingHeaders, readRequestHeaders, writeContext } from '../../src/bus/context.js';
 import { BadRequestError } from '../../src/bus/errors.js';
-import { readHeaderBlock } from '../../src/bus/header-block.js';
+import { readHeaderBlock, readReplyBlock } from '../../src/bus/header-block.js';
 
 const context = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', session: 'sess-1', principal: 'agent:ö' };
 
@@ -71,5 +71,14 @@ describe('a raw header block', () => {
     expect(() => readHeaderBlock('NATS/1.0\r\ntraceparent: 00-aa\nMatrix-Principal: evil\r\n\r\n')).toThrow(/headers cannot be read/);
     expect(() => readHeaderBlock('NATS/1.0\r\nMatrix Session: x\r\n\r\n')).toThrow(BadRequestError);
     expect(readHeaderBlock('NATS/1.0\r\nno colon here\r\nMatrix-Session: s\r\n\r\n').context).toEqual({ session: 's' });
+  });
+});
+
+describe('a reply header block', () => {
+  it('gives its status, the service error headers by exact name and Content-Type in any case, first value first', () => {
+    expect(readReplyBlock('NATS/1.0 503\r\n\r\n')).toEqual({ code: 503 });
+    const block =
+      'NATS/1.0\r\nnats-service-error-code: 1\r\nNats-Service-Error-Code: 404\r\nNats-Service-Error: gone: away\r\nCONTENT-TYPE: application/json\r\ncontent-type: x\r\n\r\n';
+    expect(readReplyBlock(block)).toEqual({ code: 0, serviceErrorCode: '404', serviceError: 'gone: away', contentType: 'application/json' });
   });
 });
