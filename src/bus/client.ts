@@ -8,7 +8,7 @@
  * decode → `InternalError`.
  */
 import { randomFillSync } from 'node:crypto';
-import { createInbox, Match, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
+import { createInbox, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
 import {
@@ -25,6 +25,7 @@ import {
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
+import { replyHeadersOf } from './header-block.js';
 import { opSubject } from './subjects.js';
 
 /** How one request is made. */
@@ -66,7 +67,6 @@ export class BusClient {
   private readonly sweepMs: number;
   private sub: Subscription | undefined;
   private sweeper: NodeJS.Timeout | undefined;
-  private next = 0;
   private watchingPermissions = false;
 
   constructor(
@@ -105,7 +105,7 @@ export class BusClient {
     } catch (err) {
       return Promise.reject(err);
     }
-    const token = replyToken(this.next++);
+    const token = this.newToken();
     return new Promise<unknown>((resolve, reject) => {
       this.pending.set(token, { resolve, reject, deadline, subject, raw });
       try {
@@ -118,6 +118,14 @@ export class BusClient {
       }
       this.ensureSweeping();
     });
+  }
+
+  /** A reply token no request in flight holds. */
+  private newToken(): string {
+    for (;;) {
+      const token = randomToken();
+      if (!this.pending.has(token)) return token;
+    }
   }
 
   /** The body and headers of a request; throws `UnsendableRequestError` or `PayloadTooLargeError`. */
@@ -242,13 +250,13 @@ export class BusClient {
  * sender's fault, an `InternalError`, never the caller's bad request.
  */
 function readReply(msg: Msg, subject: string): unknown {
-  const h = msg.headers;
-  const status = h?.get(Header.ServiceErrorCode);
+  const h = replyHeadersOf(msg);
+  const status = h?.serviceErrorCode;
   if (h !== undefined && h.code === 503 && !status && msg.data.length === 0) {
     throw new NoRespondersError(`no responders for ${subject}: nothing serves that op`);
   }
-  const contentType = h?.get(Header.ContentType, Match.IgnoreCase);
-  if (status) return throwWireError(status, h?.get(Header.ServiceError) ?? '', decodeErrorBody(msg.data, contentType), subject);
+  const contentType = h?.contentType;
+  if (status) return throwWireError(status, h?.serviceError ?? '', decodeErrorBody(msg.data, contentType), subject);
   try {
     return decodeReply(msg.data, contentType);
   } catch (err) {
@@ -279,16 +287,17 @@ const randomPool = Buffer.alloc(4096);
 let randomAt = randomPool.length;
 
 /**
- * The reply token of request `n`: its number and 48 random bits, so a token seen on the wire
- * tells nothing of the next one (found by an outside attack: with counter tokens, one sniffed
- * reply subject let a caller aim forged replies at the requests that followed it).
+ * A reply token: 48 random bits as 8 base64url characters, so a token seen on the wire tells
+ * nothing of the next one (found by an outside attack: with counter tokens, one sniffed reply
+ * subject let a caller aim forged replies at the requests that followed it). It was a counter
+ * and 10 base-36 digits: 4+ characters longer on every request and reply subject.
  */
-function replyToken(n: number): string {
+function randomToken(): string {
   if (randomAt + 6 > randomPool.length) {
     randomFillSync(randomPool);
     randomAt = 0;
   }
-  const random = randomPool.readUIntBE(randomAt, 6);
+  const token = randomPool.toString('base64url', randomAt, randomAt + 6);
   randomAt += 6;
-  return `${n.toString(36)}${random.toString(36).padStart(10, '0')}`;
+  return token;
 }

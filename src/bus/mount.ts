@@ -5,12 +5,13 @@
  * included, in the encoding the request came in. `stop()` drains, then closes what the mount's
  * builder created through the `onStop` hook.
  */
-import { type Msg, type MsgHdrs, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
+import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, Header, OutgoingHeaders, readRequestHeaders } from './context.js';
+import { type CallContext, Header, OutgoingHeaders } from './context.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooLargeError, TimeoutError } from './errors.js';
+import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
@@ -191,7 +192,7 @@ export class Mount {
     let traceparent: string | undefined;
     let ran = false;
     try {
-      const read = readRequestHeaders(headersOf(msg));
+      const read = requestHeadersOf(msg);
       traceparent = read.context.traceparent;
       if (read.json) encoding = Encoding.Json;
       if (bound === undefined) {
@@ -369,16 +370,4 @@ function jsonHeaders(): OutgoingHeaders {
 function headerSafe(message: string): string {
   const line = message.replace(/[\r\n]+/g, ' ');
   return line.length > 1024 ? `${line.slice(0, 1021)}...` : line;
-}
-
-/**
- * A request's headers; a block nats.js cannot parse (a lone CR or LF in a value, sent raw) is
- * the caller's bad request, not this mount's internal error.
- */
-function headersOf(msg: Msg): MsgHdrs | undefined {
-  try {
-    return msg.headers;
-  } catch (err) {
-    throw new BadRequestError(`the request's headers cannot be read: ${(err as Error).message}`);
-  }
 }

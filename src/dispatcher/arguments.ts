@@ -31,7 +31,9 @@ export function readArguments(call: ToolCall, schema: JsonSchemaObject, validato
   if (!parsed.ok) throw refuse.unreadableArguments(call.name, parsed.reason);
   const args = parsed.value;
   // JSON text that names no `__proto__` (not even through a \u escape) parsed into nothing to walk for it.
-  const problem = typeof raw === 'string' && !raw.includes('__proto__') && !raw.includes('\\u') ? undefined : unsendable(args, 1, '');
+  const walk = typeof raw !== 'string' || raw.includes('__proto__') || raw.includes('\\u');
+  // The walk that names where the problem is runs only when a plain one finds there is one.
+  const problem = walk && !sendable(args, 1) ? unsendable(args, 1, '') : undefined;
   // Arguments past the bound are not stringified (that could exhaust the stack): text is hashed as it came.
   if (event !== undefined) recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
   if (problem !== undefined) throw refuse.refusedArguments(call.name, problem);
@@ -45,6 +47,18 @@ export function readArguments(call: ToolCall, schema: JsonSchemaObject, validato
   const violations = check(value);
   if (violations !== undefined) throw refuse.invalidArguments(call.name, violations);
   return value;
+}
+
+/** Are arguments sendable: within the depth bound, no `__proto__` key? (`unsendable` says why not.) */
+function sendable(node: object, depth: number): boolean {
+  if (depth > MAX_DEPTH) return false;
+  const array = Array.isArray(node);
+  for (const key in node) {
+    if (key === '__proto__' && !array) return false;
+    const child = (node as Record<string, unknown>)[key];
+    if (child !== null && typeof child === 'object' && !sendable(child, depth + 1)) return false;
+  }
+  return true;
 }
 
 /**

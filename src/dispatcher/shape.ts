@@ -71,6 +71,26 @@ export function capContent(text: string, cap: number): Shaped {
   return { content: text.slice(0, shown) + note(shown), truncated: { shown, total: text.length } };
 }
 
+/**
+ * A reply as JSON text: bytes shown as `<n bytes>`, big integers as their digits. A replacer
+ * takes JSON.stringify off its fast path (every key a call), so it is used only for a reply
+ * that holds such a value.
+ */
 function jsonText(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? `<${v.length} bytes>` : v)) ?? 'null';
+  const text = holdsUnjsonable(value, 0) ? JSON.stringify(value, showable) : JSON.stringify(value);
+  return text ?? 'null';
+}
+
+function showable(_key: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? `<${v.length} bytes>` : v;
+}
+
+/** Does a reply hold bytes or a big integer (or nest past `MAX_DEPTH`, where the replacer decides too)? */
+function holdsUnjsonable(value: unknown, depth: number): boolean {
+  if (typeof value === 'bigint') return true;
+  if (value === null || typeof value !== 'object') return false;
+  if (depth > MAX_DEPTH || ArrayBuffer.isView(value)) return true;
+  if (Array.isArray(value)) return value.some((v) => holdsUnjsonable(v, depth + 1));
+  for (const key in value) if (holdsUnjsonable((value as Record<string, unknown>)[key], depth + 1)) return true;
+  return false;
 }

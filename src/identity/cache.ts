@@ -13,14 +13,20 @@ const ENTRY_OVERHEAD = 512;
 export class GrantCache {
   private readonly entries = new Map<string, VerifiedGrant>();
   private used = 0;
+  /** The entry found last: a caller sends the same grant call after call, compared here without hashing its text. */
+  private last: VerifiedGrant | undefined;
 
   constructor(readonly maxBytes = DEFAULT_GRANT_CACHE_BYTES) {}
 
   /** The verified grant of this text while it is valid at `now` (Unix ms); drops it once expired. */
   get(text: string, now: number): VerifiedGrant | undefined {
-    const hit = this.entries.get(text);
+    const last = this.last;
+    const hit = last !== undefined && last.text === text ? last : this.entries.get(text);
     if (hit === undefined) return undefined;
-    if (now < hit.expiresAtMs) return hit;
+    if (now < hit.expiresAtMs) {
+      this.last = hit;
+      return hit;
+    }
     this.delete(text, hit);
     return undefined;
   }
@@ -48,6 +54,7 @@ export class GrantCache {
   }
 
   private delete(text: string, grant: VerifiedGrant): void {
+    if (this.last === grant) this.last = undefined;
     this.entries.delete(text);
     this.used -= costOf(grant);
   }

@@ -5,8 +5,10 @@
  */
 import { type Socket, connect as tcpConnect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { registryMount } from '../../src/registry/mount.js';
+import type { ListReply } from '../../src/registry/types.js';
 import { sharedNats, testConnection } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 
@@ -48,6 +50,73 @@ describe('a request whose header block cannot be parsed', () => {
       socket.write(`PUB system.tools.$list _INBOX.raw.2 0\r\n\r\n`);
       await eventually(() => received().includes('MSG _INBOX.raw.2 1'));
     } finally {
+      socket.destroy();
+    }
+  });
+});
+
+/**
+ * nats.js parses a header block in time quadratic in its number of names: 60,000 distinct
+ * names (~700 KB, within max_payload) held the mount ~22 s, every other caller waiting behind
+ * it. The mount reads the block itself, in one pass (~30 ms).
+ */
+describe('a request with a header block of 60,000 names', () => {
+  let mount: Mount;
+
+  beforeAll(async () => {
+    mount = await registryMount(await testConnection()).start();
+  });
+  afterAll(() => mount.stop());
+
+  it('is answered, and a normal request sent alongside it is answered promptly', async () => {
+    const { socket, received } = await rawClient();
+    const client = new BusClient(await testConnection());
+    try {
+      const names = Array.from({ length: 60_000 }, (_, i) => `f${i.toString(36)}: 1\r\n`).join('');
+      const headers = `NATS/1.0\r\n${names}traceparent: 00-0123456789abcdef0123456789abcdef-0123456789abcdef-01\r\n\r\n`;
+      const body = '{}';
+      const hdrLen = Buffer.byteLength(headers, 'latin1');
+      socket.write(`HPUB system.tools.$list _INBOX.raw.9 ${hdrLen} ${hdrLen + body.length}\r\n${headers}${body}\r\n`);
+      // Expected in tens of ms; the bound is generous for a loaded machine, and far under 22 s.
+      const page = await client.request<ListReply>('system.tools', '$list', { limit: 1 }, { timeoutMs: 3_000 });
+      expect(page.contexts.length).toBe(1);
+      await eventually(() => received().includes('MSG _INBOX.raw.9 1'), { timeoutMs: 3_000 });
+    } finally {
+      client.close();
+      socket.destroy();
+    }
+  });
+});
+
+describe('a reply with a header block of 60,000 names', () => {
+  it('is read without holding the caller: the next request is answered promptly', async () => {
+    const { socket, received } = await rawClient();
+    const client = new BusClient(await testConnection());
+    try {
+      // A target that answers its first request with 60,000 header names, every later one plainly.
+      socket.write('SUB flood.target.$op 2\r\nPING\r\n');
+      await eventually(() => received().split('PONG').length > 2);
+      const names = Array.from({ length: 60_000 }, (_, i) => `f${i.toString(36)}: 1\r\n`).join('');
+      const flood = `NATS/1.0\r\n${names}Content-Type: application/json\r\n\r\n`;
+      let answered = 0;
+      const answer = async () => {
+        const reply = await eventually(() => [...received().matchAll(/H?MSG flood\.target\.\$op 2 (\S+) /g)][answered]?.[1] ?? false);
+        const headers = answered++ === 0 ? flood : 'NATS/1.0\r\nContent-Type: application/json\r\n\r\n';
+        const body = '{"ok":true}';
+        const hdrLen = Buffer.byteLength(headers, 'latin1');
+        socket.write(`HPUB ${reply} ${hdrLen} ${hdrLen + body.length}\r\n${headers}${body}\r\n`);
+      };
+      const first = client.request('flood.target', '$op', {}, { timeoutMs: 3_000 });
+      await answer();
+      const started = performance.now();
+      expect(await first).toEqual({ ok: true });
+      // Read in tens of ms; nats.js's parse of the same block takes 22 s or more.
+      expect(performance.now() - started).toBeLessThan(3_000);
+      const second = client.request('flood.target', '$op', {}, { timeoutMs: 3_000 });
+      await answer();
+      expect(await second).toEqual({ ok: true });
+    } finally {
+      client.close();
       socket.destroy();
     }
   });

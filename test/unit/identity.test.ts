@@ -167,6 +167,14 @@ describe('the verified-grant cache', () => {
     expect(cache.get(entry(0).text, T0)).toBeUndefined();
   });
 
+  it('does not serve the grant it found last once that grant is evicted', () => {
+    const cache = new GrantCache(20_000);
+    cache.set(entry(0));
+    expect(cache.get(entry(0).text, T0)).toBeDefined();
+    for (let i = 1; i < 100; i++) cache.set(entry(i));
+    expect(cache.get(entry(0).text, T0)).toBeUndefined();
+  });
+
   it('drops an entry at its expiry', () => {
     const cache = new GrantCache();
     cache.set(entry(1, T0 + 10));

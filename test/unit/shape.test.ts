@@ -11,6 +11,13 @@ describe('shaping a reply by resultMode', () => {
     expect(shapeReply({ a: 1, b: [true] }, 'json', opts)).toEqual({ content: '{"a":1,"b":[true]}', structured: { a: 1, b: [true] } });
   });
 
+  it('json: bytes show as their length and big integers as their digits, at any depth, in objects and arrays', () => {
+    const reply = { a: [1, { b: new Uint8Array(3) }], n: 12345678901234567890n, s: 'x' };
+    expect(shapeReply(reply, 'json', opts).content).toBe('{"a":[1,{"b":"<3 bytes>"}],"n":"12345678901234567890","s":"x"}');
+    expect(shapeReply([new Uint8Array([104, 105])], 'text', opts).content).toBe('["<2 bytes>"]');
+    expect(shapeReply(undefined, 'json', opts).content).toBe('null');
+  });
+
   it('text: the reply if a string, else its text field, else JSON', () => {
     expect(shapeReply('plain', 'text', opts).content).toBe('plain');
     expect(shapeReply({ text: 'from field', other: 1 }, 'text', opts).content).toBe('from field');
