@@ -31,6 +31,7 @@ const context: ToolContextSpec = {
     { name: 'echo', description: 'echoes', inputSchema: { type: 'object' }, target: T, op: '$echo' },
     { name: 'boom', description: 'fails', inputSchema: { type: 'object' }, target: T, op: '$throw' },
     { name: 'gated', description: 'needs approval', inputSchema: { type: 'object' }, target: T, op: '$echo' },
+    { name: 'slow', description: 'answers when the test says', inputSchema: { type: 'object' }, target: T, op: '$slow' },
   ],
   permissions: { approval: { tools: ['gated'] } },
 };
@@ -49,13 +50,22 @@ class CollectingReader extends MetricReader {
   }
 }
 
+/** The in-flight gauge of one target at a collection now. */
+async function inFlightOf(reader: CollectingReader, target: string): Promise<unknown> {
+  return (await reader.points('matrix.tool.calls.in_flight')).find((p) => p.attributes['matrix.target'] === target)?.value;
+}
+
 /** A server, a registry, a dispatcher and a target, shared by the file's tests. */
+/** Answers of `$slow` calls waiting for the test to release them. */
+const held: Array<() => void> = [];
+const heldCall = () => new Promise((resolve) => held.push(() => resolve({ ok: true })));
+
 async function startWorld(): Promise<{ server: ProcessNats; nc: NatsConnection; dispatcher: Dispatcher; registry: Registry; targets: Target[] }> {
   const server = await startNatsProcess();
   const nc = await connectBus({ servers: server.url });
   const registry = new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), { spec: context, source: 'registered', revision: 1 }], 1));
   const targets = [
-    await startTarget(nc, T, { $echo: (args) => args, $throw: () => new TargetError(500, 'internal', 'the database is down') }),
+    await startTarget(nc, T, { $echo: (args) => args, $slow: heldCall, $throw: () => new TargetError(500, 'internal', 'the database is down') }),
     await startTarget(nc, 'system.approvals', { $decide: () => ({ decision: 'reject', reason: 'not today', by: 'tester' }) }),
   ];
   return { server, nc, dispatcher: new Dispatcher(nc, { source: localToolSource(registry) }), registry, targets };
@@ -133,11 +143,27 @@ describe('OpenTelemetry with the SDK in memory', () => {
     const inFlight = new Map([['app.slow', 3]]);
     const stop = observeInFlight(() => inFlight);
     try {
-      expect((await reader.points('matrix.tool.calls.in_flight')).map((p) => [p.attributes['matrix.target'], p.value])).toEqual([['app.slow', 3]]);
+      expect(await inFlightOf(reader, 'app.slow')).toBe(3);
       inFlight.set('app.slow', 1);
-      expect((await reader.points('matrix.tool.calls.in_flight')).map((p) => p.value)).toEqual([1]);
+      expect(await inFlightOf(reader, 'app.slow')).toBe(1);
     } finally {
       stop();
+    }
+  });
+
+  it('reports a target’s calls in flight at 0 once they are done, summed over the dispatchers that call it', async () => {
+    const second = new Dispatcher(world.nc, { source: localToolSource(world.registry) });
+    try {
+      const calls = [world.dispatcher, second].map((d) => d.call(session, { id: 'slow', name: 'slow' }));
+      await eventually(() => expect(held.length).toBe(2));
+      expect([world.dispatcher.inFlight(T), second.inFlight(T)]).toEqual([1, 1]);
+      expect(await inFlightOf(reader, T)).toBe(2);
+      for (const release of held.splice(0)) release();
+      for (const result of await Promise.all(calls)) expect(result.isError).toBe(false);
+      expect(world.dispatcher.inFlight(T)).toBe(0);
+      expect(await inFlightOf(reader, T)).toBe(0);
+    } finally {
+      second.close();
     }
   });
 
