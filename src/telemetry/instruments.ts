@@ -15,6 +15,7 @@ import {
   type TracerProvider,
   trace,
 } from '@opentelemetry/api';
+import { cacheLookups } from './caches.js';
 
 /** The instrumentation scope of every span and metric. */
 export const SCOPE = 'matrix-tool-registry';
@@ -25,6 +26,7 @@ export const MetricName = {
   CallDuration: 'matrix.tool.call.duration',
   Approvals: 'matrix.approvals',
   InFlight: 'matrix.tool.calls.in_flight',
+  CacheLookups: 'matrix.cache.lookups',
 } as const;
 
 /** The instruments, when a meter provider is registered. */
@@ -119,6 +121,17 @@ function makeInstruments(meter: Meter): Instruments | undefined {
     .createObservableUpDownCounter(MetricName.InFlight, { description: 'Tool calls waiting for their target, by target.', unit: '{call}' })
     .addCallback((result) => {
       for (const [target, n] of inFlightByTarget()) result.observe(n, { 'matrix.target': target });
+    });
+  meter
+    .createObservableCounter(MetricName.CacheLookups, {
+      description: 'Lookups of the resolution, session and grant caches, by cache and result (hit or miss).',
+      unit: '{lookup}',
+    })
+    .addCallback((result) => {
+      for (const [cache, count] of Object.entries(cacheLookups)) {
+        result.observe(count.hit, { 'matrix.cache': cache, 'matrix.cache.result': 'hit' });
+        result.observe(count.miss, { 'matrix.cache': cache, 'matrix.cache.result': 'miss' });
+      }
     });
   return {
     calls,

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { createAccount } from '@nats-io/nkeys';
 import { metrics, SpanStatusCode, trace } from '@opentelemetry/api';
 import { type DataPoint, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
@@ -11,6 +12,8 @@ import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { localToolSource } from '../../src/dispatcher/sessions.js';
+import { mintGrant } from '../../src/identity/mint.js';
+import { GrantVerifier } from '../../src/identity/verify.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
@@ -53,6 +56,12 @@ class CollectingReader extends MetricReader {
 /** The in-flight gauge of one target at a collection now. */
 async function inFlightOf(reader: CollectingReader, target: string): Promise<unknown> {
   return (await reader.points('matrix.tool.calls.in_flight')).find((p) => p.attributes['matrix.target'] === target)?.value;
+}
+
+/** The `matrix.cache.lookups` counter at a collection now, by `<cache> <result>`. */
+async function lookups(reader: CollectingReader): Promise<Map<string, number>> {
+  const points = await reader.points('matrix.cache.lookups');
+  return new Map(points.map((p) => [`${p.attributes['matrix.cache']} ${p.attributes['matrix.cache.result']}`, p.value as number]));
 }
 
 /** A server, a registry, a dispatcher and a target, shared by the file's tests. */
@@ -165,6 +174,30 @@ describe('OpenTelemetry with the SDK in memory', () => {
     } finally {
       second.close();
     }
+  });
+
+  it('counts hits and misses of the resolution, session and grant caches', async () => {
+    const before = await lookups(reader);
+    // A session no call has used yet: one miss of the dispatcher's sessions, one of the registry's resolutions.
+    const fresh: ResolveRequest = { profile: `cache-${Date.now()}`, toolContextRefs: ['telemetry-test'] };
+    await world.dispatcher.call(fresh, { id: 'c-1', name: 'echo' });
+    await world.dispatcher.call(fresh, { id: 'c-2', name: 'echo' });
+    await world.dispatcher.call({ ...fresh }, { id: 'c-3', name: 'echo' });
+    world.registry.resolve(fresh);
+    const issuer = createAccount();
+    const verifier = new GrantVerifier([issuer.getPublicKey()]);
+    const grant = mintGrant(issuer, { principal: 'ann', session: 's-1', resolve: { profile: 'evaluate' }, ttlSeconds: 60 });
+    for (let i = 0; i < 3; i++) verifier.verify(grant);
+    const after = await lookups(reader);
+    const delta = (key: string) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
+    expect({
+      sessionsMiss: delta('sessions miss'),
+      sessionsHit: delta('sessions hit'),
+      resolutionsMiss: delta('resolutions miss'),
+      resolutionsHit: delta('resolutions hit'),
+      grantsMiss: delta('grants miss'),
+      grantsHit: delta('grants hit'),
+    }).toEqual({ sessionsMiss: 1, sessionsHit: 2, resolutionsMiss: 1, resolutionsHit: 1, grantsMiss: 1, grantsHit: 2 });
   });
 
   it('makes a span of each $resolve, a child of the request’s traceparent', async () => {
