@@ -10,7 +10,11 @@ export interface LookupCount {
   miss: number;
 }
 
-/** Lookups by cache: `$resolve` resolutions (registry), sessions (dispatcher), verified grants (identity). */
+/**
+ * Lookups by cache: `$resolve` resolutions (registry), sessions (dispatcher), verified grants
+ * (identity). A session lookup that finds its resolve still in flight is a hit: it starts no
+ * second one. A grant that fails verification is a miss.
+ */
 export const cacheLookups = {
   resolutions: { hit: 0, miss: 0 } as LookupCount,
   sessions: { hit: 0, miss: 0 } as LookupCount,
