@@ -29,12 +29,15 @@ import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
 import { contextWithTools } from './contexts.js';
 import { type CpuProbe, type Figures, measureInterleaved, processCpu } from './measure.js';
+import { measureOtel, type OtelFigures, otelSection } from './otel.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS) || 3;
 const ROUNDS = 5;
 const CONCURRENCY = [1, 64, 256] as const;
 const CPU_TABLE_IN_FLIGHT = 64;
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
+/** The OpenTelemetry rows: rounds of the three modes, each mode this long a round, at this many in flight. */
+const OTEL = { name: 'OpenTelemetry', rounds: 100, seconds: SECONDS / 30, inFlight: CPU_TABLE_IN_FLIGHT };
 const PROFILE_DIR = process.env.BENCH_PROFILE;
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
@@ -194,6 +197,7 @@ async function main(): Promise<void> {
       }
     }
     rows.sort((a, b) => scenarios.findIndex(([n]) => n === a.scenario) - scenarios.findIndex(([n]) => n === b.scenario) || a.inFlight - b.inFlight);
+    const otel = ONLY === undefined || ONLY.test(OTEL.name) ? await measureOtelRows(dispatcher) : undefined;
 
     const rss = ONLY === undefined ? await registryRss(url) : undefined;
     await mcp.close();
@@ -204,7 +208,7 @@ async function main(): Promise<void> {
     await nc.drain();
     await trusted.stop();
 
-    const report = render(rows, rss);
+    const report = render(rows, rss, otel);
     process.stdout.write(`${report.text}\n`);
     // A partial run (BENCH_ONLY) is for looking at, not the record.
     if (ONLY === undefined) writeFileSync(RESULTS, report.markdown + growthSection());
@@ -212,6 +216,15 @@ async function main(): Promise<void> {
   } finally {
     await stopAll();
   }
+}
+
+/** The OpenTelemetry rows (bench/otel.ts) through the in-process dispatcher with its audit trail. */
+async function measureOtelRows(dispatcher: Dispatcher): Promise<OtelFigures> {
+  const call = () => expectOk(dispatcher.call(callSession, { id: 'c', name: 'echo', arguments: { q: 'hello' } }));
+  const figures = await measureOtel(call, OTEL.inFlight, OTEL.seconds, OTEL.rounds);
+  const [a, b, c] = figures.cpuUs.map((us) => us.toFixed(2));
+  process.stderr.write(`${OTEL.name} @${OTEL.inFlight}: CPU µs per call (a) ${a}, (b) ${b}, (c) ${c}; (b) ÷ (a) ${figures.ratio[1]?.toFixed(3)}\n`);
+  return figures;
 }
 
 /** Writes `count` contexts of `tools` tools each (plus `extra`) straight into a bucket. */
@@ -362,7 +375,7 @@ interface Target {
 }
 
 /** Issue 16's targets, from this run's rows; in a partial run (BENCH_ONLY), those whose rows were not measured are left out. */
-function targetsOf(get: (scenario: string, inFlight: number) => Figures | undefined): Target[] {
+function targetsOf(get: (scenario: string, inFlight: number) => Figures | undefined, otel: OtelFigures | undefined): Target[] {
   const rps = (s: string, n = 64) => get(s, n)?.rps ?? NaN;
   const p50 = (s: string) => get(s, 1)?.p50 ?? NaN;
   const ceiling = rps('ceiling (one inbox, no timer)');
@@ -394,12 +407,22 @@ function targetsOf(get: (scenario: string, inFlight: number) => Figures | undefi
       bound: 0.95,
       kind: 'min',
     },
+    {
+      what: `in-process dispatch CPU per call, OTel API with no SDK ÷ no observer (issue 17; median over ${OTEL.rounds} rounds)`,
+      value: otel?.ratio[1] ?? NaN,
+      bound: 1.05,
+      kind: 'max',
+    },
   ];
   // A full run that could not measure one misses it (NaN meets no bound).
   return ONLY === undefined ? targets : targets.filter((t) => Number.isFinite(t.value));
 }
 
-function render(rows: Row[], rss: { big: number; empty: number } | undefined): { text: string; markdown: string; failed: boolean } {
+function render(
+  rows: Row[],
+  rss: { big: number; empty: number } | undefined,
+  otel: OtelFigures | undefined,
+): { text: string; markdown: string; failed: boolean } {
   const get = (scenario: string, inFlight: number) => rows.find((r) => r.scenario === scenario && r.inFlight === inFlight)?.figures;
   const raw = (n: number) => get(RAW, n) as Figures;
   const ceil = (n: number) => get('ceiling (one inbox, no timer)', n)?.rps ?? NaN;
@@ -408,7 +431,7 @@ function render(rows: Row[], rss: { big: number; empty: number } | undefined): {
     ({ scenario, inFlight, figures: f }) =>
       `| ${scenario} | ${inFlight} | ${f.p50.toFixed(0)} | ${f.p99.toFixed(0)} | ${f.rps.toFixed(0)}${f.errors ? ` (${f.errors} errors)` : ''} | ${(f.p50 / raw(inFlight).p50).toFixed(2)} | ${(f.rps / raw(inFlight).rps).toFixed(2)} | ${(f.rps / ceil(inFlight)).toFixed(2)} |`,
   );
-  const targets = targetsOf(get);
+  const targets = targetsOf(get, otel);
   const cpuAt = CPU_TABLE_IN_FLIGHT;
   const processes = Object.keys(rows.find((r) => r.figures.cpu !== undefined)?.figures.cpu ?? {});
   const cpuLines = rows
@@ -441,7 +464,8 @@ function render(rows: Row[], rss: { big: number; empty: number } | undefined): {
     `|---|${processes.map(() => '---').join('|')}|---|`,
     ...cpuLines,
     '',
-    '## Targets (issue 16, from this run)',
+    ...(otel === undefined ? [] : otelSection(otel, OTEL.inFlight, OTEL.seconds)),
+    '## Targets (issues 16 and 17, from this run)',
     '',
     'The limit is what this box allows for the same figure: the ceiling with context headers for one hop, through the relay for two.',
     '',

@@ -12,6 +12,7 @@ import { MAX_SESSION_REQUEST_CHARS, sessionKey } from '../registry/bounded-cache
 import type { Registry } from '../registry/registry.js';
 import type { StoreChange } from '../registry/store.js';
 import type { ResolvedTool, ResolvedToolContext, ResolveRequest } from '../registry/types.js';
+import { cacheLookups } from '../telemetry/caches.js';
 
 /** Where resolutions come from: the registry over the bus, or one in this process. */
 export interface ToolSource {
@@ -105,7 +106,10 @@ export class SessionCache {
     const now = Date.now();
     // An oracle passes the same request object call after call: found without serialising it.
     const known = this.byObject.get(request);
-    if (known !== undefined && known.expires > now && this.entries.get(known.key) === known) return known.value ?? known.session;
+    if (known !== undefined && known.expires > now && this.entries.get(known.key) === known) {
+      cacheLookups.sessions.hit++;
+      return known.value ?? known.session;
+    }
     const text = JSON.stringify(request);
     const key = sessionKey(text, this.maxRequestChars);
     const hit = this.entries.get(key);
@@ -114,9 +118,11 @@ export class SessionCache {
       // new each call, and a weak map entry for each would cost the collector more than it saves.
       if (hit.lastRequest === request) this.byObject.set(request, hit);
       else if (text.length <= REMEMBERED_REQUEST_CHARS) hit.lastRequest = request;
+      cacheLookups.sessions.hit++;
       return hit.value ?? hit.session;
     }
     if (hit !== undefined) this.drop(hit);
+    cacheLookups.sessions.miss++;
     return this.resolve(key, text, request, now, ctx);
   }
 

@@ -5,6 +5,7 @@
  */
 import { type KeyObject, verify } from 'node:crypto';
 import { contracts, SchemaId } from '../contracts/schemas.js';
+import { cacheLookups } from '../telemetry/caches.js';
 import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
 import { GrantError } from './errors.js';
 import { claimsHash, splitGrant } from './jwt.js';
@@ -60,7 +61,11 @@ export class GrantVerifier {
     }
     const now = this.now();
     const hit = this.cache.get(text, now);
-    if (hit !== undefined) return hit;
+    if (hit !== undefined) {
+      cacheLookups.grants.hit++;
+      return hit;
+    }
+    cacheLookups.grants.miss++;
     const grant = this.verifyFresh(text, now);
     this.cache.set(grant);
     return grant;

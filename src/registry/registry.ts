@@ -4,6 +4,7 @@
  */
 import { Encoding, encodedOnce } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
+import { cacheLookups } from '../telemetry/caches.js';
 import { BoundedCache, type CacheBounds, sessionKey } from './bounded-cache.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
@@ -125,7 +126,9 @@ export class Registry {
       this.cacheRevision = this.store.revision;
     }
     let resolved = this.cache.get(key);
-    if (resolved === undefined) {
+    if (resolved !== undefined) cacheLookups.resolutions.hit++;
+    else {
+      cacheLookups.resolutions.miss++;
       resolved = resolveToolContext(request, this.store, options);
       // The reply's bytes are encoded once and kept with it (the mount sends them): the
       // object, its MessagePack and maybe its JSON, each about that size.

@@ -4,7 +4,18 @@
  * registered, so callers skip building spans and attribute objects: with no SDK the cost of
  * a call's telemetry is two global look-ups.
  */
-import { type Counter, createNoopMeter, type Histogram, metrics, ProxyTracerProvider, type Tracer, type TracerProvider, trace } from '@opentelemetry/api';
+import {
+  type Counter,
+  createNoopMeter,
+  type Histogram,
+  type Meter,
+  metrics,
+  ProxyTracerProvider,
+  type Tracer,
+  type TracerProvider,
+  trace,
+} from '@opentelemetry/api';
+import { cacheLookups } from './caches.js';
 
 /** The instrumentation scope of every span and metric. */
 export const SCOPE = 'matrix-tool-registry';
@@ -15,6 +26,7 @@ export const MetricName = {
   CallDuration: 'matrix.tool.call.duration',
   Approvals: 'matrix.approvals',
   InFlight: 'matrix.tool.calls.in_flight',
+  CacheLookups: 'matrix.cache.lookups',
 } as const;
 
 /** The instruments, when a meter provider is registered. */
@@ -58,34 +70,76 @@ export function observeInFlight(read: () => ReadonlyMap<string, number>): () => 
   return () => inFlightSources.delete(read);
 }
 
+/** Most targets the in-flight gauge keeps reporting at 0 once their calls are done (the SDK's default cardinality limit). */
+const MAX_TARGETS_REPORTED = 2000;
+/** Targets the gauge has reported: each is reported every collection, at 0 when nothing is in flight. */
+const targetsReported = new Set<string>();
+
+/**
+ * Calls in flight now, by target, summed over every source (two dispatchers calling one target
+ * are one count), with 0 for a target reported before and idle now: a target left out of an
+ * observation keeps its last value in a cumulative export, so a target whose calls ended
+ * would show its last count forever.
+ */
+function inFlightByTarget(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const target of targetsReported) counts.set(target, 0);
+  for (const read of inFlightSources) {
+    for (const [target, n] of read()) {
+      if (!counts.has(target) && targetsReported.size >= MAX_TARGETS_REPORTED) continue;
+      targetsReported.add(target);
+      counts.set(target, (counts.get(target) ?? 0) + n);
+    }
+  }
+  return counts;
+}
+
 let instrumentsOf: unknown;
 let instruments: Instruments | undefined;
+/** The instruments made for each meter provider seen (none for a no-op one), so re-registering one adds no second callback. */
+const made = new WeakMap<object, Instruments | null>();
 
 /** The registry's instruments, or undefined while no meter provider is registered. */
 export function activeInstruments(): Instruments | undefined {
   const provider = metrics.getMeterProvider();
   if (provider === instrumentsOf) return instruments;
   instrumentsOf = provider;
-  const meter = provider.getMeter(SCOPE);
-  const calls = meter.createCounter(MetricName.Calls, { description: 'Tool calls through the dispatcher, by tool and outcome.', unit: '{call}' });
-  instruments =
-    calls === NOOP_COUNTER
-      ? undefined
-      : {
-          calls,
-          callDuration: meter.createHistogram(MetricName.CallDuration, {
-            description: 'Time from a tool call to its result.',
-            unit: 's',
-            advice: { explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] },
-          }),
-          approvals: meter.createCounter(MetricName.Approvals, { description: 'Approval decisions of gated tool calls.', unit: '{decision}' }),
-        };
-  if (instruments !== undefined) {
-    meter
-      .createObservableUpDownCounter(MetricName.InFlight, { description: 'Tool calls waiting for their target, by target.', unit: '{call}' })
-      .addCallback((result) => {
-        for (const read of inFlightSources) for (const [target, n] of read()) result.observe(n, { 'matrix.target': target });
-      });
+  let found = made.get(provider);
+  if (found === undefined) {
+    found = makeInstruments(provider.getMeter(SCOPE)) ?? null;
+    made.set(provider, found);
   }
+  instruments = found ?? undefined;
   return instruments;
+}
+
+/** The instruments of `meter`, with the gauges read at collection; undefined for a no-op meter. */
+function makeInstruments(meter: Meter): Instruments | undefined {
+  const calls = meter.createCounter(MetricName.Calls, { description: 'Tool calls through the dispatcher, by tool and outcome.', unit: '{call}' });
+  if (calls === NOOP_COUNTER) return undefined;
+  meter
+    .createObservableUpDownCounter(MetricName.InFlight, { description: 'Tool calls waiting for their target, by target.', unit: '{call}' })
+    .addCallback((result) => {
+      for (const [target, n] of inFlightByTarget()) result.observe(n, { 'matrix.target': target });
+    });
+  meter
+    .createObservableCounter(MetricName.CacheLookups, {
+      description: 'Lookups of the resolution, session and grant caches, by cache and result (hit or miss).',
+      unit: '{lookup}',
+    })
+    .addCallback((result) => {
+      for (const [cache, count] of Object.entries(cacheLookups)) {
+        result.observe(count.hit, { 'matrix.cache': cache, 'matrix.cache.result': 'hit' });
+        result.observe(count.miss, { 'matrix.cache': cache, 'matrix.cache.result': 'miss' });
+      }
+    });
+  return {
+    calls,
+    callDuration: meter.createHistogram(MetricName.CallDuration, {
+      description: 'Time from a tool call to its result.',
+      unit: 's',
+      advice: { explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] },
+    }),
+    approvals: meter.createCounter(MetricName.Approvals, { description: 'Approval decisions of gated tool calls.', unit: '{decision}' }),
+  };
 }

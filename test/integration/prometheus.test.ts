@@ -61,17 +61,22 @@ describe('serve --metrics-port', () => {
     await server.stop();
   });
 
-  it('exposes the call counter, which a real Prometheus scrapes and answers a query for', async () => {
+  it('exposes the call counter and the cache lookups, which a real Prometheus scrapes and answers queries for', async () => {
     const nc = await connectBus({ servers: server.url });
     const client = new BusClient(nc);
-    const result = await client.request<ToolResult>('system.dispatcher', '$call', {
-      session: { profile: 'evaluate' },
-      call: { id: 'p-1', name: 'trace_query', arguments: {} },
-    });
-    expect(result.isError).toBe(false);
+    // The same session twice: the dispatcher's session cache misses, then hits.
+    for (const id of ['p-1', 'p-2']) {
+      const result = await client.request<ToolResult>('system.dispatcher', '$call', {
+        session: { profile: 'evaluate' },
+        call: { id, name: 'trace_query', arguments: {} },
+      });
+      expect(result.isError).toBe(false);
+    }
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    expect(text).toMatch(/^matrix_tool_calls_total\{[^}]*gen_ai_tool_name="trace_query"[^}]*\} 1/m);
+    expect(text).toMatch(/^matrix_tool_calls_total\{[^}]*gen_ai_tool_name="trace_query"[^}]*\} 2/m);
     expect(text).toContain('# TYPE matrix_tool_call_duration histogram');
+    expect(text).toMatch(/^matrix_cache_lookups_total\{matrix_cache="sessions",matrix_cache_result="hit"[^}]*\} 1/m);
+    expect(text).toMatch(/^matrix_cache_lookups_total\{matrix_cache="sessions",matrix_cache_result="miss"[^}]*\} 1/m);
 
     const prometheus = await startPrometheus(`127.0.0.1:${metricsPort}`);
     try {
@@ -83,7 +88,16 @@ describe('serve --metrics-port', () => {
         },
         { timeoutMs: 30_000, intervalMs: 250 },
       );
-      expect(Number(value)).toBe(1);
+      expect(Number(value)).toBe(2);
+      // The session cache's hit ratio, as a dashboard would ask for it.
+      const ratio = encodeURIComponent(
+        'sum(matrix_cache_lookups_total{matrix_cache="sessions",matrix_cache_result="hit"}) / sum(matrix_cache_lookups_total{matrix_cache="sessions"})',
+      );
+      const hitRatio = await eventually(async () => {
+        const body = (await (await fetch(`${prometheus.url}/api/v1/query?query=${ratio}`)).json()) as { data: { result: { value: [number, string] }[] } };
+        return body.data.result[0]?.value[1] ?? false;
+      });
+      expect(Number(hitRatio)).toBe(0.5);
     } finally {
       await prometheus.stop();
       client.close();

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { createAccount } from '@nats-io/nkeys';
 import { metrics, SpanStatusCode, trace } from '@opentelemetry/api';
 import { type DataPoint, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
@@ -11,6 +12,8 @@ import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { localToolSource } from '../../src/dispatcher/sessions.js';
+import { mintGrant } from '../../src/identity/mint.js';
+import { GrantVerifier } from '../../src/identity/verify.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
@@ -31,6 +34,7 @@ const context: ToolContextSpec = {
     { name: 'echo', description: 'echoes', inputSchema: { type: 'object' }, target: T, op: '$echo' },
     { name: 'boom', description: 'fails', inputSchema: { type: 'object' }, target: T, op: '$throw' },
     { name: 'gated', description: 'needs approval', inputSchema: { type: 'object' }, target: T, op: '$echo' },
+    { name: 'slow', description: 'answers when the test says', inputSchema: { type: 'object' }, target: T, op: '$slow' },
   ],
   permissions: { approval: { tools: ['gated'] } },
 };
@@ -49,13 +53,28 @@ class CollectingReader extends MetricReader {
   }
 }
 
+/** The in-flight gauge of one target at a collection now. */
+async function inFlightOf(reader: CollectingReader, target: string): Promise<unknown> {
+  return (await reader.points('matrix.tool.calls.in_flight')).find((p) => p.attributes['matrix.target'] === target)?.value;
+}
+
+/** The `matrix.cache.lookups` counter at a collection now, by `<cache> <result>`. */
+async function lookups(reader: CollectingReader): Promise<Map<string, number>> {
+  const points = await reader.points('matrix.cache.lookups');
+  return new Map(points.map((p) => [`${p.attributes['matrix.cache']} ${p.attributes['matrix.cache.result']}`, p.value as number]));
+}
+
 /** A server, a registry, a dispatcher and a target, shared by the file's tests. */
+/** Answers of `$slow` calls waiting for the test to release them. */
+const held: Array<() => void> = [];
+const heldCall = () => new Promise((resolve) => held.push(() => resolve({ ok: true })));
+
 async function startWorld(): Promise<{ server: ProcessNats; nc: NatsConnection; dispatcher: Dispatcher; registry: Registry; targets: Target[] }> {
   const server = await startNatsProcess();
   const nc = await connectBus({ servers: server.url });
   const registry = new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), { spec: context, source: 'registered', revision: 1 }], 1));
   const targets = [
-    await startTarget(nc, T, { $echo: (args) => args, $throw: () => new TargetError(500, 'internal', 'the database is down') }),
+    await startTarget(nc, T, { $echo: (args) => args, $slow: heldCall, $throw: () => new TargetError(500, 'internal', 'the database is down') }),
     await startTarget(nc, 'system.approvals', { $decide: () => ({ decision: 'reject', reason: 'not today', by: 'tester' }) }),
   ];
   return { server, nc, dispatcher: new Dispatcher(nc, { source: localToolSource(registry) }), registry, targets };
@@ -133,12 +152,52 @@ describe('OpenTelemetry with the SDK in memory', () => {
     const inFlight = new Map([['app.slow', 3]]);
     const stop = observeInFlight(() => inFlight);
     try {
-      expect((await reader.points('matrix.tool.calls.in_flight')).map((p) => [p.attributes['matrix.target'], p.value])).toEqual([['app.slow', 3]]);
+      expect(await inFlightOf(reader, 'app.slow')).toBe(3);
       inFlight.set('app.slow', 1);
-      expect((await reader.points('matrix.tool.calls.in_flight')).map((p) => p.value)).toEqual([1]);
+      expect(await inFlightOf(reader, 'app.slow')).toBe(1);
     } finally {
       stop();
     }
+  });
+
+  it('reports a target’s calls in flight at 0 once they are done, summed over the dispatchers that call it', async () => {
+    const second = new Dispatcher(world.nc, { source: localToolSource(world.registry) });
+    try {
+      const calls = [world.dispatcher, second].map((d) => d.call(session, { id: 'slow', name: 'slow' }));
+      await eventually(() => expect(held.length).toBe(2));
+      expect([world.dispatcher.inFlight(T), second.inFlight(T)]).toEqual([1, 1]);
+      expect(await inFlightOf(reader, T)).toBe(2);
+      for (const release of held.splice(0)) release();
+      for (const result of await Promise.all(calls)) expect(result.isError).toBe(false);
+      expect(world.dispatcher.inFlight(T)).toBe(0);
+      expect(await inFlightOf(reader, T)).toBe(0);
+    } finally {
+      second.close();
+    }
+  });
+
+  it('counts hits and misses of the resolution, session and grant caches', async () => {
+    const before = await lookups(reader);
+    // A session no call has used yet: one miss of the dispatcher's sessions, one of the registry's resolutions.
+    const fresh: ResolveRequest = { profile: `cache-${Date.now()}`, toolContextRefs: ['telemetry-test'] };
+    await world.dispatcher.call(fresh, { id: 'c-1', name: 'echo' });
+    await world.dispatcher.call(fresh, { id: 'c-2', name: 'echo' });
+    await world.dispatcher.call({ ...fresh }, { id: 'c-3', name: 'echo' });
+    world.registry.resolve(fresh);
+    const issuer = createAccount();
+    const verifier = new GrantVerifier([issuer.getPublicKey()]);
+    const grant = mintGrant(issuer, { principal: 'ann', session: 's-1', resolve: { profile: 'evaluate' }, ttlSeconds: 60 });
+    for (let i = 0; i < 3; i++) verifier.verify(grant);
+    const after = await lookups(reader);
+    const delta = (key: string) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
+    expect({
+      sessionsMiss: delta('sessions miss'),
+      sessionsHit: delta('sessions hit'),
+      resolutionsMiss: delta('resolutions miss'),
+      resolutionsHit: delta('resolutions hit'),
+      grantsMiss: delta('grants miss'),
+      grantsHit: delta('grants hit'),
+    }).toEqual({ sessionsMiss: 1, sessionsHit: 2, resolutionsMiss: 1, resolutionsHit: 1, grantsMiss: 1, grantsHit: 2 });
   });
 
   it('makes a span of each $resolve, a child of the request’s traceparent', async () => {
