@@ -1,15 +1,22 @@
 import { defineConfig } from 'vitest/config';
+import { testLanes } from './test/harness/lanes.js';
+import LongestFirst from './test/harness/sequencer.js';
 
 /**
- * Three tiers, run in this order by `vitest run` (npm test); each can run alone:
- * - unit: no shared server, files in parallel (`npm run test:unit`, the inner loop);
- * - integration: in-process mounts on the run's shared NATS server, one file at a time
- *   (each mounts system.tools on it);
+ * Three tiers (`npm test` runs them all); each can run alone:
+ * - unit: no shared server, files in parallel (`npm run test:unit`, the inner loop), run first;
+ * - integration: in-process mounts on a shared NATS server (each file mounts system.tools on it);
  * - system: built processes as a user runs them, killed servers, clusters, fuzzing; sized by
- *   env (FUZZ_ROUNDS, …), one file at a time (`npm run test:system`, after a build).
+ *   env (FUZZ_ROUNDS, …) (`npm run test:system`, after a build).
+ * Integration and system files then run together, `TEST_LANES` at once (default 2; see
+ * test/harness/lanes.ts): each lane has its own shared server and runs one file at a time on
+ * it, the longest files first (test/harness/sequencer.ts), and no file leaves a process running.
  * The container tier (test/containers: the harness's engine cases, the compose stack) runs
  * alone, where a container engine answers: `npm run test:containers`.
  */
+const lanes = testLanes();
+const laned = { globalSetup: ['test/harness/global-setup.ts'], setupFiles: ['test/harness/file-setup.ts'], maxWorkers: lanes, sequence: { groupOrder: 1 } };
+
 const system = [
   'test/integration/audit-trail.test.ts',
   'test/integration/prometheus.test.ts',
@@ -34,6 +41,7 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    sequence: { sequencer: LongestFirst },
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'], sequence: { groupOrder: 0 } } },
       {
@@ -42,14 +50,12 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           exclude: system,
-          globalSetup: ['test/harness/global-setup.ts'],
-          fileParallelism: false,
-          sequence: { groupOrder: 1 },
+          ...laned,
         },
       },
       {
         extends: true,
-        test: { name: 'system', include: system, globalSetup: ['test/harness/global-setup.ts'], fileParallelism: false, sequence: { groupOrder: 2 } },
+        test: { name: 'system', include: system, ...laned },
       },
     ],
   },
