@@ -4,13 +4,14 @@ import LongestFirst from './test/harness/sequencer.js';
 
 /**
  * Three tiers (`npm test` runs them all); each can run alone:
- * - unit: no shared server, files in parallel (`npm run test:unit`, the inner loop), run first;
+ * - unit: no shared server, files in parallel (`npm run test:unit`, the inner loop);
  * - integration: in-process mounts on a shared NATS server (each file mounts system.tools on it);
  * - system: built processes as a user runs them, killed servers, clusters, fuzzing; sized by
  *   env (FUZZ_ROUNDS, …) (`npm run test:system`, after a build).
- * Integration and system files then run together, `TEST_LANES` at once (default 2; see
- * test/harness/lanes.ts): each lane has its own shared server and runs one file at a time on
- * it, the longest files first (test/harness/sequencer.ts), and no file leaves a process running.
+ * All three run together, `TEST_LANES` files at once (default 2; see test/harness/lanes.ts),
+ * the longest first (test/harness/sequencer.ts), so that short unit files fill the tail: each
+ * lane has its own shared server, on which one file at a time runs (a unit file uses none),
+ * and no integration or system file leaves a process running.
  * The container tier (test/containers: the harness's engine cases, the compose stack) runs
  * alone, where a container engine answers: `npm run test:containers`.
  */
@@ -43,7 +44,10 @@ export default defineConfig({
     pool: 'forks',
     sequence: { sequencer: LongestFirst },
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'], sequence: { groupOrder: 0 } } },
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'], maxWorkers: lanes, sequence: { groupOrder: 1 } },
+      },
       {
         extends: true,
         test: {
