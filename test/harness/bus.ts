@@ -10,7 +10,7 @@ let counter = 0;
 /** The shared server of this file's lane: no other file runs on it while this one does. */
 function laneNats(): LaneNats {
   const lanes = inject('natsLanes');
-  const lane = lanes[laneOfWorker(lanes.length)];
+  const lane = lanes[laneOfWorker(lanes.length, process.env.VITEST_POOL_ID)];
   if (lane === undefined) throw new Error('no shared NATS server: run this file in the integration or system project');
   return lane;
 }

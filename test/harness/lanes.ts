@@ -17,7 +17,7 @@ export function testLanes(env: NodeJS.ProcessEnv = process.env): number {
 }
 
 /** The lane of this test worker: vitest numbers its concurrent workers 1…maxWorkers (`VITEST_POOL_ID`). */
-export function laneOfWorker(lanes: number, poolId = process.env.VITEST_POOL_ID): number {
+export function laneOfWorker(lanes: number, poolId: string | undefined): number {
   const id = Number(poolId ?? 1);
   return Number.isInteger(id) && id >= 1 ? (id - 1) % lanes : 0;
 }
