@@ -1,15 +1,23 @@
 import { defineConfig } from 'vitest/config';
+import { testLanes } from './test/harness/lanes.js';
+import LongestFirst from './test/harness/sequencer.js';
 
 /**
- * Three tiers, run in this order by `vitest run` (npm test); each can run alone:
+ * Three tiers (`npm test` runs them all); each can run alone:
  * - unit: no shared server, files in parallel (`npm run test:unit`, the inner loop);
- * - integration: in-process mounts on the run's shared NATS server, one file at a time
- *   (each mounts system.tools on it);
+ * - integration: in-process mounts on a shared NATS server (each file mounts system.tools on it);
  * - system: built processes as a user runs them, killed servers, clusters, fuzzing; sized by
- *   env (FUZZ_ROUNDS, …), one file at a time (`npm run test:system`, after a build).
+ *   env (FUZZ_ROUNDS, …) (`npm run test:system`, after a build).
+ * All three run together, `TEST_LANES` files at once (default 2; see test/harness/lanes.ts),
+ * the longest first (test/harness/sequencer.ts), so that short unit files fill the tail: each
+ * lane has its own shared server, on which one file at a time runs (a unit file uses none),
+ * and no integration or system file leaves a process running.
  * The container tier (test/containers: the harness's engine cases, the compose stack) runs
  * alone, where a container engine answers: `npm run test:containers`.
  */
+const lanes = testLanes();
+const laned = { globalSetup: ['test/harness/global-setup.ts'], setupFiles: ['test/harness/file-setup.ts'], maxWorkers: lanes, sequence: { groupOrder: 1 } };
+
 const system = [
   'test/integration/audit-trail.test.ts',
   'test/integration/prometheus.test.ts',
@@ -34,22 +42,24 @@ export default defineConfig({
     testTimeout: 20_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    sequence: { sequencer: LongestFirst },
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'], sequence: { groupOrder: 0 } } },
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'], maxWorkers: lanes, sequence: { groupOrder: 1 } },
+      },
       {
         extends: true,
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           exclude: system,
-          globalSetup: ['test/harness/global-setup.ts'],
-          fileParallelism: false,
-          sequence: { groupOrder: 1 },
+          ...laned,
         },
       },
       {
         extends: true,
-        test: { name: 'system', include: system, globalSetup: ['test/harness/global-setup.ts'], fileParallelism: false, sequence: { groupOrder: 2 } },
+        test: { name: 'system', include: system, ...laned },
       },
     ],
   },

@@ -5,11 +5,10 @@
  */
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { inject } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { Mount } from '../../src/bus/mount.js';
 import type { ToolContextSpec } from '../../src/registry/types.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNatsUrl, testConnection, uniqueMount } from '../harness/bus.js';
 import { contextSpec, uniqueBucket } from '../harness/registry.js';
 import { type ServiceProcess, startScript } from '../harness/service.js';
 
@@ -47,7 +46,7 @@ export interface ConsoleStack {
 
 /** Starts the service over a bucket pre-filled with `contexts` registered contexts, a weather mount, and the console. */
 export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
-  const natsUrl = inject('natsUrl');
+  const natsUrl = sharedNatsUrl();
   const nc = await testConnection();
   const client = new BusClient(nc, { timeoutMs: 10_000 });
   const bucket = uniqueBucket();

@@ -6,6 +6,7 @@ import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { sharedNatsEnv } from './bus.js';
+import { tracked } from './children.js';
 import { eventually } from './eventually.js';
 
 /** The built CLI's entry. */
@@ -38,7 +39,9 @@ export interface RawBridge {
 
 /** Starts `matrix-tools mcp <args>` against `natsUrl`; resolves once it says it is ready. */
 export async function startRawBridge(natsUrl: string, args: string[]): Promise<RawBridge> {
-  const child = spawn(process.execPath, [CLI_MAIN, 'mcp', ...args], { env: { ...process.env, ...sharedNatsEnv(natsUrl), NATS_URL: natsUrl }, stdio: 'pipe' });
+  const child = tracked(
+    spawn(process.execPath, [CLI_MAIN, 'mcp', ...args], { env: { ...process.env, ...sharedNatsEnv(natsUrl), NATS_URL: natsUrl }, stdio: 'pipe' }),
+  );
   const received: JsonRpcMessage[] = [];
   let stderr = '';
   let pending = '';

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { tracked } from './children.js';
 import { ContainerUnavailableError, DEFAULT_NATS_IMAGE, startNatsContainer } from './nats-container.js';
 
 /** A running server a test may use. */
@@ -82,7 +83,7 @@ export async function startNatsProcess(extraArgs: string[] = []): Promise<Proces
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir, ...extraArgs];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
-    child = spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    child = tracked(spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] }));
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const failed = new Promise<never>((_, reject) => {

@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { sharedNatsEnv } from './bus.js';
+import { tracked } from './children.js';
 
 /** A running service process. */
 export interface ServiceProcess {
@@ -26,10 +27,12 @@ export function runScript(
   args: string[] = [],
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
-  const child = spawn(process.execPath, [script, ...args], {
-    env: { ...process.env, ...sharedNatsEnv(natsUrl), NATS_URL: natsUrl },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = tracked(
+    spawn(process.execPath, [script, ...args], {
+      env: { ...process.env, ...sharedNatsEnv(natsUrl), NATS_URL: natsUrl },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -53,10 +56,12 @@ export async function startScript(
 ): Promise<ServiceProcess> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does) first`);
-  const child = spawn(process.execPath, [script, ...args], {
-    env: { ...process.env, ...sharedNatsEnv(natsUrl), ...env, NATS_URL: natsUrl },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = tracked(
+    spawn(process.execPath, [script, ...args], {
+      env: { ...process.env, ...sharedNatsEnv(natsUrl), ...env, NATS_URL: natsUrl },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    }),
+  );
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {

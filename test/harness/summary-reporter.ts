@@ -1,19 +1,32 @@
-/** Ends a run with the plain line CI reads: `Tests: N passed, N failed, N skipped`. */
-import type { Reporter, TestModule } from 'vitest/node';
+/**
+ * Ends a run with the plain line CI reads: `Tests: N passed, N failed, N skipped`. A file that
+ * failed outside its tests (an import, a hook, a process it left) counts as one failure, and so
+ * does an error nobody handled, so the line never says 0 failed on a red run.
+ */
+import type { Reporter, SerializedError, TestModule } from 'vitest/node';
 
 export default class SummaryReporter implements Reporter {
-  onTestRunEnd(modules: ReadonlyArray<TestModule>): void {
+  onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<SerializedError> = []): void {
     let passed = 0;
     let failed = 0;
     let skipped = 0;
+    let failedFiles = 0;
     for (const module of modules) {
+      let failedHere = 0;
       for (const test of module.children.allTests()) {
         const state = test.result().state;
         if (state === 'passed') passed++;
-        else if (state === 'failed') failed++;
+        else if (state === 'failed') failedHere++;
         else skipped++;
       }
+      failed += failedHere;
+      if (failedHere === 0 && (module.state() === 'failed' || module.errors().length > 0)) failedFiles++;
     }
-    process.stdout.write(`\nTests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+    const outside = [
+      ...(failedFiles > 0 ? [`${failedFiles} file(s) failed outside their tests`] : []),
+      ...(unhandledErrors.length > 0 ? [`${unhandledErrors.length} unhandled error(s)`] : []),
+    ];
+    const total = failed + failedFiles + unhandledErrors.length;
+    process.stdout.write(`\nTests: ${passed} passed, ${total} failed, ${skipped} skipped${outside.length > 0 ? ` (${outside.join(', ')})` : ''}\n`);
   }
 }

@@ -1,7 +1,7 @@
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Service } from '@nats-io/services';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mount } from '../../src/bus/mount.js';
 import { type CheckOutcome, checkConformance } from '../../src/cli/check.js';
 import { dispatcherMount } from '../../src/dispatcher/mount.js';
@@ -11,7 +11,7 @@ import { packagesMount } from '../../src/mounts/packages.js';
 import { sessionsMount } from '../../src/mounts/sessions.js';
 import { tracesMount } from '../../src/mounts/traces.js';
 import { registryMount } from '../../src/registry/mount.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNatsUrl, testConnection, uniqueMount } from '../harness/bus.js';
 import { startJsonMicroMount } from '../harness/micro-mount.js';
 import { cli } from '../harness/service.js';
 
@@ -83,7 +83,7 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
   });
 
   it('runs from the CLI: exit 0 when every check holds, 1 on a miss, each check on its own line', async () => {
-    const url = inject('natsUrl');
+    const url = sharedNatsUrl();
     const good = await cli(url, 'check', 'system.tools');
     expect(good.code).toBe(0);
     expect(good.stdout).toMatch(/^ok\s+\$introspect\s+5 ops: \$introspect \$list \$register \$resolve \$unregister$/m);

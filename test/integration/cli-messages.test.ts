@@ -1,8 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { testConnection } from '../harness/bus.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { contextSpec, type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
 import { cli } from '../harness/service.js';
 
@@ -12,7 +12,7 @@ describe('what the CLI says about itself and its failures', () => {
   const dir = mkdtempSync(join(tmpdir(), 'cli-messages-'));
 
   beforeAll(async () => {
-    url = inject('natsUrl');
+    url = sharedNatsUrl();
     registry = await startInstance(await testConnection(), uniqueBucket());
   });
   afterAll(async () => {

@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { sharedNatsEnv } from '../harness/bus.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sharedNatsEnv, sharedNatsUrl } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { cli, type ServiceProcess, startScript } from '../harness/service.js';
 
@@ -16,7 +16,7 @@ describe('the whole system, as a user runs it', () => {
   const dir = mkdtempSync(join(tmpdir(), 'e2e-'));
 
   beforeAll(async () => {
-    url = inject('natsUrl');
+    url = sharedNatsUrl();
     served = await startScript('dist/src/cli/main.js', url, ' ready ', { MATRIX_TOOLS_BUCKET: `e2e-${process.pid}` }, ['serve']);
   });
   afterAll(async () => {

@@ -1,4 +1,5 @@
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { sharedNatsUrl } from '../harness/bus.js';
 import { runScript, type ServiceProcess, startScript, startService } from '../harness/service.js';
 
 describe('the registration example, as a user runs it', () => {
@@ -8,7 +9,7 @@ describe('the registration example, as a user runs it', () => {
   });
 
   it('has a service register a context that an oracle then resolves and calls', async () => {
-    const url = inject('natsUrl');
+    const url = sharedNatsUrl();
     running.push(await startService(url));
     const weather = await startScript('dist/examples/weather-service.js', url, 'weather service ready');
     running.push(weather);

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { decode } from '@msgpack/msgpack';
 import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
-import { testConnection } from '../harness/bus.js';
+import { sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { type FuzzCase, fuzzCase, prng } from '../harness/fuzz.js';
 import { type ServiceProcess, startScript } from '../harness/service.js';
 
@@ -64,7 +64,7 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, { timeout: TIMEOUT_MS
     nc = await testConnection();
     served = await startScript(
       'dist/src/cli/main.js',
-      inject('natsUrl'),
+      sharedNatsUrl(),
       ' ready ',
       { MATRIX_TOOLS_BUCKET: `fuzz-${process.pid}`, MATRIX_SESSIONS_BUCKET: `fuzz-sessions-${process.pid}` },
       ['serve'],

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { sharedNatsUrl } from '../harness/bus.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { cli, runScript, type ServiceProcess, startScript } from '../harness/service.js';
 
@@ -108,7 +109,7 @@ describe('the oracle example under a grant (MATRIX_GRANT)', () => {
   });
 
   it('resolves and calls with the grant’s authority on a service that trusts its issuer', async () => {
-    const url = inject('natsUrl');
+    const url = sharedNatsUrl();
     const seedFile = join(dir, 'oracle-issuer.nk');
     const issuer = (await cli(url, 'keys', '--out', seedFile)).stdout.trim();
     running.push(

@@ -3,14 +3,15 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { watchCalls } from '../../src/dispatcher/audit.js';
 import { dispatcherMount } from '../../src/dispatcher/mount.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
 import { agentsMount } from '../../src/mounts/agents.js';
-import { sharedNatsEnv, testConnection } from '../harness/bus.js';
+import { sharedNatsEnv, sharedNatsUrl, testConnection } from '../harness/bus.js';
+import { tracked } from '../harness/children.js';
 import { eventually } from '../harness/eventually.js';
 import { alive, CLI_MAIN, initializeParams, type RawBridge, startRawBridge } from '../harness/mcp.js';
 import { contextSpec, type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
@@ -29,7 +30,7 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    url = inject('natsUrl');
+    url = sharedNatsUrl();
     nc = await testConnection();
     client = new BusClient(nc, { timeoutMs: 5_000 });
     registry = await startInstance(nc, uniqueBucket());
@@ -119,10 +120,12 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     // A client that starts the bridge with pipes, says its pid, and is then killed outright.
     const script = `const c = require('node:child_process').spawn(process.execPath, ${JSON.stringify([CLI_MAIN, 'mcp', '--profile', 'default'])}, { stdio: ['pipe', 'pipe', 'inherit'] });
       c.stdout.on('data', () => {}); console.log(c.pid); setInterval(() => {}, 1000);`;
-    const parent = spawn(process.execPath, ['-e', script], {
-      env: { ...process.env, ...sharedNatsEnv(url), NATS_URL: url },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const parent = tracked(
+      spawn(process.execPath, ['-e', script], {
+        env: { ...process.env, ...sharedNatsEnv(url), NATS_URL: url },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let out = '';
     let err = '';
     parent.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
+import { tracked } from '../harness/children.js';
 import { eventually } from '../harness/eventually.js';
 import { freePort, type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { runScript, type ServiceProcess, startService } from '../harness/service.js';
@@ -19,10 +20,12 @@ async function startPrometheus(target: string): Promise<{ url: string; stop(): P
     `global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: matrix\n    scrape_interval: 1s\n    static_configs:\n      - targets: ['${target}']\n`,
   );
   const port = await freePort();
-  const child: ChildProcess = spawn(
-    process.env.PROMETHEUS_BIN ?? 'prometheus',
-    [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+  const child: ChildProcess = tracked(
+    spawn(
+      process.env.PROMETHEUS_BIN ?? 'prometheus',
+      [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    ),
   );
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));

@@ -6,11 +6,11 @@
  * their byte bounds. The RSS bound is loose (a loaded CI machine); the figures are printed.
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { ResolveRequest } from '../../src/registry/types.js';
-import { testConnection } from '../harness/bus.js';
+import { sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { uniqueBucket } from '../harness/registry.js';
 import { type ServiceProcess, startService } from '../harness/service.js';
 
@@ -36,7 +36,7 @@ describe('the service under the session-cache memory attack', () => {
 
   beforeAll(async () => {
     client = new BusClient(await testConnection(), { timeoutMs: 30_000 });
-    service = await startService(inject('natsUrl'), { MATRIX_TOOLS_BUCKET: uniqueBucket() });
+    service = await startService(sharedNatsUrl(), { MATRIX_TOOLS_BUCKET: uniqueBucket() });
   });
   afterAll(async () => {
     client.close();

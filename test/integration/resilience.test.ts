@@ -1,10 +1,10 @@
 import type { NatsConnection } from '@nats-io/nats-core';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { pingServices } from '../../src/bus/discovery.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
-import { testConnection } from '../harness/bus.js';
+import { sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { okCalls, STAGE_CALLS, startLoad } from '../harness/load.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -89,7 +89,7 @@ describe('losing one of three registry instances under load', () => {
   });
 
   it('fails only the requests that instance held', async () => {
-    const url = inject('natsUrl');
+    const url = sharedNatsUrl();
     for (let i = 0; i < 3; i++) {
       instances.push(
         await startScript('dist/src/cli/main.js', url, ' ready ', { MATRIX_TOOLS_BUCKET: `loss-${process.pid}` }, [

@@ -14,6 +14,7 @@ import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import { sharedNats } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
 import { prng } from '../harness/fuzz.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec } from '../harness/registry.js';
@@ -165,11 +166,12 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
     const heard: string[] = [];
     serviceNc.subscribe('system.tools.events.changed', { callback: (_e, msg) => void heard.push(new TextDecoder().decode(msg.data)) });
     await serviceNc.flush();
+    // The forged one is flushed first, so had NATS let it through it would arrive before the control.
     agentNc.publish('system.tools.events.changed', 'forged');
-    serviceNc.publish('system.tools.events.changed', 'genuine');
     await agentNc.flush();
+    serviceNc.publish('system.tools.events.changed', 'genuine');
     await serviceNc.flush();
-    await new Promise((r) => setTimeout(r, 200));
+    await eventually(() => heard.includes('genuine'));
     expect(heard).toEqual(['genuine']);
     await serviceNc.close();
 

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { IntrospectReply, ResolvedToolContext } from '../../src/registry/types.js';
-import { testConnection } from '../harness/bus.js';
+import { sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { type ServiceProcess, startService } from '../harness/service.js';
 
 describe('the service as npm start runs it', () => {
@@ -10,7 +10,7 @@ describe('the service as npm start runs it', () => {
 
   beforeAll(async () => {
     client = new BusClient(await testConnection(), { timeoutMs: 5_000 });
-    services.push(...(await Promise.all([startService(inject('natsUrl')), startService(inject('natsUrl'))])));
+    services.push(...(await Promise.all([startService(sharedNatsUrl()), startService(sharedNatsUrl())])));
   });
   afterAll(async () => {
     client.close();
