@@ -292,7 +292,7 @@ let randomAt = randomPool.length;
  * subject let a caller aim forged replies at the requests that followed it). It was a counter
  * and 10 base-36 digits: 4+ characters longer on every request and reply subject.
  */
-function randomToken(): string {
+export function randomToken(): string {
   if (randomAt + 6 > randomPool.length) {
     randomFillSync(randomPool);
     randomAt = 0;

@@ -5,6 +5,7 @@
  * success to cancel it), which a steady stream of small writes (the audit index) pays in full.
  */
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { randomToken } from './client.js';
 import { UnavailableError } from './errors.js';
 
 interface Pending {
@@ -20,7 +21,6 @@ export class StreamWriter {
   private readonly pending = new Map<string, Pending>();
   private sub: Subscription | undefined;
   private sweeper: NodeJS.Timeout | undefined;
-  private next = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -29,7 +29,9 @@ export class StreamWriter {
 
   /** Stores `data` on `subject`; `UnavailableError` if no stream takes it, it is refused, or not acknowledged in time. */
   append(subject: string, data: Uint8Array): Promise<number> {
-    const token = (this.next++).toString(36);
+    // Random, not a counter: a write's reply subject tells nothing of the next one's.
+    let token = randomToken();
+    while (this.pending.has(token)) token = randomToken();
     return new Promise<number>((resolve, reject) => {
       this.pending.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs, subject });
       try {

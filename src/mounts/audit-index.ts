@@ -277,10 +277,13 @@ export async function readShard(nc: NatsConnection, jsm: JetStreamManager, strea
   const finished = new Promise<void>((resolve) => {
     finish = resolve;
   });
+  // Named here, so a delivery can be told from a message someone else sent to the inbox.
+  const name = `audit-shard-${randomBytes(8).toString('hex')}`;
+  const subjects = `system.dispatcher.audit.${stream}.${shard}.`;
   const sub = nc.subscribe(inbox, {
     callback: (err, m) => {
       const delivery = err === null ? deliveryOf(m.reply) : undefined;
-      if (delivery === undefined) return;
+      if (delivery === undefined || delivery.stream !== index || delivery.consumer !== name || !m.subject.startsWith(subjects)) return;
       out.push({ seq: delivery.seq, level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)), data: m.data.slice() });
       if (delivery.pending === 0) finish();
     },
@@ -289,6 +292,7 @@ export async function readShard(nc: NatsConnection, jsm: JetStreamManager, strea
   const timer = setTimeout(finish, READ_TIMEOUT_MS);
   try {
     const info = await jsm.consumers.add(index, {
+      name,
       deliver_subject: inbox,
       filter_subject: shardFilter(stream, shard),
       deliver_policy: DeliverPolicy.All,
@@ -308,15 +312,16 @@ export async function readShard(nc: NatsConnection, jsm: JetStreamManager, strea
 }
 
 /** A JetStream delivery's stream sequence and the messages still to come, from its `$JS.ACK…` reply subject. */
-function deliveryOf(reply: string | undefined): { seq: number; pending: number } | undefined {
+function deliveryOf(reply: string | undefined): { stream: string; consumer: string; seq: number; pending: number } | undefined {
   if (reply === undefined || !reply.startsWith('$JS.ACK.')) return undefined;
   const tokens = reply.split('.');
   // $JS.ACK.<stream>.<consumer>.<delivered>.<seq>.<consumer seq>.<time>.<pending>, or with
   // <domain>.<account hash> after ACK and a random token at the end (servers 2.10 on).
-  const at = tokens.length === 9 ? 5 : 7;
-  const seq = Number(tokens[at]);
-  const pending = Number(tokens[at + 3]);
-  return Number.isSafeInteger(seq) && Number.isSafeInteger(pending) ? { seq, pending } : undefined;
+  const at = tokens.length === 9 ? 2 : 4;
+  const seq = Number(tokens[at + 3]);
+  const pending = Number(tokens[at + 6]);
+  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(pending)) return undefined;
+  return { stream: tokens[at] ?? '', consumer: tokens[at + 1] ?? '', seq, pending };
 }
 
 /** The batch sequences the index lists for a trace id, ascending and distinct. */
