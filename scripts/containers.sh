@@ -106,7 +106,7 @@ ENV
 setup() {
   # netavark and aardvark-dns are only recommended by podman: without them, containers of a
   # compose stack cannot find each other by service name.
-  install_missing podman runc netavark aardvark-dns curl nats-server busybox-static debootstrap docker-compose
+  install_missing podman runc netavark aardvark-dns iptables curl nats-server busybox-static debootstrap docker-compose
   write_config
   remove_cni_bridge
   start_service
