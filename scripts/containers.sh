@@ -75,10 +75,20 @@ remove_cni_bridge() {
 
 # podman's Docker-compatible API, for testcontainers and docker-compose; no systemd here.
 start_service() {
+  # A service whose working directory was deleted (a CI clone removed) answers pings but starts
+  # no container ('conmon: Failed to get working directory'): it is replaced.
+  local running
+  running="$(cat "$pidfile" 2>/dev/null || true)"
+  if [ -n "$running" ] && [ "$(readlink "/proc/$running/cwd" 2>/dev/null)" != "/" ]; then
+    kill "$running" 2>/dev/null || true
+    sleep 0.5
+  fi
   if curl -fsS --unix-socket "$socket" http://d/_ping >/dev/null 2>&1; then return; fi
   log "starting podman system service on $socket"
   mkdir -p "$(dirname "$socket")"
-  setsid nohup podman system service --time=0 "unix://$socket" >/var/log/podman-service.log 2>&1 </dev/null &
+  # From /: the service's containers inherit its working directory (env -C: no subshell that
+  # would hold this script's stdout open).
+  env -C / setsid nohup podman system service --time=0 "unix://$socket" >/var/log/podman-service.log 2>&1 </dev/null &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do
     curl -fsS --unix-socket "$socket" http://d/_ping >/dev/null 2>&1 && return
