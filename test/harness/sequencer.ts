@@ -7,6 +7,7 @@
  */
 import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { prng } from './fuzz.js';
 
 /**
  * Rough wall time of the slow files (s): a run of main on 2 loaded cores (`--reporter=json`),
@@ -47,7 +48,7 @@ const UNKNOWN_SECONDS = 1;
 export default class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const { shuffle, seed } = this.ctx.config.sequence;
-    const random = seededRandom(seed ?? 0);
+    const random = prng(seed ?? 0);
     const weight = new Map(files.map((spec) => [spec, shuffle ? random() : -this.seconds(spec)]));
     return [...files].sort(
       (a, b) => a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder || (weight.get(a) ?? 0) - (weight.get(b) ?? 0),
@@ -61,16 +62,4 @@ export default class LongestFirst extends BaseSequencer {
     const cached = this.ctx.cache.getFileTestResults(`${spec.project.name}:${path}`);
     return cached ? cached.duration / 1000 : UNKNOWN_SECONDS;
   }
-}
-
-/** mulberry32: the same seed gives the same order. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
