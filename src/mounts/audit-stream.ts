@@ -78,9 +78,7 @@ export class AuditStream {
     const limits = { max_age: nanos(options.maxAgeMs ?? 7 * DAY_MS), max_bytes: options.maxBytes ?? 2 ** 30, num_replicas: options.replicas ?? 1 };
     try {
       const jsm = await jetstreamManager(nc);
-      await ensureStream(jsm, name, CALL_EVENTS, limits);
-      const index = await ensureStream(jsm, `${name}_INDEX`, indexSubjects(name), limits, Shards.create().describe(name));
-      await ensureIndexer(jsm, name);
+      const index = await ensureTrail(jsm, name, limits, Shards.create().describe(name));
       await jsm.consumers.delete(name, OLD_INDEXER).catch(() => undefined);
       return new AuditStream(nc, jetstream(nc), jsm, name, Shards.fromDescription(index.description), limits);
     } catch (err) {
@@ -138,12 +136,18 @@ export class AuditStream {
       () => false,
       () => true,
     );
-    await ensureStream(this.jsm, this.name, CALL_EVENTS, this.limits);
-    await ensureStream(this.jsm, this.indexName, indexSubjects(this.name), this.limits, this.shards.describe(this.name));
     // A new index is empty: the consumer starts again from the trail's first batch.
     if (indexGone) await this.jsm.consumers.delete(this.name, INDEXER).catch(() => undefined);
-    await ensureIndexer(this.jsm, this.name);
+    await ensureTrail(this.jsm, this.name, this.limits, this.shards.describe(this.name));
   }
+}
+
+/** The trail, its index (created with `indexDescription`) and the indexer's consumer, each created when missing; the index's config back. */
+async function ensureTrail(jsm: JetStreamManager, name: string, limits: StreamLimits, indexDescription: string): Promise<StreamConfig> {
+  await ensureStream(jsm, name, CALL_EVENTS, limits);
+  const index = await ensureStream(jsm, `${name}_INDEX`, indexSubjects(name), limits, indexDescription);
+  await ensureIndexer(jsm, name);
+  return index;
 }
 
 /**
