@@ -27,6 +27,19 @@ describe('the trace-id index: shards and entries', () => {
     expect(isTraceId(`${id(5).slice(1)}G`)).toBe(false);
   });
 
+  it('spreads trace ids that differ in a few digits over the shards for every key, not only for most', () => {
+    // CI once drew a key under which 2,000 such ids met 125 of the 256 shards (plain
+    // multiply-shift keeps the low bits' structure): 300 keys, each must spread them.
+    const sameDigits = Array.from({ length: 2_000 }, (_, i) => `abc${i.toString(16).padStart(29, '0')}`);
+    const counter = Array.from({ length: 2_000 }, (_, i) => `${i.toString(16).padStart(8, '0')}${'0'.repeat(24)}`);
+    const spread = (s: Shards, ids: string[]) => new Set(ids.map((t) => s.of(t))).size;
+    for (let k = 0; k < 300; k++) {
+      const shards = Shards.create();
+      expect(spread(shards, sameDigits)).toBeGreaterThan(230);
+      expect(spread(shards, counter)).toBeGreaterThan(230);
+    }
+  });
+
   it('writes one message per shard, listing each batch once, split past the size bound, and reads back what it wrote', () => {
     const shards = Shards.fromDescription('shard key 0123456789abcdef0123456789abcdef');
     const pending = new PendingEntries(shards);
