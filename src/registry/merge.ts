@@ -14,7 +14,7 @@ export type Merged = Pick<ResolvedToolContext, 'matrixTools' | 'sdkTools' | 'ins
 export class ContextMerge {
   private readonly tools: ResolvedTool[] = [];
   // Each tool's canonical text is made only when a second tool of its name comes (rarely).
-  private readonly byName = new Map<string, { tool: ResolvedTool; projection: MatrixToolProjection; canonical?: string }>();
+  private readonly byName = new Map<string, { tool: ResolvedTool; projection: MatrixToolProjection; at: number; canonical?: string }>();
   private readonly sdkTools: string[] = [];
   private readonly instructions: string[] = [];
   private timeoutMs = Number.POSITIVE_INFINITY;
@@ -36,7 +36,8 @@ export class ContextMerge {
     if (spec.instructions?.trim()) this.instructions.push(`## ${spec.title}\n\n${spec.instructions.trim()}`);
     this.requirements.add(spec.environmentRequirements);
     this.verification.add(spec.verification);
-    for (const projection of spec.matrixTools ?? []) this.addTool(projection, spec);
+    const tools = resolvedTools(spec);
+    for (const [i, projection] of (spec.matrixTools ?? []).entries()) this.addTool(projection, spec, tools[i] as ResolvedTool);
     for (const name of spec.sdkTools ?? []) this.addSdkTool(name, spec.key);
   }
 
@@ -52,7 +53,7 @@ export class ContextMerge {
     };
   }
 
-  private addTool(projection: MatrixToolProjection, spec: ToolContextSpec): void {
+  private addTool(projection: MatrixToolProjection, spec: ToolContextSpec, tool: ResolvedTool): void {
     if (this.isLive !== undefined && !this.isLive(projection.target)) {
       this.warn(
         'target_unavailable',
@@ -62,15 +63,18 @@ export class ContextMerge {
       );
       return;
     }
-    const tool = resolvedTool(projection, spec);
     const held = this.byName.get(tool.name);
     if (held === undefined) {
-      this.byName.set(tool.name, { tool, projection });
+      this.byName.set(tool.name, { tool, projection, at: this.tools.length });
       this.tools.push(tool);
       if (tool.timeoutMs !== undefined) this.timeoutMs = Math.min(this.timeoutMs, tool.timeoutMs);
     } else if ((held.canonical ??= canonicalProjection(held.projection, held.tool)) === canonicalProjection(projection, tool)) {
-      // The same projection from two contexts: one tool, gated if either context gates it.
-      held.tool.requiresApproval ||= tool.requiresApproval;
+      // The same projection from two contexts: one tool, gated if either context gates it (a
+      // copy: the resolved tools of a context are shared by every resolution that merges it).
+      if (tool.requiresApproval && !held.tool.requiresApproval) {
+        held.tool = { ...held.tool, requiresApproval: true };
+        this.tools[held.at] = held.tool;
+      }
     } else {
       const kept = held.tool;
       this.warn(
@@ -98,6 +102,34 @@ export class ContextMerge {
 /** What makes two projections of one name the same tool: the projection, its result mode defaulted. */
 function canonicalProjection(projection: MatrixToolProjection, tool: ResolvedTool): string {
   return canonicalJson({ ...projection, resultMode: tool.resultMode });
+}
+
+/**
+ * A context's tools as every resolution merges them, made once per spec (a stored spec does not
+ * change; a new revision is a new object) and frozen; each one's canonical text is made once as
+ * well, on the first digest that holds it (`''` until then).
+ */
+const resolvedBySpec = new WeakMap<ToolContextSpec, readonly ResolvedTool[]>();
+const sharedTexts = new WeakMap<object, string>();
+
+function resolvedTools(spec: ToolContextSpec): readonly ResolvedTool[] {
+  let tools = resolvedBySpec.get(spec);
+  if (tools === undefined) {
+    tools = (spec.matrixTools ?? []).map((projection) => Object.freeze(resolvedTool(projection, spec)));
+    for (const tool of tools) sharedTexts.set(tool, '');
+    resolvedBySpec.set(spec, tools);
+  }
+  return tools;
+}
+
+/** The canonical text of a shared resolved tool (`canonicalJson`'s `known`); `undefined` for any other value. */
+export function knownToolText(value: object): string | undefined {
+  const text = sharedTexts.get(value);
+  if (text !== '') return text;
+  // Flat, not a rope of appends: every digest that holds it reads it whole.
+  const made = flat(canonicalJson(value));
+  sharedTexts.set(value, made);
+  return made;
 }
 
 function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): ResolvedTool {
@@ -157,4 +189,9 @@ class VerificationUnion {
 /** Appends the items `into` does not hold yet, in order. */
 export function addNew(into: string[], items: readonly string[] | undefined): void {
   for (const item of items ?? []) if (!into.includes(item)) into.push(item);
+}
+
+/** The same text as one flat string (V8 keeps appended strings as ropes, which every read walks). */
+function flat(text: string): string {
+  return Buffer.from(text, 'utf8').toString('utf8');
 }

@@ -5,7 +5,7 @@
  * contexts is `select.ts`; merging them, `merge.ts`.
  */
 import { digestOf } from './canonical.js';
-import { ContextMerge } from './merge.js';
+import { ContextMerge, knownToolText } from './merge.js';
 import { renderProviderTools } from './provider-formats.js';
 import { selectContexts } from './select.js';
 import type { ToolContextStore } from './store.js';
@@ -29,10 +29,15 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
   const merge = new ContextMerge(diagnostics, request.onlyAvailable ? options.isLive : undefined);
   for (const { spec } of selected) merge.add(spec);
   const merged = merge.result();
-  const body: Omit<ResolvedToolContext, 'revision' | 'digest'> = {
+  // Built field by field, not spread: the reply's keys in this order, one shape for every reply.
+  const reply: Omit<ResolvedToolContext, 'revision' | 'digest'> & Partial<Pick<ResolvedToolContext, 'revision' | 'digest'>> = {
     contexts: selected.map((c) => c.spec.key),
-    ...merged,
+    matrixTools: merged.matrixTools,
+    sdkTools: merged.sdkTools,
+    instructions: merged.instructions,
     timeoutMs: Number.isFinite(merged.timeoutMs) ? merged.timeoutMs : DEFAULT_TIMEOUT_MS,
+    environmentRequirements: merged.environmentRequirements,
+    verification: merged.verification,
     diagnostics,
   };
   if (request.onlyAvailable && options.isLive === undefined) {
@@ -43,6 +48,10 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
     });
   }
   const providerTools = renderProviderTools(merged.matrixTools, request.format ?? ProviderFormat.Matrix, request.strict === true, diagnostics);
-  if (providerTools !== undefined) body.providerTools = providerTools;
-  return { ...body, revision: store.revision, digest: digestOf(body) };
+  if (providerTools !== undefined) reply.providerTools = providerTools;
+  // The digest is of the reply before it has one (PROTOCOL 5.2: without `revision` and `digest`).
+  const digest = digestOf(reply, knownToolText);
+  reply.revision = store.revision;
+  reply.digest = digest;
+  return reply as ResolvedToolContext;
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { NotFoundError, PayloadTooLargeError } from '../../src/bus/errors.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
+import { digestOf } from '../../src/registry/canonical.js';
 import { Registry } from '../../src/registry/registry.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore, type StoreChange, type StoredContext, storedBuiltin, type ToolContextStore } from '../../src/registry/store.js';
@@ -103,6 +104,12 @@ describe('the merged context', () => {
     );
     const r = resolve({ profile: 'p', toolContextRefs: ['open', 'gated'] }, store);
     expect(r.matrixTools).toEqual([expect.objectContaining({ name: 'write', requiresApproval: true, context: 'open' })]);
+    // A context's resolved tools are shared by every resolution that merges it: the gate one
+    // merge adds stays in that merge.
+    expect(resolve({ profile: 'p', toolContextRefs: ['open'] }, store).matrixTools).toEqual([
+      expect.objectContaining({ name: 'write', requiresApproval: false }),
+    ]);
+    expect(resolve({ profile: 'p', toolContextRefs: ['open', 'gated'] }, store).matrixTools[0]?.requiresApproval).toBe(true);
   });
 
   it('puts each context’s instructions under its title, in order', () => {
@@ -214,6 +221,17 @@ describe('provider formats and the digest', () => {
     const mcp = resolve({ ...request, format: 'mcp' }).providerTools;
     expect(mcp?.[0]).toMatchObject({ name: 'matrix_introspect', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } });
     expect(resolve(request).providerTools).toBeUndefined();
+  });
+
+  it('digests the canonical JSON of the reply without revision and digest, from remembered tool texts or not', () => {
+    const store = withExtras(
+      ctx('open', { matrixTools: [echo('write'), echo('read')] }),
+      ctx('gated', { matrixTools: [echo('write')], permissions: { approval: 'always' } }),
+    );
+    for (const refs of [['open'], ['open', 'gated'], ['gated', 'open'], ['open'], ['open', 'actor-readonly']]) {
+      const { revision: _, digest, ...body } = resolve({ profile: 'p', toolContextRefs: refs, format: 'openai' }, store);
+      expect(digest).toBe(digestOf(structuredClone(body)));
+    }
   });
 
   it('gives equal input equal digests, and different input different ones', () => {
