@@ -17,6 +17,7 @@ import { AckPolicy, type ConsumerMessages, DeliverPolicy, type JetStreamClient, 
 import { createInbox, type NatsConnection, nanos } from '@nats-io/nats-core';
 import { decodeBody } from '../bus/codec.js';
 import { traceIdOf } from '../bus/context.js';
+import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
 import type { CallEvent } from '../dispatcher/types.js';
@@ -275,14 +276,23 @@ const READ_TIMEOUT_MS = 5_000;
  * Reads every message of one shard, oldest first, as many as there were when it began (a merge
  * writes its message before it purges what it merged, so nothing is skipped). An ephemeral push
  * consumer with no acks delivers them to a plain subscription: a JetStream client's per-message
- * objects cost ~100 µs of CPU each, a plain delivery a few.
+ * objects cost ~100 µs of CPU each, a plain delivery a few. All or nothing: a read that runs out
+ * of time, or misses a delivery, fails `UnavailableError` (a lookup or a merge that took part of
+ * a shard for all of it would miss batches, and a merge would purge what it never read).
  */
-export async function readShard(nc: NatsConnection, jsm: JetStreamManager, stream: string, shard: number): Promise<IndexMessage[]> {
+export async function readShard(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  stream: string,
+  shard: number,
+  { timeoutMs = READ_TIMEOUT_MS }: { timeoutMs?: number } = {},
+): Promise<IndexMessage[]> {
   const index = `${stream}_INDEX`;
   const inbox = createInbox();
   const out: IndexMessage[] = [];
-  let finish: () => void = () => {};
-  const finished = new Promise<void>((resolve) => {
+  let lastDelivered = 0;
+  let finish: (whole: boolean) => void = () => {};
+  const finished = new Promise<boolean>((resolve) => {
     finish = resolve;
   });
   // Named here, so a delivery can be told from a message someone else sent to the inbox.
@@ -293,11 +303,12 @@ export async function readShard(nc: NatsConnection, jsm: JetStreamManager, strea
       const delivery = err === null ? deliveryOf(m.reply) : undefined;
       if (delivery === undefined || delivery.stream !== index || delivery.consumer !== name || !m.subject.startsWith(subjects)) return;
       out.push({ seq: delivery.seq, level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)), data: m.data.slice() });
-      if (delivery.pending === 0) finish();
+      lastDelivered = Math.max(lastDelivered, delivery.consumerSeq);
+      if (delivery.pending === 0) finish(true);
     },
   });
   let consumer: string | undefined;
-  const timer = setTimeout(finish, READ_TIMEOUT_MS);
+  const timer = setTimeout(() => finish(false), timeoutMs);
   try {
     const info = await jsm.consumers.add(index, {
       name,
@@ -309,8 +320,11 @@ export async function readShard(nc: NatsConnection, jsm: JetStreamManager, strea
       num_replicas: 1,
     });
     consumer = info.name;
-    if (info.num_pending === 0) finish();
-    await finished;
+    if (info.num_pending === 0) finish(true);
+    // Every delivery, numbered 1… by the consumer, came: none was dropped on the way.
+    if (!(await finished) || out.length !== lastDelivered) {
+      throw new UnavailableError(`the trace index ${index} could not be read whole (shard ${shard}: ${out.length} messages by ${timeoutMs} ms); try again`);
+    }
     return out.sort((a, b) => a.seq - b.seq);
   } finally {
     clearTimeout(timer);
@@ -320,16 +334,17 @@ export async function readShard(nc: NatsConnection, jsm: JetStreamManager, strea
 }
 
 /** A JetStream delivery's stream sequence and the messages still to come, from its `$JS.ACK…` reply subject. */
-function deliveryOf(reply: string | undefined): { stream: string; consumer: string; seq: number; pending: number } | undefined {
+function deliveryOf(reply: string | undefined): { stream: string; consumer: string; seq: number; consumerSeq: number; pending: number } | undefined {
   if (reply === undefined || !reply.startsWith('$JS.ACK.')) return undefined;
   const tokens = reply.split('.');
   // $JS.ACK.<stream>.<consumer>.<delivered>.<seq>.<consumer seq>.<time>.<pending>, or with
   // <domain>.<account hash> after ACK and a random token at the end (servers 2.10 on).
   const at = tokens.length === 9 ? 2 : 4;
   const seq = Number(tokens[at + 3]);
+  const consumerSeq = Number(tokens[at + 4]);
   const pending = Number(tokens[at + 6]);
-  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(pending)) return undefined;
-  return { stream: tokens[at] ?? '', consumer: tokens[at + 1] ?? '', seq, pending };
+  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(consumerSeq) || !Number.isSafeInteger(pending)) return undefined;
+  return { stream: tokens[at] ?? '', consumer: tokens[at + 1] ?? '', seq, consumerSeq, pending };
 }
 
 /** The batch sequences the index lists for a trace id, ascending and distinct. */

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import { UnavailableError } from '../../src/bus/errors.js';
 import { StreamWriter } from '../../src/bus/stream-writer.js';
 import { AuditLog } from '../../src/dispatcher/audit.js';
 import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
@@ -229,6 +230,21 @@ describe('the trace-id index', () => {
     // The trail's subject is one per server: make way for the next test's.
     await jsm.streams.delete('MERGE_TEST');
     await jsm.streams.delete(audit.indexName);
+  }, 60_000);
+
+  it('fails a shard read that runs out of time instead of answering with the part it read', async () => {
+    // A lookup or a merge that took part of a shard for all of it would miss batches (and a
+    // merge would purge what it never read).
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'SLOW_READ_INDEX', subjects: ['system.dispatcher.audit.SLOW_READ.>'] });
+    const writer = new StreamWriter(nc);
+    for (let from = 0; from < 3_000; from += 500) {
+      await Promise.all(Array.from({ length: 500 }, (_, i) => writer.append(shardSubject('SLOW_READ', 9), Buffer.from(`{"x":[${from + i + 1}]}`))));
+    }
+    expect(await readShard(nc, jsm, 'SLOW_READ', 9)).toHaveLength(3_000);
+    await expect(readShard(nc, jsm, 'SLOW_READ', 9, { timeoutMs: 1 })).rejects.toBeInstanceOf(UnavailableError);
+    writer.close();
+    await jsm.streams.delete('SLOW_READ_INDEX');
   }, 60_000);
 
   it('writes a message per shard and flush, not one per trace, and finds every trace', async () => {
