@@ -43,6 +43,8 @@ export interface DispatcherOptions {
   approvalTimeoutMs?: number;
   /** Most calls in flight per target mount; past it a call fails fast. Default 1024. */
   maxInFlightPerTarget?: number;
+  /** Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default a quarter of `maxInFlightPerTarget`. */
+  maxInFlightPerPrincipal?: number;
   /** Cap of a result's `content`, in characters; default 65536. */
   contentCap?: number;
   /** Budget of `summary` results, in characters; default 2000. */
@@ -72,7 +74,7 @@ export class Dispatcher {
   private readonly sessions: SessionCache;
   private readonly validators = new ArgumentValidators();
   private readonly slots: TargetSlots;
-  private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget'>>;
+  private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal'>>;
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
@@ -84,7 +86,7 @@ export class Dispatcher {
     this.client = new BusClient(nc);
     this.auditLog = new AuditLog(nc);
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
-    this.slots = new TargetSlots(options.maxInFlightPerTarget ?? 1024);
+    this.slots = new TargetSlots(options.maxInFlightPerTarget ?? 1024, options.maxInFlightPerPrincipal);
     this.options = {
       approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
       contentCap: options.contentCap ?? DEFAULT_CONTENT_CAP,
@@ -175,8 +177,10 @@ export class Dispatcher {
    * every way out: a reply, an error reply, a timeout, a throw.
    */
   private async forward(to: Route, run: CallRun): Promise<unknown> {
-    if (!this.slots.take(to.target)) throw refuse.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
     const { traceparent, session, principal, readSessions } = run.context;
+    const refused = this.slots.take(to.target, principal);
+    if (refused === 'target') throw refuse.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
+    if (refused === 'caller') throw refuse.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
     const deadline = deadlineOf(to.timeoutMs, run.context.deadline);
     const options = { traceparent, session, principal, readSessions, deadline, json: to.json };
     try {
@@ -191,7 +195,7 @@ export class Dispatcher {
         }
       }
     } finally {
-      this.slots.give(to.target);
+      this.slots.give(to.target, principal);
     }
   }
 

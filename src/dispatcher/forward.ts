@@ -6,37 +6,67 @@
 import { ErrorCode, MatrixError, NoRespondersError } from '../bus/errors.js';
 import type { Route } from './route.js';
 
-/** Calls in flight, per target mount, within a bound. */
+/** Why a slot was not given: the target's bound, or the caller's share of it. */
+export type SlotRefusal = 'target' | 'caller';
+
+/**
+ * Calls in flight, per target mount, within a bound; and per principal within a share of it,
+ * so one agent cannot take every slot of a target another agent needs. Calls with no principal
+ * (no grant: a library caller, a service without trust) share only the target's bound.
+ */
 export class TargetSlots {
   private readonly taken = new Map<string, number>();
+  private readonly byCaller = new Map<string, number>();
 
-  /** @param max most calls in flight to one target. */
-  constructor(private readonly max: number) {}
+  /**
+   * @param max most calls in flight to one target.
+   * @param perCaller most of them one principal may hold; default a quarter of `max` (at least 1).
+   */
+  constructor(
+    private readonly max: number,
+    private readonly perCaller = Math.max(1, Math.floor(max / 4)),
+  ) {}
 
-  /** Takes a slot for `target`; false when all are taken. */
-  take(target: string): boolean {
+  /** Takes a slot for `target` (and `principal`'s share of it); what refused it, if anything. */
+  take(target: string, principal?: string): SlotRefusal | undefined {
     const n = this.taken.get(target) ?? 0;
-    if (n >= this.max) return false;
+    if (n >= this.max) return 'target';
+    if (principal !== undefined) {
+      const key = callerKey(target, principal);
+      const mine = this.byCaller.get(key) ?? 0;
+      if (mine >= this.perCaller) return 'caller';
+      this.byCaller.set(key, mine + 1);
+    }
     this.taken.set(target, n + 1);
-    return true;
+    return undefined;
   }
 
-  /** Gives back a slot taken for `target`. */
-  give(target: string): void {
-    const left = (this.taken.get(target) ?? 1) - 1;
-    if (left <= 0) this.taken.delete(target);
-    else this.taken.set(target, left);
+  /** Gives back a slot taken for `target` (by `principal`). */
+  give(target: string, principal?: string): void {
+    release(this.taken, target);
+    if (principal !== undefined) release(this.byCaller, callerKey(target, principal));
   }
 
-  /** Calls in flight to `target` now. */
-  count(target: string): number {
-    return this.taken.get(target) ?? 0;
+  /** Calls in flight to `target` now (by `principal`, when given). */
+  count(target: string, principal?: string): number {
+    return (principal === undefined ? this.taken.get(target) : this.byCaller.get(callerKey(target, principal))) ?? 0;
   }
 
   /** Calls in flight to every target with one or more (for the in-flight gauge). */
   all(): ReadonlyMap<string, number> {
     return this.taken;
   }
+}
+
+function callerKey(target: string, principal: string): string {
+  // A mount name has no space; the principal follows the first one.
+  return `${target} ${principal}`;
+}
+
+function release(counts: Map<string, number>, key: string): void {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left <= 0) counts.delete(key);
+  else counts.set(key, left);
 }
 
 /** How retries go. */

@@ -76,6 +76,11 @@ export const refuse = {
   /** Forward: the target's bound of calls in flight is reached. */
   tooManyInFlight: (tool: string, target: string, inFlight: number) =>
     new CallRefused('unavailable', `${target} already has ${inFlight} calls in flight, the most allowed; try "${tool}" again in a moment.`),
+  tooManyOfYours: (tool: string, target: string, inFlight: number) =>
+    new CallRefused(
+      'unavailable',
+      `you already have ${inFlight} calls in flight to ${target}, the most one caller may have; try "${tool}" again when some have returned.`,
+    ),
 
   /** Shape: a reply that cannot be turned into text. */
   unshowableReply: (tool: string, err: unknown) =>

@@ -440,6 +440,21 @@ describe('the dispatcher', () => {
       expect(results.filter((r) => !r.isError).length).toBeGreaterThanOrEqual(10);
     });
 
+    it("holds one principal to its share of a target's slots, so another principal's calls still go through", async () => {
+      const fair = new Dispatcher(nc, { maxInFlightPerTarget: 40, maxInFlightPerPrincipal: 10, audit: false });
+      const calls = (principal: string, n: number) =>
+        Array.from({ length: n }, (_, i) => fair.call(session, { id: `${principal}${i}`, name: 'slow', arguments: {} }, { principal }));
+      // 'greedy' asks for 30 at once (each answered after 100 ms), 'other' for 10 at the same time.
+      const [greedy, other] = await Promise.all([Promise.all(calls('greedy', 30)), Promise.all(calls('other', 10))]);
+      fair.close();
+      expect(greedy.filter((r) => !r.isError)).toHaveLength(10);
+      expect(greedy.filter((r) => r.isError).map((r) => r.error?.code)).toEqual(Array(20).fill('unavailable'));
+      expect(greedy.find((r) => r.isError)?.content).toMatch(/you already have 10 calls in flight to .*, the most one caller may have/);
+      expect(other.filter((r) => !r.isError)).toHaveLength(10);
+      // Every slot was given back: the greedy principal gets its share again.
+      expect(fair.inFlight(T)).toBe(0);
+    });
+
     it('gives back the in-flight slot of 2,000 calls of each way of failing, then serves a good call', async () => {
       const own = new Dispatcher(nc);
       /** How one call ended: its error code, or that it threw or rejected instead of giving a result. */
@@ -455,10 +470,10 @@ describe('the dispatcher', () => {
       };
       const run = async (name: string, args: Record<string, unknown>, context: () => CallContext = () => ({})) => {
         const outcomes: string[] = [];
-        // 500 at a time: within the bound of 1,024, so none is refused for the bound itself.
-        for (let i = 0; i < 2_000; i += 500) {
+        // 250 at a time: within a principal's share (256) of the bound of 1,024, so none is refused for the bound itself.
+        for (let i = 0; i < 2_000; i += 250) {
           const ctx = context();
-          outcomes.push(...(await Promise.all(Array.from({ length: 500 }, (_, j) => outcome(name, args, ctx, `w${i + j}`)))));
+          outcomes.push(...(await Promise.all(Array.from({ length: 250 }, (_, j) => outcome(name, args, ctx, `w${i + j}`)))));
         }
         return new Set(outcomes);
       };

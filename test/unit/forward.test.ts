@@ -54,9 +54,21 @@ describe('when a failed request is sent again', () => {
 describe('calls in flight per target', () => {
   it('takes slots up to the bound and counts what is given back', () => {
     const slots = new TargetSlots(2);
-    expect([slots.take('a'), slots.take('a'), slots.take('a'), slots.take('b')]).toEqual([true, true, false, true]);
+    expect([slots.take('a'), slots.take('a'), slots.take('a'), slots.take('b')]).toEqual([undefined, undefined, 'target', undefined]);
     slots.give('a');
     slots.give('a');
     expect([slots.count('a'), slots.count('b')]).toEqual([0, 1]);
+  });
+
+  it("holds each principal to its share of a target's slots; calls without one only to the target's bound", () => {
+    const slots = new TargetSlots(4, 2);
+    expect([slots.take('a', 'p'), slots.take('a', 'p'), slots.take('a', 'p'), slots.take('b', 'p')]).toEqual([undefined, undefined, 'caller', undefined]);
+    expect([slots.take('a', 'q'), slots.take('a'), slots.take('a', 'r')]).toEqual([undefined, undefined, 'target']);
+    expect([slots.count('a'), slots.count('a', 'p'), slots.count('a', 'q')]).toEqual([4, 2, 1]);
+    slots.give('a', 'p');
+    expect(slots.take('a', 'p')).toBeUndefined();
+    // By default a principal's share is a quarter of the bound.
+    const quarter = new TargetSlots(8);
+    expect([quarter.take('a', 'p'), quarter.take('a', 'p'), quarter.take('a', 'p')]).toEqual([undefined, undefined, 'caller']);
   });
 });
