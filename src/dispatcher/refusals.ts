@@ -25,8 +25,9 @@ export interface RefusalBudgetOptions {
 
 /**
  * Default refusals stored per minute. A flood that never stops, against the default trail
- * (1 GiB, 7 days), then writes ~280 bytes every 2 s and a summary of at most ~600 bytes every
- * 10 s: ~121 MB a week, about 11% of the trail, per dispatcher instance (README, "The audit trail").
+ * (1 GiB, 7 days), then writes ~280 bytes every 2 s and a summary of at most ~680 bytes every
+ * 10 s (both as stored, with the stream's own overhead): ~125 MB a week, about 12% of the
+ * trail, per dispatcher instance (README, "The audit trail").
  */
 export const DEFAULT_REFUSALS_PER_MINUTE = 30;
 /** Default burst of stored refusals: a misconfigured agent's first refusals are all stored. */
