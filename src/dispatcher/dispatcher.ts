@@ -145,9 +145,10 @@ export class Dispatcher {
    * other authority) has its event, with that principal and session. Others carry no identity
    * (what an unverified caller claims is not identity; the client's connection is not known
    * here) and cost nothing to send, so they are bounded (`refusals.ts`): past the rate each is
-   * counted into a summary event instead of stored.
+   * counted into a summary event instead of stored. `why`: the refusal, or only its error code.
    */
-  refused(toolCall: ToolCall, traceparent: string | undefined, refusal: EarlyRefusal): void {
+  refused(toolCall: ToolCall, traceparent: string | undefined, why: EarlyRefusal | string): void {
+    const refusal = typeof why === 'string' ? { code: why } : why;
     const { principal, session } = refusal;
     const run = startRun(toolCall, { traceparent, principal, session });
     run.event.grantFailure = refusal.grantFailure;
