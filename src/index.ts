@@ -29,7 +29,8 @@ export { Mounts } from './bus/subjects.js';
 // The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
 export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/mount.js';
-export { type CallEvent, type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/types.js';
+export type { RefusalBudgetOptions } from './dispatcher/refusals.js';
+export { type CallEvent, type RefusalSummary, type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/types.js';
 
 // Identity: session grants (who calls, with which profile), minted, presented and verified.
 export { GrantError } from './identity/errors.js';

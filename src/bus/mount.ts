@@ -82,6 +82,8 @@ export interface Refusal {
   op: string;
   data: Uint8Array;
   traceparent: string | undefined;
+  /** Its `Matrix-Grant` header, when its headers could be read. */
+  grant: string | undefined;
   error: MatrixError;
 }
 
@@ -190,10 +192,12 @@ export class Mount {
     const bound = this.ops.get(op);
     let encoding: Encoding = Encoding.MsgPack;
     let traceparent: string | undefined;
+    let grant: string | undefined;
     let ran = false;
     try {
       const read = requestHeadersOf(msg);
       traceparent = read.context.traceparent;
+      grant = read.context.grant;
       if (read.json) encoding = Encoding.Json;
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
@@ -209,7 +213,7 @@ export class Mount {
       else this.reply(msg, result, encoding, bound, started);
     } catch (err) {
       const error = this.fail(msg, err, encoding, bound, started);
-      if (!ran) this.options.onRefused?.({ op, data: msg.data, traceparent, error });
+      if (!ran) this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
     }
   }
 

@@ -9,6 +9,7 @@
  */
 import { type Command, Option } from 'commander';
 import { type ConnectOptions, connectOptionsFromEnv, DEFAULT_NATS_URL } from '../bus/connect.js';
+import { DEFAULT_REFUSAL_BURST, DEFAULT_REFUSALS_PER_MINUTE } from '../dispatcher/refusals.js';
 import type { AuditStreamOptions } from '../mounts/audit-stream.js';
 import { DEFAULT_SESSIONS_BUCKET } from '../mounts/sessions.js';
 import { DEFAULT_BUCKET } from '../registry/kv-store.js';
@@ -87,8 +88,18 @@ export const serveSettings = {
     description: 'size past which the oldest audit events are dropped, in bytes',
     defaultText: '1073741824 (1 GiB)',
   },
+  auditRefusals: {
+    env: 'MATRIX_AUDIT_REFUSALS',
+    description: '$calls refused without a valid grant stored one by one per minute, per instance; the rest summarised',
+    defaultText: String(DEFAULT_REFUSALS_PER_MINUTE),
+  },
+  auditRefusalBurst: {
+    env: 'MATRIX_AUDIT_REFUSAL_BURST',
+    description: 'of those, most stored in a row after a quiet spell',
+    defaultText: String(DEFAULT_REFUSAL_BURST),
+  },
   replicas: { env: 'MATRIX_TOOLS_REPLICAS', description: 'replicas of the buckets when the service creates them (1–5)', defaultText: '1' },
-} satisfies { [K in keyof ServeOptions | 'auditStream' | 'auditMaxAge' | 'auditMaxBytes']?: Setting };
+} satisfies { [K in keyof ServeOptions | 'auditStream' | 'auditMaxAge' | 'auditMaxBytes' | 'auditRefusals' | 'auditRefusalBurst']?: Setting };
 
 /** Adds a flag for each setting that has one; the help line names its variable and default. */
 export function addSettings(cmd: Command, settings: Record<string, Setting>): Command {
@@ -150,6 +161,10 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   if (typeof policy === 'string') options.policy = policy;
   const trust = value(s.trust);
   if (typeof trust === 'string') options.trust = trust;
+  const perMinute = wholeNumber(s.auditRefusals.env, value(s.auditRefusals), 0);
+  const burst = wholeNumber(s.auditRefusalBurst.env, value(s.auditRefusalBurst), 0);
+  if (perMinute !== undefined || burst !== undefined)
+    options.refusals = { ...(perMinute !== undefined && { perMinute }), ...(burst !== undefined && { burst }) };
   return options;
 }
 

@@ -9,6 +9,7 @@ import { type Logger, stderrLogger } from '../bus/log.js';
 import type { Mount } from '../bus/mount.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { dispatcherMount } from '../dispatcher/mount.js';
+import type { RefusalBudgetOptions } from '../dispatcher/refusals.js';
 import { localToolSource } from '../dispatcher/sessions.js';
 import { IdentityGate, parseIssuers } from '../identity/gate.js';
 import { agentsMount } from '../mounts/agents.js';
@@ -49,6 +50,8 @@ export interface ServeOptions {
   trust?: string;
   /** Where audit events are stored, and for how long. */
   audit: AuditStreamOptions;
+  /** How many `$call`s refused without a valid grant are stored one by one (`MATRIX_AUDIT_REFUSALS`, `MATRIX_AUDIT_REFUSAL_BURST`). */
+  refusals?: RefusalBudgetOptions;
   /** Port of the Prometheus `/metrics` endpoint; none by default. */
   metricsPort?: number;
   /** OTLP/HTTP endpoint for spans and metrics (`OTEL_EXPORTER_OTLP_ENDPOINT`); none by default. */
@@ -145,7 +148,7 @@ async function startMounts(nc: NatsConnection, options: ServeOptions, { policy, 
   if (registry !== undefined) running.mounts.push(registryMount(nc, { registry, logger, identity }));
   if (options.dispatcher) {
     // Beside the registry, resolve in this process: same state, one hop less.
-    const dispatcher = new Dispatcher(nc, registry !== undefined ? { source: localToolSource(registry) } : {});
+    const dispatcher = new Dispatcher(nc, { ...(registry !== undefined && { source: localToolSource(registry) }), refusals: options.refusals });
     running.closers.push(() => dispatcher.close());
     running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity }));
   }

@@ -35,20 +35,25 @@ export class AuditLog {
 
   constructor(private readonly nc: NatsConnection) {}
 
-  /** Tells the observers, then batches the event for publishing. */
-  record(event: CallEvent): void {
+  /** Tells the observers (unless `observed` is false: no call's event), then batches the event for publishing. */
+  record(event: CallEvent, observed = true): void {
+    if (observed) this.observe(event);
+    this.batch.push(event);
+    if (this.batch.length >= MAX_BATCH) this.flush();
+    else if (this.timer === undefined) {
+      this.timer = setTimeout(() => this.flush(), FLUSH_MS);
+      this.timer.unref();
+    }
+  }
+
+  /** Tells the observers of a call whose event is not published (a refusal counted into a summary). */
+  observe(event: CallEvent): void {
     for (const observe of callObservers) {
       try {
         observe(event);
       } catch {
         // Telemetry must not fail the call it describes.
       }
-    }
-    this.batch.push(event);
-    if (this.batch.length >= MAX_BATCH) this.flush();
-    else if (this.timer === undefined) {
-      this.timer = setTimeout(() => this.flush(), FLUSH_MS);
-      this.timer.unref();
     }
   }
 

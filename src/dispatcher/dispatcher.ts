@@ -15,6 +15,7 @@
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
  * published: the steps before `forward` are synchronous.
  */
+import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
@@ -26,12 +27,13 @@ import { approvalGate } from './approval.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { AuditLog, isoNow } from './audit.js';
 import { retryDelay, TargetSlots } from './forward.js';
+import { RefusalBudget, type RefusalBudgetOptions } from './refusals.js';
 import { CallRefused, errorResult, refuse, targetFailed } from './results.js';
 import { type Route, route } from './route.js';
 import { busToolSource, type Session, SessionCache, type SessionCacheOptions, type ToolSource } from './sessions.js';
 import { DEFAULT_CONTENT_CAP, type Shaped, shapeReply } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
-import type { CallEvent, ToolCall, ToolResult } from './types.js';
+import type { CallEvent, RefusalSummary, ToolCall, ToolResult } from './types.js';
 
 /** How a dispatcher behaves; every field has a default. */
 export interface DispatcherOptions {
@@ -55,6 +57,21 @@ export interface DispatcherOptions {
   backoffMs?: number;
   /** Publish audit events; default true. */
   audit?: boolean;
+  /** How many refusals without a valid grant are stored one by one (the rest are summarised). */
+  refusals?: RefusalBudgetOptions;
+}
+
+/** A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known of who sent it. */
+export interface EarlyRefusal {
+  /** The error code the caller got. */
+  code: string;
+  /** The check its grant failed (`details.grant`), when it was refused for its grant. */
+  grantFailure?: string;
+  /** The principal and session of a valid grant (the body asked for other authority): its event is stored whatever the rate. */
+  principal?: string;
+  session?: string;
+  /** The `sub` of a grant a trusted issuer signed that was refused all the same (expired, …): not proof of the caller. */
+  grantSubject?: string;
 }
 
 /** One call on its way through the pipeline: the call, its context, and the audit event it fills in. */
@@ -74,10 +91,11 @@ export class Dispatcher {
   private readonly sessions: SessionCache;
   private readonly validators = new ArgumentValidators();
   private readonly slots: TargetSlots;
-  private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal'>>;
+  private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals'>>;
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
+  private readonly refusalBudget: RefusalBudget;
 
   constructor(
     readonly nc: NatsConnection,
@@ -85,6 +103,7 @@ export class Dispatcher {
   ) {
     this.client = new BusClient(nc);
     this.auditLog = new AuditLog(nc);
+    this.refusalBudget = new RefusalBudget(options.refusals ?? {}, (summary) => this.summarise(summary));
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
     this.slots = new TargetSlots(options.maxInFlightPerTarget ?? 1024, options.maxInFlightPerPrincipal);
     this.options = {
@@ -123,12 +142,25 @@ export class Dispatcher {
   }
 
   /**
-   * Audits a call refused before it reached this dispatcher's pipeline (a grant that failed at
-   * the mount): every call has its event. It carries no session or principal: what a refused
-   * caller claimed is not identity.
+   * Audits a call refused before it reached this dispatcher's pipeline (at the mount, or for its
+   * grant): every call is told. One with a verified principal (a valid grant whose body asked for
+   * other authority) has its event, with that principal and session. Others carry no identity
+   * (what an unverified caller claims is not identity; the client's connection is not known
+   * here) and cost nothing to send, so they are bounded (`refusals.ts`): past the rate each is
+   * counted into a summary event instead of stored. `why`: the refusal, or only its error code.
    */
-  refused(toolCall: ToolCall, traceparent: string | undefined, code: string): void {
-    this.record(startRun(toolCall, traceparent === undefined ? {} : { traceparent }), 'error', code);
+  refused(toolCall: ToolCall, traceparent: string | undefined, why: EarlyRefusal | string): void {
+    const refusal = typeof why === 'string' ? { code: why } : why;
+    const { principal, session } = refusal;
+    const run = startRun(toolCall, { traceparent, principal, session });
+    run.event.grantFailure = refusal.grantFailure;
+    run.event.grantSubject = refusal.grantSubject;
+    if (principal !== undefined || !this.options.audit) {
+      this.record(run, 'error', refusal.code);
+      return;
+    }
+    if (this.refusalBudget.admit(refusal.grantFailure ?? refusal.code, toolCall.name)) this.record(run, 'error', refusal.code);
+    else this.auditLog.observe(this.finish(run, 'error', refusal.code));
   }
 
   /** Calls in flight to `target` now (each holds one of its `maxInFlightPerTarget` slots). */
@@ -138,6 +170,7 @@ export class Dispatcher {
 
   /** Publishes the audit events not sent yet, stops listening for registry changes, and fails calls still waiting. */
   close(): void {
+    this.refusalBudget.flush();
     this.auditLog.flush();
     this.stopWatching();
     this.stopObserving();
@@ -232,19 +265,41 @@ export class Dispatcher {
 
   /** Publishes the call's audit event (when auditing is on); returns the call's duration in ms. */
   private record(run: CallRun, outcome: CallEvent['outcome'], code: string | undefined): number {
-    const durationMs = Math.round((performance.now() - run.started) * 1000) / 1000;
-    if (!this.options.audit) return durationMs;
+    if (!this.options.audit) return elapsed(run);
+    const e = this.finish(run, outcome, code);
+    this.auditLog.record(e);
+    return e.durationMs;
+  }
+
+  /** The call's event, filled in at its end. */
+  private finish(run: CallRun, outcome: CallEvent['outcome'], code: string | undefined): CallEvent {
     const e = run.event;
     e.outcome = outcome;
     e.code = code;
-    e.durationMs = durationMs;
+    e.durationMs = elapsed(run);
     e.at = isoNow();
     e.session = run.context.session;
     e.principal = run.context.principal;
     e.traceparent = run.context.traceparent;
-    this.auditLog.record(e);
-    return durationMs;
+    return e;
   }
+
+  /** Publishes a summary of refusals counted past the rate, as an event of its own (no call's). */
+  private summarise(summary: RefusalSummary): void {
+    const event = startRun({ id: `refusals-${randomUUID()}`, name: REFUSALS, arguments: {} }, {}).event;
+    event.outcome = 'error';
+    event.at = isoNow();
+    event.refused = summary;
+    this.auditLog.record(event, false);
+  }
+}
+
+/** The `name` of a summary event of refusals. */
+export const REFUSALS = '(refusals)';
+
+/** The call's duration so far, in ms, to the microsecond. */
+function elapsed(run: CallRun): number {
+  return Math.round((performance.now() - run.started) * 1000) / 1000;
 }
 
 /** Failures to resolve a session that are the registry's, not the oracle's: the call's result says so. */
@@ -281,6 +336,9 @@ function startRun(call: ToolCall, ctx: CallContext): CallRun {
     argumentsDigest: undefined,
     argumentsBytes: undefined,
     at: '',
+    grantFailure: undefined,
+    grantSubject: undefined,
+    refused: undefined,
   };
   return { call, context, event, started: performance.now() };
 }

@@ -4,7 +4,7 @@
  * from a table and writes each value directly. The bytes decode to what the generic encoder's
  * would (a test holds the two together).
  */
-import type { CallEvent } from './types.js';
+import type { CallEvent, RefusalSummary } from './types.js';
 
 /** The MessagePack bytes of each field's name; a field added to `CallEvent` must be added here. */
 const KEY = {
@@ -22,6 +22,9 @@ const KEY = {
   argumentsDigest: key('argumentsDigest'),
   argumentsBytes: key('argumentsBytes'),
   at: key('at'),
+  grantFailure: key('grantFailure'),
+  grantSubject: key('grantSubject'),
+  refused: key('refused'),
 } satisfies Record<keyof CallEvent, Uint8Array>;
 
 function key(name: string): Uint8Array {
@@ -59,18 +62,58 @@ function writeEvent(e: CallEvent): void {
     field(KEY.attempts, e.attempts) +
     field(KEY.argumentsDigest, e.argumentsDigest) +
     field(KEY.argumentsBytes, e.argumentsBytes) +
-    field(KEY.at, e.at);
-  buf[header] = 0x80 | count; // fixmap: 14 fields at most
+    field(KEY.at, e.at) +
+    field(KEY.grantFailure, e.grantFailure) +
+    field(KEY.grantSubject, e.grantSubject) +
+    summaryField(e.refused);
+  if (count < 16)
+    buf[header] = 0x80 | count; // fixmap: every event of a call that ran
+  else {
+    // map16: an event with every field set (a refusal's fields with a call's) needs 2 more bytes.
+    ensure(2);
+    buf.copyWithin(header + 3, header + 1, pos);
+    buf[header] = 0xde;
+    view.setUint16(header + 1, count);
+    pos += 2;
+  }
 }
 
-/** Writes one field unless its value is undefined; returns how many it wrote. */
-function field(name: Uint8Array, value: string | number | undefined): number {
-  if (value === undefined) return 0;
+/** Writes a summary's `refused` field unless there is none (only summaries have one); returns how many it wrote. */
+function summaryField(s: RefusalSummary | undefined): number {
+  if (s === undefined) return 0;
+  writeKey(KEY.refused);
+  mapHeader(5);
+  writeString('count');
+  writeNumber(s.count);
+  writeString('reasons');
+  const reasons = Object.entries(s.reasons);
+  mapHeader(reasons.length);
+  for (const [reason, n] of reasons) {
+    writeString(reason);
+    writeNumber(n);
+  }
+  writeString('tools');
+  arrayHeader(s.tools.length);
+  for (const tool of s.tools) writeString(tool);
+  writeString('otherTools');
+  writeNumber(s.otherTools);
+  writeString('since');
+  writeString(s.since);
+  return 1;
+}
+
+function writeKey(name: Uint8Array): void {
   ensure(name.length);
   const b = buf;
   let p = pos;
   for (let i = 0; i < name.length; i++) b[p++] = name[i] as number;
   pos = p;
+}
+
+/** Writes one field (a string or a number) unless its value is undefined; returns how many it wrote. */
+function field(name: Uint8Array, value: string | number | undefined): number {
+  if (value === undefined) return 0;
+  writeKey(name);
   if (typeof value === 'number') writeNumber(value);
   else writeString(String(value));
   return 1;
@@ -86,6 +129,7 @@ function ensure(bytes: number): void {
 
 /** Formats of a length or unsigned integer: the 1-byte form and its limit, then the 8-, 16- and 32-bit type bytes. */
 const ARRAY = { fix: 0x90, fixLimit: 16, u8: undefined, u16: 0xdc, u32: 0xdd };
+const MAP = { fix: 0x80, fixLimit: 16, u8: undefined, u16: 0xde, u32: 0xdf };
 const STR = { fix: 0xa0, fixLimit: 32, u8: 0xd9, u16: 0xda, u32: 0xdb };
 const UINT = { fix: 0x00, fixLimit: 0x80, u8: 0xcc, u16: 0xcd, u32: 0xce };
 
@@ -109,6 +153,10 @@ function sized(n: number, format: { fix: number; fixLimit: number; u8: number | 
 
 function arrayHeader(n: number): void {
   sized(n, ARRAY);
+}
+
+function mapHeader(n: number): void {
+  sized(n, MAP);
 }
 
 function writeString(s: string): void {

@@ -5,8 +5,10 @@ import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
+import type { GrantError } from '../identity/errors.js';
 import { IdentityGate } from '../identity/gate.js';
-import { Dispatcher } from './dispatcher.js';
+import { GrantFailure } from '../identity/types.js';
+import { Dispatcher, type EarlyRefusal } from './dispatcher.js';
 import type { CallRequest, ToolCall } from './types.js';
 
 /** Version of the dispatcher implementation. */
@@ -37,9 +39,10 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     maxRequestBytes: options.maxRequestBytes,
     logger: options.logger,
     onStop: options.dispatcher === undefined ? () => dispatcher.close() : undefined,
-    // A $call refused before it ran (bad body, bad header, deadline past) is audited as well.
-    onRefused: ({ op, data, traceparent, error }) => {
-      if (op === '$call') dispatcher.refused(callIn(data), traceparent, error.code);
+    // A $call refused before it ran (bad body, bad header, deadline past) is audited as well,
+    // under the principal of its grant when that grant is valid.
+    onRefused: ({ op, data, traceparent, grant, error }) => {
+      if (op === '$call') dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
     },
     ops: {
       $call: {
@@ -48,13 +51,27 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
-          const admitted = identity.admit(request.session, ctx, (err) => dispatcher.refused(request.call, ctx.traceparent, err.code));
+          const admitted = identity.admit(request.session, ctx, (err) => dispatcher.refused(request.call, ctx.traceparent, grantRefusal(err)));
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
           return dispatcher.call(admitted.request, request.call, { traceparent, deadline, session, principal, grant, readSessions });
         },
       },
     },
   });
+}
+
+/**
+ * A refused grant as the audit tells it: the failure, and whom a trusted issuer's signature
+ * names: the principal and session of a valid grant (the body asked for other authority),
+ * else only the signed `sub` (an expired grant proves nothing of who sends it now).
+ */
+function grantRefusal(err: GrantError): EarlyRefusal {
+  const refusal: EarlyRefusal = { code: err.code, grantFailure: err.failure };
+  if (err.failure === GrantFailure.Authority && err.subject !== undefined && err.session !== undefined) {
+    refusal.principal = err.subject;
+    refusal.session = err.session;
+  } else if (err.subject !== undefined) refusal.grantSubject = err.subject;
+  return refusal;
 }
 
 /** What can be read of a refused request's call: its id and tool name when they are short strings. */

@@ -81,4 +81,31 @@ export interface CallEvent {
   argumentsBytes?: number;
   /** ISO 8601 time the call ended. */
   at: string;
+  /** On a call refused for its grant: which check the grant failed (`details.grant`: `missing`, `expired`, …). */
+  grantFailure?: string;
+  /**
+   * On a call refused for its grant: the grant's `sub` when a trusted issuer's signature on it
+   * verified (it expired, is not valid yet, or its claims were refused). Whom the issuer named,
+   * not proof of who sent it: anyone holding an expired grant can send it.
+   */
+  grantSubject?: string;
+  /** Only on a summary event (name `(refusals)`): refusals without a valid grant counted, not stored one by one. */
+  refused?: RefusalSummary;
+}
+
+/**
+ * Refusals of callers without a valid grant past the dispatcher's rate of stored refusals
+ * (PROTOCOL 8): counted, and told in one summary event per interval, so none goes untold.
+ */
+export interface RefusalSummary {
+  /** How many refusals this summary stands for; none of them has an event of its own. */
+  count: number;
+  /** Of them, how many by reason: the grant's failure (`missing`, `bad_signature`, …), else the error code. */
+  reasons: Record<string, number>;
+  /** Tool names they named, first seen first, at most 8, each cut to 32 characters. */
+  tools: string[];
+  /** Of them, how many named a tool not in `tools`. */
+  otherTools: number;
+  /** ISO 8601 time of the first refusal counted. */
+  since: string;
 }

@@ -6,6 +6,13 @@ import type { GrantFailure } from './types.js';
 export class GrantError extends ForbiddenError {
   override name = 'GrantError';
   readonly failure: GrantFailure;
+  /**
+   * The grant's `sub` and `nats.session` when a trusted issuer's signature on it verified: valid
+   * identity when the failure is `authority_mismatch` (the grant holds, the body asked for
+   * more), otherwise only whom the issuer once named (it expired, is not valid yet, …).
+   */
+  subject: string | undefined;
+  session: string | undefined;
 
   constructor(failure: GrantFailure, message: string) {
     super(message, { details: { grant: failure } });

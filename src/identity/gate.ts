@@ -7,7 +7,7 @@ import type { CallContext } from '../bus/context.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { grantedRequest } from './authorize.js';
 import { GrantError } from './errors.js';
-import { GrantVerifier, type GrantVerifierOptions } from './verify.js';
+import { GrantVerifier, type GrantVerifierOptions, signedFor } from './verify.js';
 
 /** A request admitted: what to resolve, and the context to act under downstream. */
 export interface Admitted {
@@ -54,12 +54,30 @@ export class IdentityGate {
     }
   }
 
+  /**
+   * Whom a valid grant names, for a request refused before its grant was checked (an invalid
+   * body); undefined for a grant that is missing or not valid, or when trusting callers.
+   */
+  holder(grant: string | undefined): { principal: string; session: string } | undefined {
+    if (this.verifier === undefined || grant === undefined) return undefined;
+    try {
+      const { sub, nats } = this.verifier.verify(grant).claims;
+      return { principal: sub, session: nats.session };
+    } catch {
+      return undefined;
+    }
+  }
+
   private admitByGrant(verifier: GrantVerifier, body: ResolveRequest, ctx: CallContext): Admitted {
     const grant = verifier.verify(ctx.grant);
     const { sub, nats } = grant.claims;
     const admitted: CallContext = { traceparent: ctx.traceparent, deadline: ctx.deadline, session: nats.session, principal: sub, grant: grant.text };
     if (nats.readSessions !== undefined && nats.readSessions.length > 0) admitted.readSessions = nats.readSessions.join(',');
-    return { request: grantedRequest(grant, body), ctx: admitted };
+    try {
+      return { request: grantedRequest(grant, body), ctx: admitted };
+    } catch (err) {
+      throw err instanceof GrantError ? signedFor(err, grant.claims) : err;
+    }
   }
 }
 

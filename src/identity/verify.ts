@@ -82,6 +82,15 @@ export class GrantVerifier {
         `Matrix-Grant comes from an untrusted issuer: ${iss.slice(0, 60)} is not among the ${this.keys.size} this service trusts`,
       );
     if (!verify(null, signed, key, signature)) throw signatureFailure(claims, iss);
+    try {
+      return this.checkSigned(text, claims, now);
+    } catch (err) {
+      throw err instanceof GrantError ? signedFor(err, claims) : err;
+    }
+  }
+
+  /** The claims of a grant whose signature verified, checked, and its times against `now`. */
+  private checkSigned(text: string, claims: Record<string, unknown>, now: number): VerifiedGrant {
     const checked = checkClaims(claims);
     const expiresAtMs = checked.exp * 1000;
     if (now >= expiresAtMs)
@@ -91,6 +100,14 @@ export class GrantVerifier {
     }
     return { text, claims: checked, expiresAtMs };
   }
+}
+
+/** A refusal of a grant whose issuer's signature verified, naming its `sub` and session where they are well formed. */
+export function signedFor(err: GrantError, claims: { sub?: unknown; nats?: unknown }): GrantError {
+  if (typeof claims.sub === 'string' && PRINCIPAL.test(claims.sub)) err.subject = claims.sub;
+  const session = (claims.nats as { session?: unknown } | null | undefined)?.session;
+  if (typeof session === 'string' && SESSION_ID.test(session)) err.session = session;
+  return err;
 }
 
 /**

@@ -44,6 +44,8 @@ describe('CLI configuration: flags over environment over defaults', () => {
       MATRIX_AUDIT_STREAM: 'ENV_AUDIT',
       MATRIX_AUDIT_MAX_AGE: '60',
       MATRIX_AUDIT_MAX_BYTES: '1024',
+      MATRIX_AUDIT_REFUSALS: '0',
+      MATRIX_AUDIT_REFUSAL_BURST: '20',
     };
     const options = serveConfig(serveFlags('--server', 'nats://flag:4222', '--user', 'flag-user', '--bucket', 'flag-bucket', '--no-dispatcher'), env);
     expect(options).toMatchObject({
@@ -58,6 +60,7 @@ describe('CLI configuration: flags over environment over defaults', () => {
       metricsPort: 9464,
       otlpEndpoint: 'http://otel:4318',
       audit: { stream: 'ENV_AUDIT', maxAgeMs: 60_000, maxBytes: 1024, replicas: 3 },
+      refusals: { perMinute: 0, burst: 20 },
     });
   });
 

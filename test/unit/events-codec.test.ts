@@ -19,12 +19,30 @@ const full: Required<CallEvent> = {
   argumentsDigest: '0123456789abcdef',
   argumentsBytes: 70_000,
   at: '2026-11-30T09:30:54.123Z',
+  grantFailure: 'expired',
+  grantSubject: 'agent:ö',
+  refused: {
+    count: 70_000,
+    reasons: { missing: 69_000, bad_request: 999, expired: 1 },
+    tools: ['spy_run', 'ü'.repeat(32)],
+    otherTools: 3,
+    since: '2026-11-30T09:30:53.000Z',
+  },
 };
 
 describe('the call event encoder', () => {
   it('writes what the generic MessagePack encoder writes, field for field', () => {
     expect(decode(encodeCallEvents([full]))).toEqual([full]);
     expect(decode(encodeCallEvents([full]))).toEqual(decode(encode([full])));
+  });
+
+  it('writes the event of a call that ran as a fixmap, and one with more than 15 fields as a map16 of the same fields', () => {
+    const { grantFailure: _f, grantSubject: _s, refused: _r, ...ran } = full;
+    const bytes = encodeCallEvents([ran]);
+    expect(bytes[1]).toBe(0x80 | 14);
+    const everything = encodeCallEvents([full]);
+    expect(everything[1]).toBe(0xde);
+    expect(decode(everything)).toEqual([full]);
   });
 
   it('leaves out undefined fields', () => {

@@ -255,6 +255,47 @@ describe('the identity gate', () => {
   });
 });
 
+describe('whom a refused grant names', () => {
+  const refusal = (fn: () => unknown): GrantError => {
+    try {
+      fn();
+    } catch (err) {
+      if (err instanceof GrantError) return err;
+      throw err;
+    }
+    throw new Error('not refused');
+  };
+
+  it('names the signed sub of an expired or not yet valid grant, and nothing of one whose signature fails', () => {
+    const { verifier, advance } = clocked();
+    const grant = mintGrant(issuer, spec, T0);
+    const early = mintGrant(issuer, { ...spec, notBeforeSeconds: 600 }, T0);
+    expect(refusal(() => verifier.verify(early))).toMatchObject({ failure: GrantFailure.NotYetValid, subject: 'agent:alpha', session: 'sess-1' });
+    advance(61_000);
+    expect(refusal(() => verifier.verify(grant))).toMatchObject({ failure: GrantFailure.Expired, subject: 'agent:alpha', session: 'sess-1' });
+    const [h, c] = grant.split('.') as [string, string];
+    const stranger = createAccount();
+    const resigned = `${h}.${c}.${Buffer.from(stranger.sign(Buffer.from(`${h}.${c}`))).toString('base64url')}`;
+    for (const unsigned of [resigned, mintGrant(stranger, spec, T0 + 61_000), 'x', undefined]) {
+      expect(refusal(() => verifier.verify(unsigned))).toMatchObject({ subject: undefined, session: undefined });
+    }
+  });
+
+  it('names the valid grant of a body that asks for other authority, and finds the holder of a valid grant only', () => {
+    const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
+    const grant = mintGrant(issuer, { ...spec, ttlSeconds: 3600 });
+    expect(refusal(() => gate.admit({ profile: 'admin' }, { grant }))).toMatchObject({
+      failure: GrantFailure.Authority,
+      subject: 'agent:alpha',
+      session: 'sess-1',
+    });
+    expect(gate.holder(grant)).toEqual({ principal: 'agent:alpha', session: 'sess-1' });
+    expect(gate.holder(mintGrant(issuer, spec, Date.now() - 3_600_000))).toBeUndefined();
+    expect(gate.holder(undefined)).toBeUndefined();
+    expect(IdentityGate.trustingCallers().holder(grant)).toBeUndefined();
+  });
+});
+
 describe('approval rules on the principal', () => {
   it('match globs: * any run, ? one character, the rest literal', () => {
     expect(globMatches('user:ops-*', 'user:ops-ann')).toBe(true);

@@ -112,9 +112,19 @@ function matches(e: CallEvent, f: CallFilter, sinceMs: number | undefined): bool
   return true;
 }
 
+/** The badge of a failed call, or of a summary of refusals: how many, and why. */
+function errorText(e: CallEvent): string {
+  if (e.refused !== undefined) {
+    const why = Object.entries(e.refused.reasons).map(([reason, n]) => `${reason} ${n}`);
+    return `${e.refused.count} refused: ${why.join(', ')}`;
+  }
+  if (e.code === 'approval_denied') return 'approval denied';
+  return `error ${e.code ?? ''}${e.grantFailure === undefined ? '' : ` (${e.grantFailure})`}`;
+}
+
 function callRow(e: CallEvent): SafeHtml {
   const trace = traceIdOf(e.traceparent);
-  const outcome = e.outcome === 'ok' ? badge('ok', 'ok') : badge(e.code === 'approval_denied' ? 'approval denied' : `error ${e.code ?? ''}`, 'error');
+  const outcome = e.outcome === 'ok' ? badge('ok', 'ok') : badge(errorText(e), 'error');
   const time = e.at.length >= 23 ? e.at.slice(11, 23) : e.at;
   return html`<tr data-call-id="${e.callId}"><td class="mono" title="${e.at}">${time}<div class="sub">${e.at.slice(0, 10)}</div></td>
     <td><strong class="mono">${e.name}</strong><div class="sub" title="arguments digest">${e.argumentsDigest ?? ''}</div></td>

@@ -1,0 +1,109 @@
+/**
+ * A bound on the audit events of refusals no valid grant stands behind (PROTOCOL 8). Any user
+ * that may publish to `system.dispatcher.$call` can have calls refused as fast as the server
+ * takes them, and the trail is bounded by bytes, oldest dropped first: one stored event per
+ * refusal would let anyone push everyone else's events out of it. A token bucket lets
+ * `perMinute` of them (`burst` at once) be stored as they are; past it each is counted, and one
+ * summary per `summaryMs` says how many, why and for which tools, so none goes untold. A call
+ * with a verified principal never comes here.
+ */
+import type { RefusalSummary } from './types.js';
+
+/** How many refusals without a valid grant are stored one by one; every field has a default. */
+export interface RefusalBudgetOptions {
+  /** Refusals stored one by one per minute, on average; default 30. 0 stores none past the burst. */
+  perMinute?: number;
+  /** Most stored in a row after a quiet spell; default 200. */
+  burst?: number;
+  /** Longest a counted refusal waits for its summary, in ms; default 10000. */
+  summaryMs?: number;
+  /** The clock, in ms; default `performance.now`. */
+  now?: () => number;
+  /** The wall clock, ISO 8601, for `since`; default `new Date().toISOString()`. */
+  iso?: () => string;
+}
+
+/**
+ * Default refusals stored per minute. A flood that never stops, against the default trail
+ * (1 GiB, 7 days), then writes ~280 bytes every 2 s and a summary of at most ~680 bytes every
+ * 10 s (both as stored, with the stream's own overhead): ~125 MB a week, about 12% of the
+ * trail, per dispatcher instance (README, "The audit trail").
+ */
+export const DEFAULT_REFUSALS_PER_MINUTE = 30;
+/** Default burst of stored refusals: a misconfigured agent's first refusals are all stored. */
+export const DEFAULT_REFUSAL_BURST = 200;
+/** Default longest wait of a counted refusal for its summary, in ms. */
+export const DEFAULT_SUMMARY_MS = 10_000;
+/** Tool names a summary lists. */
+const MAX_TOOLS = 8;
+/** Characters of a tool name a summary keeps. */
+const MAX_TOOL_NAME = 32;
+
+/** The token bucket of stored refusals, and the count of those past it until their summary. */
+export class RefusalBudget {
+  private readonly perMs: number;
+  private readonly burst: number;
+  private readonly summaryMs: number;
+  private readonly now: () => number;
+  private readonly iso: () => string;
+  private tokens: number;
+  private filledAt: number;
+  private pending: RefusalSummary | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  /** `publish` gets each summary (it must not throw). */
+  constructor(
+    options: RefusalBudgetOptions,
+    private readonly publish: (summary: RefusalSummary) => void,
+  ) {
+    this.perMs = (options.perMinute ?? DEFAULT_REFUSALS_PER_MINUTE) / 60_000;
+    this.burst = options.burst ?? DEFAULT_REFUSAL_BURST;
+    this.summaryMs = options.summaryMs ?? DEFAULT_SUMMARY_MS;
+    this.now = options.now ?? (() => performance.now());
+    this.iso = options.iso ?? (() => new Date().toISOString());
+    this.tokens = this.burst;
+    this.filledAt = this.now();
+  }
+
+  /**
+   * May this refusal's event be stored? If not, it is counted (by `reason`, and its `tool`) into
+   * the summary published within `summaryMs`.
+   */
+  admit(reason: string, tool: string): boolean {
+    const now = this.now();
+    this.tokens = Math.min(this.burst, this.tokens + (now - this.filledAt) * this.perMs);
+    this.filledAt = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return true;
+    }
+    this.count(reason, tool);
+    return false;
+  }
+
+  /** Publishes the summary of what was counted, if anything was; the next one starts empty. */
+  flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const summary = this.pending;
+    if (summary === undefined) return;
+    this.pending = undefined;
+    this.publish(summary);
+  }
+
+  private count(reason: string, tool: string): void {
+    let summary = this.pending;
+    if (summary === undefined) {
+      summary = { count: 0, reasons: {}, tools: [], otherTools: 0, since: this.iso() };
+      this.pending = summary;
+      this.timer = setTimeout(() => this.flush(), this.summaryMs);
+      this.timer.unref();
+    }
+    summary.count++;
+    summary.reasons[reason] = (summary.reasons[reason] ?? 0) + 1;
+    const name = tool.length > MAX_TOOL_NAME ? tool.slice(0, MAX_TOOL_NAME) : tool;
+    if (summary.tools.includes(name)) return;
+    if (summary.tools.length < MAX_TOOLS) summary.tools.push(name);
+    else summary.otherTools++;
+  }
+}

@@ -1,0 +1,155 @@
+/**
+ * A flood of `$call`s without a valid grant must not erase the audit trail. Any agent user may
+ * publish to `system.dispatcher.$call`; each refusal was stored as a full event, and the trail is
+ * bounded by bytes, oldest dropped first: 1 GiB of refusals in a few minutes pushed everyone
+ * else's events out. Now refusals no valid grant stands behind are stored up to a rate and
+ * counted past it into summary events; calls with a valid grant are stored whatever the flood.
+ */
+import { headers, type NatsConnection } from '@nats-io/nats-core';
+import { createAccount } from '@nats-io/nkeys';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import { connectBus } from '../../src/bus/connect.js';
+import { Header } from '../../src/bus/context.js';
+import type { Mount } from '../../src/bus/mount.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { dispatcherMount } from '../../src/dispatcher/mount.js';
+import { localToolSource } from '../../src/dispatcher/sessions.js';
+import type { CallEvent } from '../../src/dispatcher/types.js';
+import { IdentityGate } from '../../src/identity/gate.js';
+import { mintGrant } from '../../src/identity/mint.js';
+import { AuditStream } from '../../src/mounts/audit-stream.js';
+import { Registry } from '../../src/registry/registry.js';
+import { StaticStore } from '../../src/registry/store.js';
+import { eventually } from '../harness/eventually.js';
+import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+
+const FLOOD = 5_000;
+/** One call with a valid grant every this many refusals: 63 of them, 21 of each kind. */
+const EVERY = 80;
+const GRANTED = Math.ceil(FLOOD / EVERY);
+const PER_SECOND = 10;
+const BURST = 100;
+
+describe('a flood of $calls without a valid grant', () => {
+  let server: ProcessNats;
+  let nc: NatsConnection;
+  let client: BusClient;
+  let dispatcher: Dispatcher;
+  let mount: Mount;
+  let trail: AuditStream;
+  const issuer = createAccount();
+  const grant = (spec: { principal?: string; now?: number; by?: typeof issuer } = {}) =>
+    mintGrant(
+      spec.by ?? issuer,
+      { principal: spec.principal ?? 'agent:alpha', session: 'sess-alpha', resolve: { profile: 'default' }, ttlSeconds: 3600 },
+      spec.now,
+    );
+
+  beforeAll(async () => {
+    server = await startNatsProcess();
+    nc = await connectBus({ servers: server.url, name: 'refusal-flood' });
+    client = new BusClient(nc, { timeoutMs: 60_000 });
+    trail = await AuditStream.open(nc, { stream: 'FLOOD_AUDIT' });
+    dispatcher = new Dispatcher(nc, {
+      source: localToolSource(new Registry(new StaticStore())),
+      refusals: { perMinute: PER_SECOND * 60, burst: BURST, summaryMs: 500 },
+    });
+    mount = await dispatcherMount(nc, { dispatcher, identity: IdentityGate.forIssuers([issuer.getPublicKey()]) }).start();
+  });
+  afterAll(async () => {
+    await mount?.stop();
+    dispatcher?.close();
+    client?.close();
+    await nc?.drain();
+    await server?.stop();
+  });
+
+  /** Every event the stream stores now, in order. */
+  async function stored(): Promise<CallEvent[]> {
+    const { first, last } = await trail.bounds();
+    const events: CallEvent[] = [];
+    for (let seq = first; seq <= last && last > 0; seq++) {
+      const batch = await trail.batch(seq);
+      for (const e of batch?.events ?? []) if (e !== undefined) events.push(e);
+    }
+    return events;
+  }
+
+  it('stores at most its rate of them and tells the rest in summaries, while every granted call is stored', async () => {
+    const expired = grant({ principal: 'agent:old', now: Date.now() - 7_200_000 });
+    const stranger = grant({ by: createAccount() });
+    const valid = grant();
+    const garbage = new TextEncoder().encode('not a request at all');
+    // Four kinds of refusal: no grant, an untrusted issuer's, an expired one, and a body the mount cannot read.
+    const refuse = (i: number): Promise<unknown> => {
+      const call = { id: `flood-${i}`, name: `tool_${i % 7}` };
+      const kind = i % 4;
+      if (kind === 3) return nc.request('system.dispatcher.$call', garbage, { timeout: 60_000 });
+      const ctx = kind === 0 ? {} : { grant: kind === 1 ? stranger : expired };
+      return client.request('system.dispatcher', '$call', { session: { profile: 'default' }, call }, ctx);
+    };
+    // Calls with a valid grant meanwhile: one that runs, one whose body asks for other authority, one with a body the mount cannot read.
+    const granted = (i: number): Promise<unknown> => {
+      const kind = i % 3;
+      if (kind === 2) {
+        const h = headers();
+        h.set(Header.Grant, valid);
+        return nc.request('system.dispatcher.$call', garbage, { timeout: 60_000, headers: h });
+      }
+      const session = kind === 0 ? { profile: 'default' } : { profile: 'admin' };
+      return client.request('system.dispatcher', '$call', { session, call: { id: `granted-${i}`, name: 'no_such_tool' } }, { grant: valid });
+    };
+
+    const started = performance.now();
+    const pending: Promise<unknown>[] = [];
+    for (let i = 0; i < FLOOD; i++) {
+      pending.push(refuse(i).catch(() => undefined));
+      if (i % EVERY === 0) pending.push(granted(i / EVERY).catch(() => undefined));
+      if (i % 250 === 249) await Promise.all(pending.splice(0));
+    }
+    await Promise.all(pending);
+    const seconds = (performance.now() - started) / 1000;
+
+    // Every refusal is told: stored one by one, or counted in a summary (summaries go out within 500 ms).
+    const told = (events: CallEvent[]) => {
+      const one = events.filter((e) => e.principal === undefined && e.refused === undefined).length;
+      const summarised = events.reduce((n, e) => n + (e.refused?.count ?? 0), 0);
+      return { one, summarised };
+    };
+    const events = await eventually(
+      async () => {
+        const now = await stored();
+        const { one, summarised } = told(now);
+        return one + summarised === FLOOD && now.filter((e) => e.principal !== undefined).length === GRANTED ? now : false;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    ).catch(async () => stored());
+
+    const { one, summarised } = told(events);
+    const summaries = events.filter((e) => e.refused !== undefined);
+    console.log(`${FLOOD} refusals in ${seconds.toFixed(1)} s: ${one} stored, ${summarised} in ${summaries.length} summaries`);
+    // At most the burst and the rate over the flood's length (a second of slack), never one per refusal.
+    expect(one).toBeLessThanOrEqual(BURST + PER_SECOND * (Math.ceil(seconds) + 1));
+    expect(one + summarised).toBe(FLOOD);
+    expect(summaries.length).toBeGreaterThan(0);
+    for (const s of summaries) {
+      expect(s).toMatchObject({ name: '(refusals)', outcome: 'error' });
+      expect(Object.values(s.refused?.reasons ?? {}).reduce((a, b) => a + b, 0)).toBe(s.refused?.count);
+    }
+    const reasons = new Set(summaries.flatMap((s) => Object.keys(s.refused?.reasons ?? {})));
+    expect([...reasons].sort()).toEqual(['bad_request', 'expired', 'missing', 'untrusted_issuer']);
+
+    // Every call with a valid grant is stored, under its principal and session.
+    const ofGrant = events.filter((e) => e.principal !== undefined);
+    expect(ofGrant).toHaveLength(GRANTED);
+    expect(ofGrant.every((e) => e.principal === 'agent:alpha' && e.session === 'sess-alpha')).toBe(true);
+    expect(ofGrant.filter((e) => e.grantFailure === 'authority_mismatch')).toHaveLength(GRANTED / 3);
+    expect(ofGrant.filter((e) => e.code === 'bad_request')).toHaveLength(GRANTED / 3);
+
+    // A stored refusal of an expired grant says whom its issuer named, apart from the principal.
+    const expiredEvent = events.find((e) => e.grantFailure === 'expired' && e.refused === undefined);
+    expect(expiredEvent).toMatchObject({ code: 'forbidden', grantSubject: 'agent:old' });
+    expect(expiredEvent?.principal).toBeUndefined();
+  }, 120_000);
+});
