@@ -99,9 +99,16 @@ export class AuditStream {
     return { seq, time: m.time.getTime(), events: eventsOfBatch(m.data) };
   }
 
-  /** The sequences of the batches that hold events of a trace, as indexed so far, ascending. */
+  /**
+   * The sequences of the batches that hold events of a trace, as indexed so far, ascending. A
+   * lookup that fails has what is missing made again (an index deleted while no call came would
+   * otherwise wait for the next call's write) and fails `unavailable`; a later one finds it.
+   */
   batchesOf(traceId: string): Promise<number[]> {
-    return readTraceIndex(this.nc, this.jsm, this.name, this.shards, traceId).catch(unreadable);
+    return readTraceIndex(this.nc, this.jsm, this.name, this.shards, traceId).catch((err) => {
+      void this.restore().catch(() => undefined);
+      return unreadable(err);
+    });
   }
 
   /** The sequence up to which every batch is indexed (the shared consumer's ack floor). */

@@ -177,7 +177,7 @@ describe('the trace-id index', () => {
     await server.stop();
   });
 
-  it('creates its index again when someone deletes it, and indexes the whole trail again (found by an outside attack)', async () => {
+  it('creates its index again when someone deletes it, at the next lookup or write, and indexes the whole trail again (found by an outside attack)', async () => {
     stop();
     const jsm = await jetstreamManager(nc);
     for await (const info of jsm.streams.list()) await jsm.streams.delete(info.config.name);
@@ -191,6 +191,8 @@ describe('the trace-id index', () => {
     await eventually(async () => expect(await audit.indexedThrough()).toBe(1));
     expect(await audit.batchesOf(a)).toEqual([1]);
     await jsm.streams.delete(audit.indexName);
+    // No call comes: the lookup that finds the index gone has it made again and indexed anew.
+    await eventually(async () => expect(await audit.batchesOf(a)).toEqual([1]), { timeoutMs: 20_000 });
     log.record(makeEvents(1, [b], Date.now())[0] as CallEvent);
     log.flush();
     await eventually(async () => expect(await audit.indexedThrough()).toBe(2), { timeoutMs: 20_000 });
