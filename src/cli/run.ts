@@ -5,7 +5,6 @@
 import type { Command } from 'commander';
 import { BusClient } from '../bus/client.js';
 import { connectBus } from '../bus/connect.js';
-import { mountReplyPrefix } from '../bus/subjects.js';
 import { connectConfig, type Flags } from './config.js';
 import { ExitCode, type Output, processOutput, reportError } from './output.js';
 
@@ -34,9 +33,7 @@ export async function runVerb(verb: AnyVerb, args: Flags, out: Output, env: Node
   const options = connectConfig(args, env);
   let client: BusClient;
   try {
-    const nc = await connectBus(options);
-    // `introspect <mount>` asks any mount: replies on an inbox a mount's NATS user may answer onto.
-    client = new BusClient(nc, { inboxPrefix: mountReplyPrefix(nc) });
+    client = new BusClient(await connectBus(options));
   } catch (err) {
     out.note(`error: cannot reach NATS at ${options.servers}: ${(err as Error).message} (start it, or pass --server / NATS_URL)`);
     return ExitCode.Unreachable;

@@ -7,7 +7,7 @@ import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { ResolvedToolContext } from '../../src/registry/types.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
-import { startScript } from '../harness/service.js';
+import { cli, startScript } from '../harness/service.js';
 
 /** What the server refused a connection, as `<operation> <subject>`, as it says so. */
 function refusals(nc: NatsConnection): string[] {
@@ -150,6 +150,17 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
       expect(described).toMatchObject({ isError: false });
       expect(described.content).toContain('"$forecast"');
       expect(described.content).toContain('"maxLength":100');
+      // The CLI as service, with no inbox prefix of its own: `introspect` and `check` of the mount.
+      const asService = ['--user', 'service', '--password', 'service-secret'];
+      const introspected = await cli(bus.server.url, 'introspect', 'app.weather', '--json', ...asService);
+      expect(introspected.stderr).toBe('');
+      expect(JSON.parse(introspected.stdout)).toMatchObject({
+        mount: 'app.weather',
+        ops: expect.arrayContaining([expect.objectContaining({ op: '$forecast' })]),
+      });
+      const checked = await cli(bus.server.url, 'check', 'app.weather', ...asService);
+      expect(checked.stdout).not.toMatch(/no answer|nobody answered/);
+      expect(checked.code).toBe(0);
     } finally {
       expect(await weather.stop('SIGTERM')).toBe(0);
     }
