@@ -3,8 +3,11 @@
  * registers the tool context `weather` while it runs (withdrawing it when it stops).
  *
  *   npm run build && node dist/examples/weather-service.js
+ *
+ * With deploy/nats.conf it runs as its own user (NATS_USER=weather NATS_PASSWORD=weather-secret),
+ * which may answer app.weather's requests and nothing else: the operator registers the context.
  */
-import { connectBus, connectOptionsFromEnv, Mount, type ToolContextSpec, ToolProvider } from '../src/index.js';
+import { connectBus, connectOptionsFromEnv, ForbiddenError, Mount, type ToolContextSpec, ToolProvider } from '../src/index.js';
 
 const forecastRequest = {
   type: 'object' as const,
@@ -51,8 +54,16 @@ const mount = await new Mount(nc, {
   },
 }).start();
 const provider = new ToolProvider(nc, [weather]);
-const [registered] = await provider.start();
-process.stderr.write(`weather service ready: app.weather mounted, context weather registered at revision ${registered?.revision}\n`);
+let registered: string;
+try {
+  const [reply] = await provider.start();
+  registered = `context weather registered at revision ${reply?.revision}`;
+} catch (err) {
+  // As its own NATS user of deploy/nats.conf (NATS_USER=weather) a mount only answers: the operator registers.
+  if (!(err instanceof ForbiddenError)) throw err;
+  registered = 'not permitted to register the context weather (register it as operator)';
+}
+process.stderr.write(`weather service ready: app.weather mounted, ${registered}\n`);
 
 const stop = async () => {
   await provider.stop();

@@ -42,6 +42,8 @@ export interface BusClientOptions {
   timeoutMs?: number;
   /** Resolution of the deadline sweep, in ms. Default 5. */
   sweepMs?: number;
+  /** Prefix of its reply subjects; default the connection's (`_INBOX`, or its `inboxPrefix`). */
+  inboxPrefix?: string;
 }
 
 /** A reply as it came: body decoded, headers kept. */
@@ -76,7 +78,7 @@ export class BusClient {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
     // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive replies.
-    this.inbox = `${createInbox((nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
+    this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
   }
 
   /** Calls `<target>.<op>` with `args` and returns the decoded reply, or throws a `MatrixError`. */

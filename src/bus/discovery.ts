@@ -3,8 +3,8 @@
  * `$SRV.PING|INFO|STATS`, by all, by service name and by instance id, so `nats micro ls`
  * and the `@nats-io/services` client find and measure it. One endpoint per op.
  */
-import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { isInboxSubject, queueGroup, serviceName } from './subjects.js';
+import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { isInboxSubject, mountReplyPrefix, queueGroup, serviceName } from './subjects.js';
 
 /** Running figures of one op, in ADR-32's field names; times in nanoseconds. */
 export interface EndpointStats {
@@ -103,20 +103,37 @@ export function discoverService<T extends { name: string }>(nc: NatsConnection, 
   return gather<T>(nc, `$SRV.${verb}.${service}`, waitMs);
 }
 
+/**
+ * Every answer within `waitMs`, asked for on an inbox of `mountReplyPrefix` (mounts answer
+ * discovery): none sooner when the server says nothing serves the subject.
+ */
 async function gather<T extends { name: string }>(nc: NatsConnection, subject: string, waitMs: number): Promise<T[]> {
   const found: T[] = [];
+  let done: () => void = () => {};
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const timer = setTimeout(() => done(), waitMs);
+  let sub: Subscription | undefined;
   try {
-    const replies = await nc.requestMany(subject, '', { strategy: 'timer', maxWait: waitMs });
-    for await (const msg of replies) {
-      try {
-        const body = JSON.parse(new TextDecoder().decode(msg.data)) as T;
-        if (typeof body?.name === 'string') found.push(body);
-      } catch {
-        // Not an ADR-32 reply: nothing to learn from it.
-      }
-    }
+    const inbox = createInbox(mountReplyPrefix(nc));
+    sub = nc.subscribe(inbox, {
+      callback: (err, msg) => {
+        // No responders: no instance of that service is live, which is an answer too.
+        if (err !== null || (msg.data.length === 0 && msg.headers?.code === 503)) return done();
+        try {
+          const body = JSON.parse(new TextDecoder().decode(msg.data)) as T;
+          if (typeof body?.name === 'string') found.push(body);
+        } catch {
+          // Not an ADR-32 reply: nothing to learn from it.
+        }
+      },
+    });
+    nc.publish(subject, new Uint8Array(), { reply: inbox });
+    await finished;
   } catch {
-    // No responders: no instance of that service is live, which is an answer too.
+    // A closed connection: nobody can answer.
+  } finally {
+    clearTimeout(timer);
+    sub?.unsubscribe();
   }
   return found;
 }

@@ -2,6 +2,7 @@
  * Every subject the project uses is built here, so the naming rules of PROTOCOL
  * section 1 live in one place.
  */
+import type { NatsConnection } from '@nats-io/nats-core';
 
 /** The mounts this project answers as. */
 export const Mounts = {
@@ -92,4 +93,21 @@ const INBOX = /^_INBOX[^.]*\.[^.]/;
  */
 export function isInboxSubject(subject: string): boolean {
   return INBOX.test(subject);
+}
+
+/**
+ * The inbox prefix of the service's requests to mounts. A mount's NATS user may publish its
+ * replies there (deploy/nats.conf), never onto `_INBOX.>`, where the service's JetStream and KV
+ * replies land: what a mount learns from a request's reply subject aims at nothing else.
+ */
+export const TARGETS_INBOX_PREFIX = '_INBOX_targets';
+
+/**
+ * Where to ask for replies a mount sends (an op, `$SRV` discovery): the connection's own inbox
+ * prefix when it has one (`_INBOX_operator`: its user may receive there only), else
+ * `TARGETS_INBOX_PREFIX`, never the connection's default `_INBOX`.
+ */
+export function mountReplyPrefix(nc: NatsConnection): string {
+  const own = (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
+  return own && own !== '_INBOX' ? own : TARGETS_INBOX_PREFIX;
 }

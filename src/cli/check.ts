@@ -5,14 +5,14 @@
  * what holds and what does not, and exits 1 on a miss.
  */
 import { decode } from '@msgpack/msgpack';
-import { type Msg, type NatsConnection, headers as natsHeaders, nuid } from '@nats-io/nats-core';
+import { createInbox, type Msg, type NatsConnection, headers as natsHeaders, nuid } from '@nats-io/nats-core';
 import type { Command } from 'commander';
 import type { BusClient } from '../bus/client.js';
 import { encodeBody, JSON_CONTENT_TYPE } from '../bus/codec.js';
 import { Header } from '../bus/context.js';
 import { discoverService, type Verb } from '../bus/discovery.js';
 import { ErrorCode, errorStatus } from '../bus/errors.js';
-import { opSubject, serviceName } from '../bus/subjects.js';
+import { mountReplyPrefix, opSubject, serviceName } from '../bus/subjects.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
 import { withConnection } from './config.js';
 import { ExitCode, jsonFlag, type Output, table, UsageError } from './output.js';
@@ -78,7 +78,8 @@ async function request(nc: NatsConnection, subject: string, data: Uint8Array, h:
   for (const [name, value] of Object.entries(h)) hdrs.set(name, value);
   let msg: Msg;
   try {
-    msg = await nc.request(subject, data, { timeout: timeoutMs, headers: hdrs });
+    // On an inbox a mount's NATS user may answer onto.
+    msg = await nc.request(subject, data, { timeout: timeoutMs, headers: hdrs, noMux: true, reply: createInbox(mountReplyPrefix(nc)) });
   } catch (err) {
     const message = (err as Error).message;
     return /no responders/i.test(message) || /503/.test(message) ? `no responders on ${subject}` : `no answer from ${subject} (${message})`;

@@ -4,9 +4,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
-import type { BusClient } from '../bus/client.js';
+import { BusClient } from '../bus/client.js';
 import { newTraceparent, traceIdOf } from '../bus/context.js';
-import { Mounts } from '../bus/subjects.js';
+import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
 import { watchCalls } from '../dispatcher/audit.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import type { MountDescription } from '../mounts/agents.js';
@@ -111,7 +111,9 @@ export async function call(client: BusClient, args: CallArgs, out: Output): Prom
 /** `introspect [mount]`: the live mounts (via system.agents), or one mount's own `$introspect`. */
 export async function introspect(client: BusClient, args: { mount?: string; json?: boolean }, out: Output): Promise<number> {
   if (args.mount !== undefined) {
-    const reply = await client.request<IntrospectReply>(args.mount, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS });
+    // Any mount answers: on an inbox its NATS user may publish onto (deploy/nats.conf).
+    const toMount = new BusClient(client.nc, { inboxPrefix: mountReplyPrefix(client.nc) });
+    const reply = await toMount.request<IntrospectReply>(args.mount, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS }).finally(() => toMount.close());
     if (args.json) out.print(json(reply));
     else {
       out.print(`${reply.mount} ${reply.version} (instance ${reply.instance.id})`);

@@ -20,6 +20,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError } from '../bus/errors.js';
+import { mountReplyPrefix } from '../bus/subjects.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight } from '../telemetry/instruments.js';
@@ -87,7 +88,14 @@ interface CallRun {
 
 /** Dispatches LLM tool calls to mounts. One per process is plenty; it is safe to share. */
 export class Dispatcher {
+  /** Asks the registry and the approver. */
   readonly client: BusClient;
+  /**
+   * Calls the targets, replies on `_INBOX_targets` (`mountReplyPrefix`): the inboxes a mount's
+   * NATS user may answer onto hold no other reply, neither the registry's and the approver's
+   * (`client`) nor JetStream's.
+   */
+  private readonly targets: BusClient;
   private readonly sessions: SessionCache;
   private readonly validators = new ArgumentValidators();
   private readonly slots: TargetSlots;
@@ -102,6 +110,7 @@ export class Dispatcher {
     options: DispatcherOptions = {},
   ) {
     this.client = new BusClient(nc);
+    this.targets = new BusClient(nc, { inboxPrefix: mountReplyPrefix(nc) });
     this.auditLog = new AuditLog(nc);
     this.refusalBudget = new RefusalBudget(options.refusals ?? {}, (summary) => this.summarise(summary));
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
@@ -176,6 +185,7 @@ export class Dispatcher {
     this.stopObserving();
     this.sessions.close();
     this.client.close();
+    this.targets.close();
   }
 
   /**
@@ -220,7 +230,7 @@ export class Dispatcher {
       for (let attempt = 1; ; attempt++) {
         run.event.attempts = attempt;
         try {
-          return await this.client.request(to.target, to.op, to.body, options);
+          return await this.targets.request(to.target, to.op, to.body, options);
         } catch (err) {
           const wait = retryDelay(to, err, attempt, deadline, this.options);
           if (wait === undefined) throw targetFailed(run.call.name, to, err);

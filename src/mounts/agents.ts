@@ -10,7 +10,7 @@ import { BusClient } from '../bus/client.js';
 import { discover, mountOf, type ServiceInfo } from '../bus/discovery.js';
 import { NotFoundError } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
-import { Mounts } from '../bus/subjects.js';
+import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import type { IntrospectReply } from '../registry/types.js';
 
@@ -28,7 +28,8 @@ const INTROSPECT_DESCRIPTION = 'This mount and the live mounts with their instan
 
 /** Builds the `system.agents` mount. */
 export function agentsMount(nc: NatsConnection, options: { discoveryWaitMs?: number } = {}): Mount {
-  const client = new BusClient(nc, { timeoutMs: 2_000 });
+  // Any mount answers its `$introspect`: onto the inboxes a mount's NATS user may publish to.
+  const client = new BusClient(nc, { timeoutMs: 2_000, inboxPrefix: mountReplyPrefix(nc) });
   const waitMs = options.discoveryWaitMs ?? 200;
   const mount: Mount = new Mount(nc, {
     name: Mounts.Agents,

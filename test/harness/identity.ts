@@ -1,29 +1,32 @@
 /**
- * A bus set up as `docker compose up` runs it: nats-server with deploy/nats.conf, the service as
- * `service` trusting one grant issuer, an approval policy, and a spy target (as user `mount`,
- * answering through allow_responses) behind a registered context. Connections per user, each
- * with the inbox prefix its permissions allow; grants minted on demand.
+ * A bus set up as `docker compose up` runs it: nats-server with deploy/nats.conf (its mount user
+ * copied for the test's mounts `app.spy` and `app.secret`), the service as `service` trusting one
+ * grant issuer, an approval policy, and a spy target (as its own user `spy`) behind a registered
+ * context. Connections per user, each with the inbox prefix its permissions allow; grants minted
+ * on demand.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createAccount, type KeyPair } from '@nats-io/nkeys';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { type GrantSpec, mintGrant } from '../../src/identity/mint.js';
+import { confWithMountUsers } from './nats-conf.js';
 import { type ProcessNats, startNatsProcess } from './nats-server.js';
 import { type ServiceProcess, startScript } from './service.js';
 import { startTarget, type Target } from './targets.js';
 
-/** The users of deploy/nats.conf, with their passwords and inbox prefixes. */
+/** The users of deploy/nats.conf (`spy` and `secret` copied from `weather`), with their passwords and inbox prefixes. */
 export const users = {
   service: { user: 'service', pass: 'service-secret' },
   operator: { user: 'operator', pass: 'operator-secret', inboxPrefix: '_INBOX_operator' },
   agent: { user: 'agent', pass: 'agent-secret', inboxPrefix: '_INBOX_agent' },
   agent2: { user: 'agent-2', pass: 'agent-2-secret', inboxPrefix: '_INBOX_agent-2' },
-  mount: { user: 'mount', pass: 'mount-secret' },
+  weather: { user: 'weather', pass: 'weather-secret' },
+  spy: { user: 'spy', pass: 'spy-secret' },
+  secret: { user: 'secret', pass: 'secret-secret' },
 } as const;
 
 /** The approval policy the service runs with: `$delete` only for `user:ops-*`; invoke reaches app.spy only. */
@@ -65,7 +68,7 @@ export async function startSecuredBus(options: { trust?: boolean } = {}): Promis
   const dir = mkdtempSync(join(tmpdir(), 'identity-'));
   const policyFile = join(dir, 'policy.json');
   writeFileSync(policyFile, JSON.stringify(policy));
-  const server = await startNatsProcess(['-c', fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url))]);
+  const server = await startNatsProcess(['-c', confWithMountUsers(['spy', 'secret'])]);
   const issuer = createAccount();
   const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();
@@ -78,9 +81,14 @@ export async function startSecuredBus(options: { trust?: boolean } = {}): Promis
   };
   const operator = new BusClient(await connect('operator'), { timeoutMs: 5_000 });
   await operator.request('system.tools', '$register', { spec: spyContext });
-  const mountNc = await connect('mount');
-  const spy = await startTarget(mountNc, 'app.spy', { $run: () => ({ ran: true }), $delete: () => ({ deleted: true }), $read: () => ({ read: true }) });
-  const secret = await startTarget(mountNc, 'app.secret', { $run: () => ({ leaked: true }) });
+  const spy = await startTarget(await connect('spy'), 'app.spy', {
+    $run: () => ({ ran: true }),
+    $delete: () => ({ deleted: true }),
+    $read: () => ({ read: true }),
+    // A reply a forger answering at once would beat.
+    $slow: () => new Promise((resolve) => setTimeout(() => resolve({ ran: 'slowly' }), 300)),
+  });
+  const secret = await startTarget(await connect('secret'), 'app.secret', { $run: () => ({ leaked: true }) });
   return {
     server,
     service,

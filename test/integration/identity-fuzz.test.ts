@@ -40,8 +40,9 @@ describe(`seeded random calls as the agent user, with grants for random profiles
   beforeAll(async () => {
     bus = await startSecuredBus();
     agent = new BusClient(await bus.connect('agent'), { timeoutMs: 10_000 });
-    // Every request that reaches any app.> target, with the session the dispatcher sent.
-    const mountNc = await bus.connect('mount');
+    // Every request that reaches any app.> target, with the session the dispatcher sent (seen as
+    // `service`: a mount's user receives its own mount's requests only).
+    const mountNc = await bus.connect('service');
     mountNc.subscribe('app.>', { callback: (err, msg) => void (err === null && arrivals.push({ subject: msg.subject, session: sessionOf(msg.headers) })) });
     await mountNc.flush();
     for (const [i, authority] of authorities.entries()) {

@@ -147,8 +147,8 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
   });
 
   it("lets no mount's reply to the operator's ping land on the audit subject or the JetStream API (found by an outside attack)", async () => {
-    // A naive micro service as user `mount`: it answers $SRV.PING onto whatever reply subject it is given.
-    const mountNc = await bus.connect('mount');
+    // A naive micro service as a mount's user: it answers $SRV.PING onto whatever reply subject it is given.
+    const mountNc = await bus.connect('spy');
     const operatorNc = await bus.connect('operator');
     const serviceNc = await bus.connect('service');
     const jsm = await jetstreamManager(serviceNc);
@@ -371,8 +371,8 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
   });
 
   it('gives the agent no discovery request that a naive micro service would answer onto a subject of its choice', async () => {
-    // A third-party service as user `mount`: it answers $SRV.PING onto any reply subject, as the NATS micro libraries do.
-    const mountNc = await bus.connect('mount');
+    // A third-party service as a mount's user: it answers $SRV.PING onto any reply subject, as the NATS micro libraries do.
+    const mountNc = await bus.connect('spy');
     let pinged = 0;
     mountNc.subscribe('$SRV.PING', {
       callback: (_e, msg) => {

@@ -1,5 +1,6 @@
+import type { NatsConnection } from '@nats-io/nats-core';
 import { describe, expect, it } from 'vitest';
-import { isReservedSubject, reservedPatterns, subjectMatches } from '../../src/bus/subjects.js';
+import { isReservedSubject, mountReplyPrefix, reservedPatterns, subjectMatches, TARGETS_INBOX_PREFIX } from '../../src/bus/subjects.js';
 
 describe('isReservedSubject', () => {
   // The definition: an inbox, or a subject one of the reserved patterns matches.
@@ -43,5 +44,17 @@ describe('isReservedSubject', () => {
       'system.dispatcher',
       'system.approvals.$ask',
     ]);
+  });
+});
+
+describe('mountReplyPrefix', () => {
+  // What it reads of a connection: the inbox prefix it was opened with (connectBus's `inboxPrefix`).
+  const opened = (inboxPrefix?: string) => ({ options: { inboxPrefix } }) as unknown as NatsConnection;
+
+  it("asks mounts for replies on the connection's own inbox prefix, else on _INBOX_targets, never on _INBOX", () => {
+    expect(mountReplyPrefix(opened())).toBe(TARGETS_INBOX_PREFIX);
+    expect(mountReplyPrefix(opened('_INBOX'))).toBe('_INBOX_targets');
+    expect(mountReplyPrefix(opened('_INBOX_operator'))).toBe('_INBOX_operator');
+    expect(isReservedSubject(`${TARGETS_INBOX_PREFIX}.x`)).toBe(true);
   });
 });

@@ -1,0 +1,30 @@
+/**
+ * deploy/nats.conf as a deployment grows it: its one mount user (`weather`, for `app.weather`)
+ * copied for each further mount, as the comment above that block says to do.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The least-privilege configuration docker-compose.yml runs. */
+export const deployConf = fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url));
+
+/** A copy of deploy/nats.conf with the `weather` block copied for user `<name>` of mount `app.<name>`, each name; returns its path. */
+export function confWithMountUsers(names: readonly string[]): string {
+  const conf = readFileSync(deployConf, 'utf8');
+  const start = conf.indexOf('{\n        user: weather\n');
+  if (start < 0) throw new Error(`${deployConf} has no block for user weather to copy`);
+  let depth = 0;
+  let end = start;
+  do {
+    if (conf[end] === '{') depth++;
+    if (conf[end] === '}') depth--;
+    end++;
+  } while (depth > 0);
+  const block = conf.slice(start, end);
+  const copies = names.map((name) => `\n      ${block.replaceAll('weather', name)}`).join('');
+  const file = join(mkdtempSync(join(tmpdir(), 'nats-conf-')), 'nats.conf');
+  writeFileSync(file, conf.slice(0, end) + copies + conf.slice(end));
+  return file;
+}
