@@ -7,6 +7,7 @@ import type { CallContext } from '../bus/context.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { grantedRequest } from './authorize.js';
 import { GrantError } from './errors.js';
+import { GrantFailure } from './types.js';
 import { GrantVerifier, type GrantVerifierOptions, signedFor } from './verify.js';
 
 /** A request admitted: what to resolve, and the context to act under downstream. */
@@ -49,8 +50,13 @@ export class IdentityGate {
     try {
       return this.admitByGrant(this.verifier, body, ctx);
     } catch (err) {
-      if (err instanceof GrantError) onRefused?.(err);
-      throw err;
+      // Fail closed: whatever went wrong admitting it, the call is refused, and told.
+      const refusal =
+        err instanceof GrantError
+          ? err
+          : new GrantError(GrantFailure.Malformed, `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`);
+      onRefused?.(refusal);
+      throw refusal;
     }
   }
 

@@ -51,7 +51,23 @@ function jsonObject(segment: string, what: string): Record<string, unknown> {
     throw malformed(`its ${what} is not base64url JSON`);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw malformed(`its ${what} is not a JSON object`);
+  if (deeperThan(value, MAX_CLAIMS_DEPTH)) throw malformed(`its ${what} nest deeper than ${MAX_CLAIMS_DEPTH} levels`);
   return value as Record<string, unknown>;
+}
+
+/** Deepest nesting a grant's header or claims may have (a grant's own is 4: claims, nats, resolve, a list). */
+const MAX_CLAIMS_DEPTH = 16;
+
+/** Does a parsed JSON value nest deeper than `max`? Walked without recursion, so any depth is safe to ask about. */
+function deeperThan(value: object, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const [v, depth] = item;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 /** `jti` as NATS JWTs carry it: base64 SHA-512 of the JSON of every other claim, in order. */

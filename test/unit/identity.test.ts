@@ -296,6 +296,48 @@ describe('whom a refused grant names', () => {
   });
 });
 
+describe('grants built to break the verifier (found by an outside attack)', () => {
+  const refusal = (fn: () => unknown): GrantError => {
+    try {
+      fn();
+    } catch (err) {
+      if (err instanceof GrantError) return err;
+      throw err;
+    }
+    throw new Error('not refused');
+  };
+
+  it('refuses claims nested deeper than a grant has, as malformed, and tells the refusal to the audit', () => {
+    // A trusted issuer's name, 64 zero bytes for a signature, and claims an array 6,000 deep:
+    // hashing them to tell tampering from a bad signature overflowed the stack, a RangeError no
+    // refusal was audited for.
+    const deep = `${'['.repeat(6_000)}${']'.repeat(6_000)}`;
+    const claims = `{"iss":"${issuer.getPublicKey()}","jti":"x","sub":"a","deep":${deep}}`;
+    const grant = [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), claims].map((p) => Buffer.from(p).toString('base64url')).join('.');
+    const text = `${grant}.${Buffer.alloc(64).toString('base64url')}`;
+    const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
+    const heard: GrantError[] = [];
+    expect(refusal(() => gate.admit({ profile: 'default' }, { grant: text }, (err) => heard.push(err)))).toMatchObject({ failure: GrantFailure.Malformed });
+    expect(heard.map((e) => e.failure)).toEqual([GrantFailure.Malformed]);
+    expect(heard[0]?.message).toMatch(/nest deeper than/);
+  });
+
+  it('refuses, and tells, whatever else goes wrong while admitting a grant: it fails closed', () => {
+    const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
+    const grant = mintGrant(issuer, { ...spec, ttlSeconds: 3600 });
+    const heard: GrantError[] = [];
+    // A body whose authority fields throw when read: not a GrantError, still a refusal.
+    const hostile = Object.defineProperty({}, 'profile', {
+      enumerable: true,
+      get: () => {
+        throw new RangeError('boom');
+      },
+    });
+    expect(refusal(() => gate.admit(hostile as never, { grant }, (err) => heard.push(err)))).toMatchObject({ failure: GrantFailure.Malformed });
+    expect(heard).toHaveLength(1);
+  });
+});
+
 describe('approval rules on the principal', () => {
   it('match globs: * any run, ? one character, the rest literal', () => {
     expect(globMatches('user:ops-*', 'user:ops-ann')).toBe(true);
