@@ -25,6 +25,17 @@ function clocked(start = T0) {
   return { verifier, advance: (ms: number) => void (now += ms) };
 }
 
+/** The GrantError `fn` throws (anything else is thrown on). */
+function refusal(fn: () => unknown): GrantError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof GrantError) return err;
+    throw err;
+  }
+  throw new Error('not refused');
+}
+
 function failureOf(fn: () => unknown): string | undefined {
   try {
     fn();
@@ -256,16 +267,6 @@ describe('the identity gate', () => {
 });
 
 describe('whom a refused grant names', () => {
-  const refusal = (fn: () => unknown): GrantError => {
-    try {
-      fn();
-    } catch (err) {
-      if (err instanceof GrantError) return err;
-      throw err;
-    }
-    throw new Error('not refused');
-  };
-
   it('names the signed sub of an expired or not yet valid grant, and nothing of one whose signature fails', () => {
     const { verifier, advance } = clocked();
     const grant = mintGrant(issuer, spec, T0);
@@ -297,16 +298,6 @@ describe('whom a refused grant names', () => {
 });
 
 describe('grants built to break the verifier (found by an outside attack)', () => {
-  const refusal = (fn: () => unknown): GrantError => {
-    try {
-      fn();
-    } catch (err) {
-      if (err instanceof GrantError) return err;
-      throw err;
-    }
-    throw new Error('not refused');
-  };
-
   it('refuses claims nested deeper than a grant has, as malformed, and tells the refusal to the audit', () => {
     // A trusted issuer's name, 64 zero bytes for a signature, and claims an array 6,000 deep:
     // hashing them to tell tampering from a bad signature overflowed the stack, a RangeError no
