@@ -84,6 +84,8 @@ interface CallRun {
   event: CallEvent;
   /** `performance.now()` when the call came in. */
   started: number;
+  /** Whether it got as far as an approver or its target (what it cost beyond this process). */
+  reached: boolean;
 }
 
 /** Dispatches LLM tool calls to mounts. One per process is plenty; it is safe to share. */
@@ -104,6 +106,8 @@ export class Dispatcher {
   private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
   private readonly refusalBudget: RefusalBudget;
+  private readonly refusalOptions: RefusalBudgetOptions;
+  private readonly principalBudgets = new Map<string, RefusalBudget>();
 
   constructor(
     readonly nc: NatsConnection,
@@ -112,7 +116,8 @@ export class Dispatcher {
     this.client = new BusClient(nc);
     this.targets = new BusClient(nc, { inboxPrefix: mountReplyPrefix(nc) });
     this.auditLog = new AuditLog(nc);
-    this.refusalBudget = new RefusalBudget(options.refusals ?? {}, (summary) => this.summarise(summary));
+    this.refusalOptions = options.refusals ?? {};
+    this.refusalBudget = new RefusalBudget(this.refusalOptions, (summary) => this.summarise(summary));
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
     this.slots = new TargetSlots(options.maxInFlightPerTarget ?? 1024, options.maxInFlightPerPrincipal);
     this.options = {
@@ -152,11 +157,11 @@ export class Dispatcher {
 
   /**
    * Audits a call refused before it reached this dispatcher's pipeline (at the mount, or for its
-   * grant): every call is told. One with a verified principal (a valid grant whose body asked for
-   * other authority) has its event, with that principal and session. Others carry no identity
-   * (what an unverified caller claims is not identity; the client's connection is not known
-   * here) and cost nothing to send, so they are bounded (`refusals.ts`): past the rate each is
-   * counted into a summary event instead of stored. `why`: the refusal, or only its error code.
+   * grant): every call is told. What an unverified caller claims is not identity, and the
+   * client's connection is not known here; a valid grant (whose body asked for other authority,
+   * or came unreadable) names its principal and session. Such refusals cost nothing to send, so
+   * they are bounded (`refusals.ts`): within a budget (one for callers without a valid grant,
+   * one per principal) each is stored, past it counted into a summary event instead.
    */
   refused(toolCall: ToolCall, traceparent: string | undefined, why: EarlyRefusal | string): void {
     const refusal = typeof why === 'string' ? { code: why } : why;
@@ -164,11 +169,10 @@ export class Dispatcher {
     const run = startRun(toolCall, { traceparent, principal, session });
     run.event.grantFailure = refusal.grantFailure;
     run.event.grantSubject = refusal.grantSubject;
-    if (principal !== undefined || !this.options.audit) {
-      this.record(run, 'error', refusal.code);
-      return;
-    }
-    if (this.refusalBudget.admit(refusal.grantFailure ?? refusal.code, toolCall.name)) this.record(run, 'error', refusal.code);
+    if (!this.options.audit) return;
+    shorten(run.event);
+    const budget = principal === undefined ? this.refusalBudget : this.principalBudget(principal);
+    if (budget.admit(refusal.grantFailure ?? refusal.code, toolCall.name)) this.record(run, 'error', refusal.code);
     else this.auditLog.observe(this.finish(run, 'error', refusal.code));
   }
 
@@ -180,6 +184,7 @@ export class Dispatcher {
   /** Publishes the audit events not sent yet, stops listening for registry changes, and fails calls still waiting. */
   close(): void {
     this.refusalBudget.flush();
+    this.flushPrincipalBudgets();
     this.auditLog.flush();
     this.stopWatching();
     this.stopObserving();
@@ -208,6 +213,7 @@ export class Dispatcher {
 
   /** `approve`: asks `system.approvals`; anything but an approval refuses the call (fail closed). */
   private async approve(to: Route, args: Record<string, unknown>, run: CallRun): Promise<void> {
+    run.reached = true;
     const { call, context } = run;
     const request = { callId: call.id, tool: call.name, target: to.target, op: to.op, arguments: args, session: context.session, principal: context.principal };
     const verdict = await approvalGate(this.client, request, context, this.options.approvalTimeoutMs);
@@ -220,6 +226,7 @@ export class Dispatcher {
    * every way out: a reply, an error reply, a timeout, a throw.
    */
   private async forward(to: Route, run: CallRun): Promise<unknown> {
+    run.reached = true;
     const { traceparent, session, principal, readSessions } = run.context;
     const refused = this.slots.take(to.target, principal);
     if (refused === 'target') throw refuse.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
@@ -267,10 +274,42 @@ export class Dispatcher {
     return errorResult(run.call.id, run.call.name, refuse.unexpected(run.call.name, err));
   }
 
-  /** `audit`: the call's event, published whatever the outcome; stamps the result's duration. */
+  /**
+   * `audit`: the call's event, published whatever the outcome; stamps the result's duration. A
+   * principal's calls refused here before they reached an approver or a target (a tool not in
+   * the session, refused arguments) cost it nothing to send: past its own budget they are
+   * counted into a summary under its name, so no agent can push the others' events out of the
+   * trail with them. Every call that reached a target or an approver is stored.
+   */
   private audit(run: CallRun, result: ToolResult): ToolResult {
+    const principal = run.context.principal;
+    if (result.isError && !run.reached && principal !== undefined && this.options.audit) {
+      const code = result.error?.code ?? 'internal';
+      if (!this.principalBudget(principal).admit(code, run.call.name)) {
+        this.auditLog.observe(this.finish(run, 'error', code));
+        result.durationMs = run.event.durationMs;
+        return result;
+      }
+      shorten(run.event);
+    }
     result.durationMs = this.record(run, result.isError ? 'error' : 'ok', result.error?.code);
     return result;
+  }
+
+  /** The budget of one principal's refusals (a new one when this instance holds too many). */
+  private principalBudget(principal: string): RefusalBudget {
+    let budget = this.principalBudgets.get(principal);
+    if (budget === undefined) {
+      if (this.principalBudgets.size >= MAX_PRINCIPAL_BUDGETS) this.flushPrincipalBudgets();
+      budget = new RefusalBudget(this.refusalOptions, (summary) => this.summarise(summary, principal));
+      this.principalBudgets.set(principal, budget);
+    }
+    return budget;
+  }
+
+  private flushPrincipalBudgets(): void {
+    for (const budget of this.principalBudgets.values()) budget.flush();
+    this.principalBudgets.clear();
   }
 
   /** Publishes the call's audit event (when auditing is on); returns the call's duration in ms. */
@@ -294,9 +333,10 @@ export class Dispatcher {
     return e;
   }
 
-  /** Publishes a summary of refusals counted past the rate, as an event of its own (no call's). */
-  private summarise(summary: RefusalSummary): void {
+  /** Publishes a summary of refusals counted past the rate (one principal's, when given), as an event of its own (no call's). */
+  private summarise(summary: RefusalSummary, principal?: string): void {
     const event = startRun({ id: `refusals-${randomUUID()}`, name: REFUSALS, arguments: {} }, {}).event;
+    event.principal = principal;
     event.outcome = 'error';
     event.at = isoNow();
     event.refused = summary;
@@ -306,6 +346,24 @@ export class Dispatcher {
 
 /** The `name` of a summary event of refusals. */
 export const REFUSALS = '(refusals)';
+
+/** Principals whose refusal budgets one instance holds; past it they start afresh. */
+const MAX_PRINCIPAL_BUDGETS = 10_000;
+/** Characters of a refused call's id and tool name its event keeps (a name no session has is the caller's to choose). */
+const REFUSED_NAME_CHARS = 64;
+
+/** Cuts a refused call's id and name to `REFUSED_NAME_CHARS` (never inside a surrogate pair). */
+function shorten(event: CallEvent): void {
+  event.callId = cut(event.callId);
+  event.name = cut(event.name);
+}
+
+function cut(text: string): string {
+  if (text.length <= REFUSED_NAME_CHARS) return text;
+  const end = REFUSED_NAME_CHARS - 1;
+  const code = text.charCodeAt(end - 1);
+  return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? end - 1 : end)}…`;
+}
 
 /** The call's duration so far, in ms, to the microsecond. */
 function elapsed(run: CallRun): number {
@@ -350,5 +408,5 @@ function startRun(call: ToolCall, ctx: CallContext): CallRun {
     grantSubject: undefined,
     refused: undefined,
   };
-  return { call, context, event, started: performance.now() };
+  return { call, context, event, started: performance.now(), reached: false };
 }

@@ -152,4 +152,46 @@ describe('a flood of $calls without a valid grant', () => {
     expect(expiredEvent).toMatchObject({ code: 'forbidden', grantSubject: 'agent:old' });
     expect(expiredEvent?.principal).toBeUndefined();
   }, 120_000);
+
+  it("holds one principal's cheap refusals to its own budget, so its flood pushes out nobody's events, and cuts what it named (found by an outside attack)", async () => {
+    const flooder = grant({ principal: 'agent:flood' });
+    const victim = grant({ principal: 'agent:victim' });
+    const before = (await stored()).length;
+    // 2,000 calls of a tool no session has, each named and numbered with 256 astral characters
+    // (a 2.2 KB event each, stored one by one before), and one call of the victim's meanwhile.
+    const astral = '\u{1D54F}'.repeat(256);
+    const calls: Promise<unknown>[] = [];
+    for (let i = 0; i < 2_000; i++) {
+      calls.push(
+        client
+          .request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: astral, name: astral } }, { grant: flooder })
+          .catch(() => 0),
+      );
+      if (i === 1_000)
+        calls.push(
+          client.request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: 'v-1', name: 'no_such_tool' } }, { grant: victim }),
+        );
+      if (i % 250 === 249) await Promise.all(calls.splice(0));
+    }
+    await Promise.all(calls);
+    const fresh = await eventually(
+      async () => {
+        const now = (await stored()).slice(before);
+        const mine = now.filter((e) => e.principal === 'agent:flood');
+        const told = mine.filter((e) => e.refused === undefined).length + mine.reduce((n, e) => n + (e.refused?.count ?? 0), 0);
+        return told === 2_000 ? now : false;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    const mine = fresh.filter((e) => e.principal === 'agent:flood');
+    const one = mine.filter((e) => e.refused === undefined);
+    // Its own budget (the burst, and the rate over a few seconds) one by one; the rest counted under its name.
+    expect(one.length).toBeGreaterThanOrEqual(BURST);
+    expect(one.length).toBeLessThan(BURST + PER_SECOND * 30);
+    expect(mine.filter((e) => e.refused !== undefined).every((e) => e.name === '(refusals)' && e.refused?.reasons.not_found !== undefined)).toBe(true);
+    // What it named is cut to 64 characters: ~300 bytes an event, not 2.2 KB.
+    expect(one.every((e) => e.name.length <= 64 && e.callId.length <= 64 && e.name.endsWith('…'))).toBe(true);
+    // The victim's call is stored, its own budget untouched by the flood.
+    expect(fresh.filter((e) => e.principal === 'agent:victim' && e.callId === 'v-1')).toHaveLength(1);
+  }, 120_000);
 });
