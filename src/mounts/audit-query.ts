@@ -1,8 +1,8 @@
 /**
  * `system.traces.$query` over the durable trail: newest first, a page at a time. By trace id
- * it reads the index entry and the batches it names (plus the few stored since the indexer's
- * ack floor); otherwise it walks the stream backwards from the newest batch (or from the
- * `until` time, found by bisection), a bounded number of batches per page.
+ * it reads the batches stored since the indexer's ack floor (not indexed yet) and those the
+ * index names below it; otherwise it walks the stream backwards from the newest batch (or from
+ * the `until` time, found by bisection). Either reads a bounded number of batches per page.
  */
 import { traceIdOf } from '../bus/context.js';
 import type { CallEvent } from '../dispatcher/types.js';
@@ -75,8 +75,6 @@ export function matches(e: CallEvent, f: Filter): boolean {
 export const SCAN_BUDGET = 4096;
 /** Most batches one page of a trace-id query reads (a flooded trace id pages, it does not stall). */
 export const TRACE_BUDGET = 1024;
-/** Most batches past the index's ack floor a trace-id query reads. */
-const TAIL_BUDGET = 1024;
 /** Batches read at once. */
 const WINDOW = 32;
 /** How much later than its events a batch can be stored, in ms (they wait ≤ 5 ms to be sent). */
@@ -128,11 +126,21 @@ function page(found: { event: CallEvent }[], limit: number, kept: number, next: 
   return reply;
 }
 
-/** The batches that may hold a trace's events, newest first, none above `top`: the indexed ones and those past the index's ack floor. */
+/**
+ * The newest batches that may hold a trace's events, none above `top`, newest first: every one
+ * past the index's ack floor, then those the index names below it; one more than a page reads
+ * (so a page that stops at its budget knows to hand back a cursor). Each page asks again, from
+ * its cursor down, so batches indexed between two pages are found in the index. The floor is
+ * read before the index: a batch is acknowledged only once its entries are stored, so each one
+ * at or below that floor is in the index read after it.
+ */
 async function traceBatches(source: BatchSource, traceId: string, bounds: { first: number; last: number }, top: number): Promise<number[]> {
-  const [indexed, floor] = await Promise.all([source.batchesOf(traceId), source.indexedThrough()]);
-  const tail = seqRange(bounds.last, Math.max(floor + 1, bounds.first), TAIL_BUDGET);
-  return [...new Set([...indexed, ...tail])].filter((s) => s <= top && s >= bounds.first).sort((a, b) => b - a);
+  const floor = await source.indexedThrough();
+  const indexed = await source.batchesOf(traceId);
+  const lowest = Math.max(floor + 1, bounds.first);
+  const unindexed = seqRange(Math.min(top, bounds.last), lowest, TRACE_BUDGET + 1);
+  const below = [...new Set(indexed)].filter((s) => s < lowest && s <= top && s >= bounds.first).sort((a, b) => b - a);
+  return [...unindexed, ...below].slice(0, TRACE_BUDGET + 1);
 }
 
 /** Up to `count` sequences from `from` down to `floor`. */

@@ -111,10 +111,17 @@ export class AuditStream {
     });
   }
 
-  /** The sequence up to which every batch is indexed (the shared consumer's ack floor). */
+  /**
+   * The sequence up to which every batch is indexed (the shared consumer's ack floor). A read
+   * that fails has what is missing made again and fails `unavailable`: taking 0 for it would
+   * have a lookup read the whole trail as if nothing were indexed.
+   */
   async indexedThrough(): Promise<number> {
-    const info = await this.jsm.consumers.info(this.name, INDEXER).catch(() => undefined);
-    return info?.ack_floor.stream_seq ?? 0;
+    const info = await this.jsm.consumers.info(this.name, INDEXER).catch((err: Error) => {
+      void this.restore().catch(() => undefined);
+      return unreadable(err);
+    });
+    return info.ack_floor.stream_seq;
   }
 
   /**

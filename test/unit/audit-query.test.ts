@@ -51,6 +51,25 @@ class MemorySource implements BatchSource {
   }
 }
 
+/** A stream whose indexer indexes (and acknowledges) every batch the moment its index has been read; its ack floor answers later than its index. */
+class CatchingUp extends MemorySource {
+  override async batchesOf(traceId: string) {
+    const seqs = await super.batchesOf(traceId);
+    for (const batch of this.stored) {
+      for (const e of batch.events) {
+        const id = e?.traceparent?.slice(3, 35);
+        if (id !== undefined) this.index.set(id, [...new Set([...(this.index.get(id) ?? []), batch.seq])]);
+      }
+    }
+    this.indexed = this.stored.length;
+    return seqs;
+  }
+  override async indexedThrough() {
+    await new Promise((resolve) => setImmediate(resolve));
+    return this.indexed;
+  }
+}
+
 /** Every event of the source, newest first, that `keep` keeps. */
 const newestFirst = (source: MemorySource, keep: (e: CallEvent) => boolean = () => true) =>
   source.stored
@@ -143,5 +162,45 @@ describe('queries over the durable audit stream', () => {
     expect(source.index.get(id)).toHaveLength(4);
     // The four indexed batches and the thousand stored since the index's ack floor, among them the newest match.
     expect(source.reads).toBe(4 + 1000);
+  });
+});
+
+describe('queries by trace id while the indexer lags (found by an outside attack)', () => {
+  const id = trace(42);
+  const ofTrace = (at: number[]) => (seq: number) => ({ traceparent: `00-${at.includes(seq) ? id : trace(seq + 1000)}-0000000000000001-01` });
+
+  it('finds a batch stored more than a page of batches past the ack floor, on a later page', async () => {
+    // The indexing instance is down: the floor is 2,500 batches behind, the trace's batch 1,100 below the newest.
+    const source = new MemorySource(3_000, 1, ofTrace([1_900]), 500);
+    const first = await queryBatches(source, { traceId: id });
+    expect(first.events).toEqual([]);
+    expect(first.next).toBeDefined();
+    expect(source.reads).toBeLessThanOrEqual(TRACE_BUDGET);
+    expect((await pages(source, { traceId: id })).flat()).toEqual(['1900.0']);
+  });
+
+  it('pages newest first through the batches past the floor and then the indexed ones, each event once', async () => {
+    const at = [3, 400, 800, 1_200, 2_100, 2_500, 2_999];
+    const source = new MemorySource(3_000, 1, ofTrace(at), 1_000);
+    expect(source.index.get(id)).toEqual([3, 400, 800]);
+    const got = await pages(source, { traceId: id, limit: 2 });
+    expect(got.flat()).toEqual(newestFirst(source, (e) => e.traceparent?.includes(id) === true));
+    expect(got.flat()).toHaveLength(at.length);
+  });
+
+  it('finds a batch indexed between two pages of a query', async () => {
+    const source = new MemorySource(3_000, 1, ofTrace([1_500]), 0);
+    const first = await queryBatches(source, { traceId: id });
+    expect(first.next).toBeDefined();
+    // The indexer catches up: everything is indexed before the next page is asked for.
+    source.index.set(id, [1_500]);
+    source.indexed = 3_000;
+    const rest = await pages(source, { traceId: id, cursor: first.next });
+    expect([...first.events.map((e) => e.callId), ...rest.flat()]).toEqual(['1500.0']);
+  });
+
+  it('reads the ack floor before the index, so a batch indexed while the query reads is not missed', async () => {
+    const source = new CatchingUp(100, 1, ofTrace([60]), 50);
+    expect((await queryBatches(source, { traceId: id })).events.map((e) => e.callId)).toEqual(['60.0']);
   });
 });
