@@ -7,8 +7,10 @@
  * `UnavailableError`, not `NoRespondersError`: it got the request), a reply nothing can
  * decode → `InternalError`.
  */
+
 import { randomFillSync } from 'node:crypto';
 import { createInbox, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
+import { guarded } from './callbacks.js';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
 import {
@@ -169,9 +171,9 @@ export class BusClient {
   private ensureSubscribed(): void {
     if (this.sub !== undefined && !this.sub.isClosed()) return;
     this.sub = this.nc.subscribe(`${this.inbox}*`, {
-      callback: (err, msg) => {
+      callback: guarded((err, msg) => {
         if (err === null) this.onReply(msg);
-      },
+      }),
     });
     this.nc.closed().then(
       () => this.close(),

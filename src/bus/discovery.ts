@@ -3,7 +3,9 @@
  * `$SRV.PING|INFO|STATS`, by all, by service name and by instance id, so `nats micro ls`
  * and the `@nats-io/services` client find and measure it. One endpoint per op.
  */
+
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { guarded } from './callbacks.js';
 import { isInboxSubject, mountReplyPrefix, queueGroup, serviceName } from './subjects.js';
 
 /** Running figures of one op, in ADR-32's field names; times in nanoseconds. */
@@ -40,10 +42,10 @@ export function serveDiscovery(nc: NatsConnection, source: DiscoverySource): Sub
     for (const subject of [`$SRV.${verb}`, `$SRV.${verb}.${name}`, `$SRV.${verb}.${name}.${source.id}`]) {
       subs.push(
         nc.subscribe(subject, {
-          callback: (err, msg) => {
+          callback: guarded((err, msg) => {
             // Only onto inboxes, as mounts answer (a reply subject is the requester's choice).
             if (err === null && msg.reply !== undefined && isInboxSubject(msg.reply)) answer(msg, verb, name, source);
-          },
+          }),
         }),
       );
     }
@@ -103,39 +105,66 @@ export function discoverService<T extends { name: string }>(nc: NatsConnection, 
   return gather<T>(nc, `$SRV.${verb}.${service}`, waitMs);
 }
 
+/** Most answers one discovery keeps, and the largest it reads: answers are any mount user's to write. */
+const MAX_ANSWERS = 1024;
+const MAX_ANSWER_BYTES = 16 * 1024;
+
 /**
  * Every answer within `waitMs`, asked for on an inbox of `mountReplyPrefix` (mounts answer
- * discovery): none sooner when the server says nothing serves the subject.
+ * discovery). It always waits `waitMs`: an empty "no responders" status could be any mount
+ * user's, forged to end the wait before the real answers come (found by an outside attack).
+ * Answers are read from their bytes only (a header block nats.js cannot decode is never
+ * decoded), at most `MAX_ANSWERS` of at most `MAX_ANSWER_BYTES`.
  */
 async function gather<T extends { name: string }>(nc: NatsConnection, subject: string, waitMs: number): Promise<T[]> {
   const found: T[] = [];
-  let done: () => void = () => {};
-  const finished = new Promise<void>((resolve) => (done = resolve));
-  const timer = setTimeout(() => done(), waitMs);
   let sub: Subscription | undefined;
   try {
     const inbox = createInbox(mountReplyPrefix(nc));
     sub = nc.subscribe(inbox, {
-      callback: (err, msg) => {
-        // No responders: no instance of that service is live, which is an answer too.
-        if (err !== null || (msg.data.length === 0 && msg.headers?.code === 503)) return done();
+      callback: guarded((err, msg) => {
+        if (err !== null || msg.data.length === 0 || msg.data.length > MAX_ANSWER_BYTES || found.length >= MAX_ANSWERS) return;
         try {
           const body = JSON.parse(new TextDecoder().decode(msg.data)) as T;
-          if (typeof body?.name === 'string') found.push(body);
+          if (typeof body?.name === 'string' && body.name.length <= 256) found.push(body);
         } catch {
           // Not an ADR-32 reply: nothing to learn from it.
         }
-      },
+      }),
     });
     nc.publish(subject, new Uint8Array(), { reply: inbox });
-    await finished;
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
   } catch {
     // A closed connection: nobody can answer.
   } finally {
-    clearTimeout(timer);
     sub?.unsubscribe();
   }
   return found;
+}
+
+/**
+ * An `$SRV.INFO` answer as far as it is well formed, or undefined: any mount user can write one,
+ * so every field is checked and bounded before anything reads it (one whose `endpoints` was no
+ * list made every `matrix_introspect` fail, found by an outside attack).
+ */
+export function serviceInfoOf(value: unknown): ServiceInfo | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  const v = value as Record<string, unknown>;
+  const text = (x: unknown, max: number) => (typeof x === 'string' ? x.slice(0, max) : undefined);
+  const name = text(v.name, 256);
+  if (name === undefined) return undefined;
+  const info: ServiceInfo = { name, id: text(v.id, 256) ?? '', version: text(v.version, 64) ?? '' };
+  const description = text(v.description, 512);
+  if (description !== undefined) info.description = description;
+  const mount = text((v.metadata as Record<string, unknown> | null | undefined)?.mount, 256);
+  if (mount !== undefined) info.metadata = { mount };
+  if (Array.isArray(v.endpoints)) {
+    info.endpoints = v.endpoints
+      .slice(0, 64)
+      .map((e) => ({ name: text((e as Record<string, unknown> | null)?.name, 128), subject: text((e as Record<string, unknown> | null)?.subject, 256) }))
+      .filter((e): e is { name: string; subject: string } => e.name !== undefined && e.subject !== undefined);
+  }
+  return info;
 }
 
 /**

@@ -1,5 +1,7 @@
 /** Events on the bus: MessagePack bodies published to `<mount>.events.<name>`, read by plain subscriptions. */
+
 import type { NatsConnection } from '@nats-io/nats-core';
+import { guarded } from './callbacks.js';
 import { decodeBody } from './codec.js';
 
 /** Calls `onEvent` with each decoded event on `subject`; returns a function that stops. Unreadable events are skipped. */
@@ -21,9 +23,9 @@ export function subscribeEvents<T>(nc: NatsConnection, subject: string, onEvent:
  */
 export function subscribeEventData(nc: NatsConnection, subject: string, onData: (data: Uint8Array) => void): () => void {
   const sub = nc.subscribe(subject, {
-    callback: (err, msg) => {
+    callback: guarded((err, msg) => {
       if (err === null) onData(msg.data);
-    },
+    }),
   });
   return () => sub.unsubscribe();
 }

@@ -5,8 +5,10 @@
  * included, in the encoding the request came in. `stop()` drains, then closes what the mount's
  * builder created through the `onStop` hook.
  */
+
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
+import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, Header, OutgoingHeaders } from './context.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
@@ -150,9 +152,9 @@ export class Mount {
     this.subs.push(
       this.nc.subscribe(mountWildcard(this.name), {
         queue: queueGroup(this.name),
-        callback: (err, msg) => {
+        callback: guarded((err, msg) => {
           if (err === null) this.onRequest(msg);
-        },
+        }),
       }),
     );
     this.subs.push(

@@ -4,7 +4,9 @@
  * costs a request of its own per write (a timer, a promise, and an error object built on every
  * success to cancel it), which a steady stream of small writes (the audit index) pays in full.
  */
+
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { guarded } from './callbacks.js';
 import { randomToken } from './client.js';
 import { UnavailableError } from './errors.js';
 
@@ -36,9 +38,9 @@ export class StreamWriter {
       this.pending.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs, subject });
       try {
         this.sub ??= this.nc.subscribe(`${this.inbox}*`, {
-          callback: (err, msg) => {
+          callback: guarded((err, msg) => {
             if (err === null) this.onAck(msg);
-          },
+          }),
         });
         this.nc.publish(subject, data, { reply: this.inbox + token });
       } catch (err) {

@@ -7,7 +7,7 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { discover, mountOf, type ServiceInfo } from '../bus/discovery.js';
+import { discover, mountOf, type ServiceInfo, serviceInfoOf } from '../bus/discovery.js';
 import { NotFoundError } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
@@ -83,10 +83,15 @@ async function liveMounts(nc: NatsConnection, client: BusClient, waitMs: number,
   return [one];
 }
 
-/** Groups `$SRV.INFO` answers by mount, in name order. */
-export function describeMounts(infos: readonly ServiceInfo[]): MountDescription[] {
+/** Most mounts a description lists: what discovery hears is any mount user's to say, and a reply has a size bound. */
+const MAX_MOUNTS = 128;
+
+/** Groups `$SRV.INFO` answers by mount, in name order; answers that are not well formed are left out. */
+export function describeMounts(answers: readonly unknown[]): MountDescription[] {
   const byMount = new Map<string, MountDescription>();
-  for (const info of infos) {
+  for (const answer of answers) {
+    const info = serviceInfoOf(answer);
+    if (info === undefined) continue;
     const mount = mountOf(info);
     let d = byMount.get(mount);
     if (d === undefined) {
@@ -100,5 +105,5 @@ export function describeMounts(infos: readonly ServiceInfo[]): MountDescription[
     }
     d.instances++;
   }
-  return [...byMount.values()].sort((a, b) => (a.mount < b.mount ? -1 : a.mount > b.mount ? 1 : 0));
+  return [...byMount.values()].sort((a, b) => (a.mount < b.mount ? -1 : a.mount > b.mount ? 1 : 0)).slice(0, MAX_MOUNTS);
 }

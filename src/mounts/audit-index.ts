@@ -12,9 +12,11 @@
  * else's trace. A batch is acknowledged only once its entries are stored, so a crash or a
  * failed write indexes it again; a merge writes before it purges, so a lookup never misses.
  */
+
 import { randomBytes } from 'node:crypto';
 import { AckPolicy, type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { createInbox, type NatsConnection, nanos } from '@nats-io/nats-core';
+import { guarded } from '../bus/callbacks.js';
 import { decodeBody } from '../bus/codec.js';
 import { traceIdOf } from '../bus/context.js';
 import { UnavailableError } from '../bus/errors.js';
@@ -299,13 +301,13 @@ export async function readShard(
   const name = `audit-shard-${randomBytes(8).toString('hex')}`;
   const subjects = `system.dispatcher.audit.${stream}.${shard}.`;
   const sub = nc.subscribe(inbox, {
-    callback: (err, m) => {
+    callback: guarded((err, m) => {
       const delivery = err === null ? deliveryOf(m.reply) : undefined;
       if (delivery === undefined || delivery.stream !== index || delivery.consumer !== name || !m.subject.startsWith(subjects)) return;
       out.push({ seq: delivery.seq, level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)), data: m.data.slice() });
       lastDelivered = Math.max(lastDelivered, delivery.consumerSeq);
       if (delivery.pending === 0) finish(true);
-    },
+    }),
   });
   let consumer: string | undefined;
   const timer = setTimeout(() => finish(false), timeoutMs);

@@ -1,0 +1,95 @@
+/**
+ * Discovery answers are any mount user's to write (found by an outside attack): one answer with
+ * a header block nats.js cannot decode ended the service connection's reader (every call timed
+ * out for minutes), a forged empty "no responders" status ended discovery before the real
+ * answers came, and an answer whose `endpoints` was no list made every `matrix_introspect` fail.
+ */
+import { randomBytes } from 'node:crypto';
+import { type Socket, connect as tcpConnect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { discoverService, serveDiscovery } from '../../src/bus/discovery.js';
+import { describeMounts } from '../../src/mounts/agents.js';
+import { sharedNats, testConnection } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
+
+/** A bare NATS protocol client subscribed to `subject`, answering each request with `answer(reply)` (raw protocol text). */
+async function rawResponder(subject: string, answer: (reply: string) => string): Promise<Socket> {
+  const { servers, user, pass } = sharedNats();
+  const url = new URL(String(servers).split(',')[0] as string);
+  const socket = tcpConnect(Number(url.port), url.hostname);
+  let text = '';
+  socket.on('data', (chunk) => {
+    text += chunk.toString('latin1');
+    for (let m = /MSG \S+ 1 (\S+) \d+\r\n\r\n/.exec(text); m !== null; m = /MSG \S+ 1 (\S+) \d+\r\n\r\n/.exec(text)) {
+      text = text.slice(m.index + m[0].length);
+      socket.write(answer(m[1] as string));
+    }
+  });
+  await eventually(() => text.startsWith('INFO ') || text.includes('PONG') || socket.readyState === 'open');
+  const auth = user === undefined ? {} : { user, pass };
+  socket.write(`CONNECT ${JSON.stringify({ verbose: false, pedantic: false, headers: true, no_responders: true, protocol: 1, ...auth })}\r\n`);
+  socket.write(`SUB ${subject} 1\r\nPING\r\n`);
+  await eventually(() => text.includes('PONG'));
+  text = '';
+  return socket;
+}
+
+/** An HPUB of headers and no body. */
+function emptyWithHeaders(reply: string, headerBlock: string): string {
+  const n = Buffer.byteLength(headerBlock, 'latin1');
+  return `HPUB ${reply} ${n} ${n}\r\n${headerBlock}\r\n`;
+}
+
+describe('discovery answers a mount user forges', () => {
+  const service = `forged-${randomBytes(4).toString('hex')}`;
+  const sockets: Socket[] = [];
+
+  beforeAll(async () => {
+    // The real instance answers $SRV.PING.<service> as every mount does.
+    const nc = await testConnection();
+    serveDiscovery(nc, { mount: service, id: 'real', version: '1.0.0', description: 'real', startedAt: new Date(), endpoints: () => [] });
+    await nc.flush();
+  });
+  afterAll(() => {
+    for (const s of sockets) s.destroy();
+  });
+
+  it('skip a header block nats.js cannot decode, and the connection goes on reading', async () => {
+    sockets.push(await rawResponder(`$SRV.PING.${service}`, (reply) => emptyWithHeaders(reply, 'NATS/1.0\r\nBad Name: x\r\n\r\n')));
+    const nc = await testConnection();
+    const found = await discoverService<{ name: string; id: string }>(nc, 'PING', service, 300);
+    expect(found.map((f) => f.id)).toEqual(['real']);
+    // The reader still runs: a round trip to the server completes.
+    await expect(Promise.race([nc.flush().then(() => 'read'), new Promise((r) => setTimeout(() => r('wedged'), 3_000))])).resolves.toBe('read');
+  });
+
+  it('wait for the real answers past a forged "no responders"', async () => {
+    sockets.push(await rawResponder(`$SRV.PING.${service}`, (reply) => emptyWithHeaders(reply, 'NATS/1.0 503\r\n\r\n')));
+    const nc = await testConnection();
+    // The forger answers at once; the real instance a moment later (its connection is another).
+    for (let i = 0; i < 5; i++) {
+      const found = await discoverService<{ name: string; id: string }>(nc, 'PING', service, 300);
+      expect(found.map((f) => f.id)).toContain('real');
+    }
+  });
+
+  it('describe only well-formed INFO answers, each bounded', () => {
+    const described = describeMounts([
+      { name: 'app-ok', id: '1', version: '1', metadata: { mount: 'app.ok' }, endpoints: [{ name: 'x', subject: 'app.ok.$x' }] },
+      { name: 'app-bad', id: '2', version: '1', endpoints: 'not a list' },
+      {
+        name: 'app-long',
+        id: '3',
+        version: '1',
+        description: 'd'.repeat(100_000),
+        endpoints: Array.from({ length: 1_000 }, (_, i) => ({ name: `e${i}`, subject: `app.long.$e${i}` })),
+      },
+      { id: 'no name' },
+      null,
+    ]);
+    expect(described.map((d) => d.mount)).toEqual(['app-bad', 'app.long', 'app.ok']);
+    const long = described.find((d) => d.mount === 'app.long');
+    expect(long?.description?.length).toBe(512);
+    expect(long?.ops).toHaveLength(64);
+  });
+});
