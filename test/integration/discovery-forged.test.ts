@@ -5,32 +5,23 @@
  * answers came, and an answer whose `endpoints` was no list made every `matrix_introspect` fail.
  */
 import { randomBytes } from 'node:crypto';
-import { type Socket, connect as tcpConnect } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { discoverService, serveDiscovery } from '../../src/bus/discovery.js';
 import { describeMounts } from '../../src/mounts/agents.js';
-import { sharedNats, testConnection } from '../harness/bus.js';
-import { eventually } from '../harness/eventually.js';
+import { testConnection } from '../harness/bus.js';
+import { rawNatsClient } from '../harness/raw-nats.js';
 
 /** A bare NATS protocol client subscribed to `subject`, answering each request with `answer(reply)` (raw protocol text). */
 async function rawResponder(subject: string, answer: (reply: string) => string): Promise<Socket> {
-  const { servers, user, pass } = sharedNats();
-  const url = new URL(String(servers).split(',')[0] as string);
-  const socket = tcpConnect(Number(url.port), url.hostname);
   let text = '';
-  socket.on('data', (chunk) => {
-    text += chunk.toString('latin1');
+  const { socket } = await rawNatsClient(subject, (chunk) => {
+    text += chunk;
     for (let m = /MSG \S+ 1 (\S+) \d+\r\n\r\n/.exec(text); m !== null; m = /MSG \S+ 1 (\S+) \d+\r\n\r\n/.exec(text)) {
       text = text.slice(m.index + m[0].length);
       socket.write(answer(m[1] as string));
     }
   });
-  await eventually(() => text.startsWith('INFO ') || text.includes('PONG') || socket.readyState === 'open');
-  const auth = user === undefined ? {} : { user, pass };
-  socket.write(`CONNECT ${JSON.stringify({ verbose: false, pedantic: false, headers: true, no_responders: true, protocol: 1, ...auth })}\r\n`);
-  socket.write(`SUB ${subject} 1\r\nPING\r\n`);
-  await eventually(() => text.includes('PONG'));
-  text = '';
   return socket;
 }
 

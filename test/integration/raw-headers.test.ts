@@ -3,31 +3,17 @@
  * `traceparent`, smuggling a second header line): the mount answered `500 internal` and logged a
  * stack trace per request. It is the caller's bad request, answered as such.
  */
-import { type Socket, connect as tcpConnect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { registryMount } from '../../src/registry/mount.js';
 import type { ListReply } from '../../src/registry/types.js';
-import { sharedNats, testConnection } from '../harness/bus.js';
+import { testConnection } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
+import { rawNatsClient } from '../harness/raw-nats.js';
 
 /** A bare NATS protocol client: CONNECT, one SUB, raw HPUB; collects what arrives. */
-async function rawClient(): Promise<{ socket: Socket; received: () => string }> {
-  const { servers, user, pass } = sharedNats();
-  const url = new URL(String(servers).split(',')[0] as string);
-  const socket = tcpConnect(Number(url.port), url.hostname);
-  let text = '';
-  socket.on('data', (chunk) => {
-    text += chunk.toString('latin1');
-  });
-  await eventually(() => text.startsWith('INFO '));
-  const auth = user === undefined ? {} : { user, pass };
-  socket.write(`CONNECT ${JSON.stringify({ verbose: false, pedantic: false, headers: true, no_responders: true, protocol: 1, ...auth })}\r\n`);
-  socket.write('SUB _INBOX.raw.* 1\r\nPING\r\n');
-  await eventually(() => text.includes('PONG'));
-  return { socket, received: () => text };
-}
+const rawClient = () => rawNatsClient('_INBOX.raw.*');
 
 describe('a request whose header block cannot be parsed', () => {
   let mount: Mount;
