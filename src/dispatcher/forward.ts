@@ -78,14 +78,16 @@ export interface RetryPolicy {
 }
 
 /**
- * How long to wait before attempt `attempt + 1`, or undefined to give up. No responders means
- * nobody received the request: always sent again. An answer — an error reply, a mount's own
+ * How long to wait before attempt `attempt + 1`, or undefined to give up. A gated call is sent
+ * once, whatever comes back. No responders means nobody received the request: sent again. An answer — an error reply, a mount's own
  * 503 included — is final unless the route is idempotent (never an approved call), and then
  * only `internal`/`unavailable` are retried. Never a timeout (the target may still be working),
  * never past the deadline.
  */
 export function retryDelay(route: Route, err: unknown, attempt: number, deadline: number, policy: RetryPolicy): number | undefined {
-  if (attempt >= policy.maxAttempts) return undefined;
+  // One approval, one request: an empty 503 "no responders" cannot be told from one the target
+  // itself sends after doing the work (found by an outside attack: an approved transfer ran 3 times).
+  if (attempt >= policy.maxAttempts || route.gated) return undefined;
   const reachedNobody = err instanceof NoRespondersError;
   const transient = err instanceof MatrixError && (err.code === ErrorCode.Internal || err.code === ErrorCode.Unavailable);
   if (!reachedNobody && !(route.idempotent && transient)) return undefined;

@@ -23,9 +23,10 @@ const retried = (t: ResolvedTool, err: unknown, attempt = 1, deadline = later())
 describe('when a failed request is sent again', () => {
   const idempotent = tool({ annotations: { idempotent: true } });
 
-  it('after no responders, for any tool: nobody received it', () => {
+  it('after no responders, for any tool not gated: nobody received it', () => {
     expect(retried(tool(), new NoRespondersError('none'))).toBe(true);
-    expect(retried(tool({ requiresApproval: true }), new NoRespondersError('none'))).toBe(true);
+    // Gated: one approval, one request, whatever comes back (the target can forge "no responders").
+    expect(retried(tool({ requiresApproval: true }), new NoRespondersError('none'))).toBe(false);
   });
 
   it('after an answer, a mount’s own 503 included, only for an idempotent tool that is not gated', () => {
