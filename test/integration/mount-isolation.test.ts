@@ -55,6 +55,24 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     return agent.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: `c-${name}`, name, arguments: args } }, { grant });
   };
 
+  it('gives a mount user none of the requests of a mount nested under its name, however wide it subscribes (found by an outside attack)', async () => {
+    // nats-server takes `SUB app.secret.>` where only app.secret.* is allowed (a `>` passes the
+    // allow list's `*`); the deny list keeps app.secret.<x>.… from being delivered to it.
+    const attackerNc = await bus.connect('secret');
+    const heard: string[] = [];
+    for (const subject of ['app.secret.>', 'app.secret.*.*'])
+      attackerNc.subscribe(subject, { callback: (err, msg) => err === null && heard.push(msg.subject) });
+    await attackerNc.flush();
+    const serviceNc = await bus.connect('service');
+    for (const subject of ['app.secret.alerts.$get', 'app.secret.alerts.deep.$op', 'app.secret.$own']) serviceNc.publish(subject, new Uint8Array());
+    await serviceNc.flush();
+    await eventually(() => expect(heard).toContain('app.secret.$own'));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(heard.filter((s) => s !== 'app.secret.$own')).toEqual([]);
+    await attackerNc.close();
+    await serviceNc.close();
+  });
+
   it("gives a mount's user none of another mount's requests, so its forged reply never wins", async () => {
     // app.secret's user, turned against app.spy: it answers at once, the spy after 300 ms.
     const attackerNc = await bus.connect('secret');
