@@ -61,7 +61,11 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     const attackerNc = await bus.connect('secret');
     const heard: string[] = [];
     for (const subject of ['app.secret.>', 'app.secret.*.*'])
-      attackerNc.subscribe(subject, { callback: (err, msg) => err === null && heard.push(msg.subject) });
+      attackerNc.subscribe(subject, {
+        callback: (err, msg) => {
+          if (err === null) heard.push(msg.subject);
+        },
+      });
     await attackerNc.flush();
     const serviceNc = await bus.connect('service');
     for (const subject of ['app.secret.alerts.$get', 'app.secret.alerts.deep.$op', 'app.secret.$own']) serviceNc.publish(subject, new Uint8Array());
