@@ -98,6 +98,8 @@ export const refuse = {
 export interface ForwardedTo {
   subject: string;
   timeoutMs: number;
+  /** An approved call: sent once, whatever came back. */
+  gated: boolean;
 }
 
 /** Forward: how a failed request to the target reads to the model. */
@@ -106,6 +108,14 @@ export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallR
   const cause = { cause: err };
   if (err instanceof UnsendableRequestError) {
     return new CallRefused('bad_request', `The call to "${tool}" was not sent: ${err.message}. Fix the arguments and call again.`, cause);
+  }
+  if (err instanceof NoRespondersError && to.gated) {
+    // An approved call is sent once: "no responders" may come from a target that did the work.
+    return new CallRefused(
+      'unavailable',
+      `"${tool}" got no answer (${to.subject} said it has no responders), so it may or may not have run. Check its effect before you ask to run it again.`,
+      cause,
+    );
   }
   if (err instanceof NoRespondersError) {
     return new CallRefused(

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BadRequestError, InternalError, NoRespondersError, TimeoutError, UnavailableError } from '../../src/bus/errors.js';
 import { retryDelay, TargetSlots } from '../../src/dispatcher/forward.js';
+import { targetFailed } from '../../src/dispatcher/results.js';
 import { route } from '../../src/dispatcher/route.js';
 import type { ResolvedTool } from '../../src/registry/types.js';
 
@@ -42,6 +43,12 @@ describe('when a failed request is sent again', () => {
     expect(retried(idempotent, new TimeoutError('late'))).toBe(false);
     expect(retried(idempotent, new NoRespondersError('none'), 3)).toBe(false);
     expect(retried(idempotent, new NoRespondersError('none'), 1, Date.now())).toBe(false);
+  });
+
+  it('tells the model of an approved call without an answer that it may have run, not to try again', () => {
+    const to = { subject: 'app.x.$do', timeoutMs: 1_000 };
+    expect(targetFailed('pay', { ...to, gated: true }, new NoRespondersError('none')).message).toMatch(/may or may not have run\. Check its effect/);
+    expect(targetFailed('pay', { ...to, gated: false }, new NoRespondersError('none')).message).toMatch(/Try again later/);
   });
 
   it('never for matrix_invoke, idempotent or not: one approval, one request', () => {
