@@ -4,6 +4,7 @@
  * and the `@nats-io/services` client find and measure it. One endpoint per op.
  */
 
+import { randomBytes } from 'node:crypto';
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
 import { isInboxSubject, mountReplyPrefix, queueGroup, serviceName } from './subjects.js';
@@ -34,7 +35,13 @@ const verbs = ['PING', 'INFO', 'STATS'] as const;
 /** The discovery verbs. */
 export type Verb = (typeof verbs)[number];
 
-/** Subscribes the `$SRV` subjects of one mount instance; returns the subscriptions. */
+/**
+ * Subscribes the `$SRV` subjects of one mount instance; returns the subscriptions. Under
+ * deploy/nats.conf a mount's own user may subscribe its by-name subjects only: the server refuses
+ * the whole-bus `$SRV.<verb>`, and nats.js then calls the callback once with the permission error
+ * and closes that subscription (reported on the connection's status, nowhere else). The mount
+ * serves on, found by name; where its user may, `nats micro ls` finds it on the whole bus too.
+ */
 export function serveDiscovery(nc: NatsConnection, source: DiscoverySource): Subscription[] {
   const name = serviceName(source.mount);
   const subs: Subscription[] = [];
@@ -96,43 +103,83 @@ export interface ServiceInfo {
 }
 
 /** Every answer to `$SRV.<verb>` within `waitMs`, parsed; answers that are not ADR-32 JSON are skipped. */
-export function discover<T extends { name: string }>(nc: NatsConnection, verb: Verb, waitMs = 250): Promise<T[]> {
-  return gather<T>(nc, `$SRV.${verb}`, waitMs);
+export async function discover<T extends { name: string }>(nc: NatsConnection, verb: Verb, waitMs = 250): Promise<T[]> {
+  return (await gather<T>(nc, [`$SRV.${verb}`], waitMs))[0] ?? [];
 }
 
 /** Every answer to `$SRV.<verb>.<service>` within `waitMs`: the instances of one service, by its ADR-32 name. */
-export function discoverService<T extends { name: string }>(nc: NatsConnection, verb: Verb, service: string, waitMs = 250): Promise<T[]> {
-  return gather<T>(nc, `$SRV.${verb}.${service}`, waitMs);
+export async function discoverService<T extends { name: string }>(nc: NatsConnection, verb: Verb, service: string, waitMs = 250): Promise<T[]> {
+  return (await gather<T>(nc, [`$SRV.${verb}.${service}`], waitMs))[0] ?? [];
 }
 
-/** Most answers one discovery keeps, and the largest it reads: answers are any mount user's to write. */
+/** What one discovery heard: on the whole-bus subject, and on each service's own subject. */
+export interface NamedAnswers<T> {
+  /** Answers to `$SRV.<verb>`: anyone who hears it may have sent them, under any name. */
+  all: T[];
+  /** Per service name asked, the answers to `$SRV.<verb>.<name>` that give that name. */
+  byName: Map<string, T[]>;
+}
+
+/**
+ * `$SRV.<verb>.<name>` for each of `services` (and `$SRV.<verb>` too, with `wholeBus`), in one
+ * wait of `waitMs`. Under deploy/nats.conf only a mount's own user hears its by-name subject, so an
+ * answer there that gives that name is the mount's; an answer on the whole-bus subject could be
+ * anyone's. Each subject is asked for on a reply subject of its own that nobody can guess (one
+ * mount learns the reply subject of its own question only), so answers are told apart by subject.
+ */
+export async function discoverByName<T extends { name: string }>(
+  nc: NatsConnection,
+  verb: Verb,
+  services: readonly string[],
+  waitMs = 250,
+  options: { wholeBus?: boolean } = {},
+): Promise<NamedAnswers<T>> {
+  const names = [...new Set(services)];
+  const subjects = names.map((name) => `$SRV.${verb}.${name}`);
+  if (options.wholeBus) subjects.push(`$SRV.${verb}`);
+  const answers = await gather<T>(nc, subjects, waitMs);
+  const byName = new Map<string, T[]>();
+  for (const [i, name] of names.entries()) byName.set(name, (answers[i] ?? []).filter((a) => a.name === name));
+  return { all: options.wholeBus ? (answers[names.length] ?? []) : [], byName };
+}
+
+/** Most answers one discovery keeps per subject asked, and in all, and the largest it reads: answers are any mount user's to write. */
 const MAX_ANSWERS = 1024;
+const MAX_ANSWERS_IN_ALL = 4 * MAX_ANSWERS;
 const MAX_ANSWER_BYTES = 16 * 1024;
 
 /**
- * Every answer within `waitMs`, asked for on an inbox of `mountReplyPrefix` (mounts answer
- * discovery). It always waits `waitMs`: an empty "no responders" status could be any mount
- * user's, forged to end the wait before the real answers come (found by an outside attack).
- * Answers are read from their bytes only (a header block nats.js cannot decode is never
- * decoded), at most `MAX_ANSWERS` of at most `MAX_ANSWER_BYTES`.
+ * Every answer within `waitMs` to each of `subjects`, asked for on one inbox of
+ * `mountReplyPrefix` (mounts answer discovery), each subject with its own random last token.
+ * It always waits `waitMs`: an empty "no responders" status could be any mount user's, forged to
+ * end the wait before the real answers come (found by an outside attack). Answers are read from
+ * their bytes only (a header block nats.js cannot decode is never decoded), at most `MAX_ANSWERS`
+ * per subject and `MAX_ANSWERS_IN_ALL` of at most `MAX_ANSWER_BYTES`.
  */
-async function gather<T extends { name: string }>(nc: NatsConnection, subject: string, waitMs: number): Promise<T[]> {
-  const found: T[] = [];
+async function gather<T extends { name: string }>(nc: NatsConnection, subjects: readonly string[], waitMs: number): Promise<T[][]> {
+  const found: T[][] = subjects.map(() => []);
+  const byToken = new Map(subjects.map((_, i) => [randomBytes(16).toString('hex'), i]));
+  let kept = 0;
   let sub: Subscription | undefined;
   try {
     const inbox = createInbox(mountReplyPrefix(nc));
-    sub = nc.subscribe(inbox, {
+    sub = nc.subscribe(`${inbox}.*`, {
       callback: guarded((err, msg) => {
-        if (err !== null || msg.data.length === 0 || msg.data.length > MAX_ANSWER_BYTES || found.length >= MAX_ANSWERS) return;
+        if (err !== null || msg.data.length === 0 || msg.data.length > MAX_ANSWER_BYTES || kept >= MAX_ANSWERS_IN_ALL) return;
+        const answers = found[byToken.get(msg.subject.slice(inbox.length + 1)) ?? -1];
+        if (answers === undefined || answers.length >= MAX_ANSWERS) return;
         try {
           const body = JSON.parse(new TextDecoder().decode(msg.data)) as T;
-          if (typeof body?.name === 'string' && body.name.length <= 256) found.push(body);
+          if (typeof body?.name === 'string' && body.name.length <= 256) {
+            answers.push(body);
+            kept++;
+          }
         } catch {
           // Not an ADR-32 reply: nothing to learn from it.
         }
       }),
     });
-    nc.publish(subject, new Uint8Array(), { reply: inbox });
+    for (const [token, i] of byToken) nc.publish(subjects[i] as string, new Uint8Array(), { reply: `${inbox}.${token}` });
     await new Promise((resolve) => setTimeout(resolve, waitMs));
   } catch {
     // A closed connection: nobody can answer.
@@ -180,7 +227,19 @@ export function mountOf(info: ServiceInfo): string {
   return prefixes.size === 1 && prefix && !/[*>]/.test(prefix) ? prefix : info.name;
 }
 
-/** Names of the services that answer `$SRV.PING` within `waitMs` (every live mount, by ADR-32 name). */
-export async function pingServices(nc: NatsConnection, waitMs = 250): Promise<Set<string>> {
-  return new Set((await discover<{ name: string }>(nc, 'PING', waitMs)).map((p) => p.name));
+/**
+ * Of `mounts`, those with a live instance: that answered `$SRV.PING.<service name>` within `waitMs`
+ * under their service name, on that subject (not the whole-bus `$SRV.PING`, which anyone who
+ * hears it may answer under any name), and, when the answer names its mount, naming that one.
+ */
+export async function pingServices(nc: NatsConnection, mounts: readonly string[], waitMs = 250): Promise<Set<string>> {
+  const { byName } = await discoverByName<{ name: string; metadata?: { mount?: unknown } | null }>(nc, 'PING', mounts.map(serviceName), waitMs);
+  return new Set(
+    mounts.filter((mount) =>
+      byName.get(serviceName(mount))?.some((p) => {
+        const said = p.metadata?.mount;
+        return said === undefined || said === mount;
+      }),
+    ),
+  );
 }

@@ -20,7 +20,7 @@ import { sessionsMount } from '../mounts/sessions.js';
 import { durableTracesMount } from '../mounts/traces.js';
 import { KvContextStore } from '../registry/kv-store.js';
 import { registryMount } from '../registry/mount.js';
-import { Presence } from '../registry/presence.js';
+import { Presence, storeTargets } from '../registry/presence.js';
 import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 import { startTelemetry } from '../telemetry/sdk.js';
@@ -156,17 +156,26 @@ async function startMounts(nc: NatsConnection, options: ServeOptions, { policy, 
     // The audit stream stores calls from the first one on, whether or not system.traces runs here.
     await AuditStream.open(nc, options.audit).catch((err: Error) => logger.error(`audit events not stored: ${err.message}`));
   }
-  if (options.reference) await addReferenceMounts(nc, running, policy, options, logger);
+  if (options.reference) await addReferenceMounts(nc, running, policy, options, logger, registry);
   for (const m of running.mounts) m.logger = logger;
   await Promise.all(running.mounts.map((m) => m.start()));
   return running;
 }
 
 /** system.agents, .traces, .packages, .approvals, and .sessions when JetStream answers. */
-async function addReferenceMounts(nc: NatsConnection, running: Running, policy: ApprovalPolicyFile | undefined, options: ServeOptions, logger: Logger) {
+async function addReferenceMounts(
+  nc: NatsConnection,
+  running: Running,
+  policy: ApprovalPolicyFile | undefined,
+  options: ServeOptions,
+  logger: Logger,
+  registry: Registry | undefined,
+) {
   const traces = await durableTracesMount(nc, { ...options.audit, logger });
   running.closers.push(traces.stop);
-  running.mounts.push(agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
+  // system.agents asks the registered tools' targets by name: only their own users answer there.
+  const agents = agentsMount(nc, registry === undefined ? {} : { targets: () => storeTargets(registry.store) });
+  running.mounts.push(agents, traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
   try {
     running.mounts.push(await sessionsMount(nc, { bucket: options.sessionsBucket }));
   } catch (err) {

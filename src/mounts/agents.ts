@@ -1,16 +1,21 @@
 /**
  * `system.agents`: what lives on the bus. `$introspect` describes this mount, as every mount's
- * does, and lists every mount that answers NATS services discovery, with its instances and ops
- * (a mount that does not name itself in its metadata is named by the subjects its endpoints
- * serve); given `mount`, only that one, with its own `$introspect` (the request schema of each
- * op). Target of the built-in `matrix_introspect`.
+ * does, and lists the mounts that answer NATS services discovery, with their instances and ops (a
+ * mount that does not name itself in its metadata is named by the subjects its endpoints serve);
+ * given `mount`, only that one, with its own `$introspect` (the request schema of each op). Target
+ * of the built-in `matrix_introspect`.
+ *
+ * A target of a registered tool is listed from the answers on its own by-name subject
+ * (`$SRV.INFO.<service name>`), which only its NATS user hears under deploy/nats.conf, never from
+ * an answer on the whole-bus `$SRV.INFO` that gives its name: anyone who hears that one may answer
+ * it under any name. Mounts that are no target are listed from the whole-bus answers.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
-import { discover, mountOf, type ServiceInfo, serviceInfoOf } from '../bus/discovery.js';
+import { discoverByName, mountOf, type ServiceInfo, serviceInfoOf } from '../bus/discovery.js';
 import { NotFoundError } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
-import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
+import { Mounts, mountReplyPrefix, serviceName } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import type { IntrospectReply } from '../registry/types.js';
 
@@ -26,8 +31,16 @@ export interface MountDescription {
 const AGENTS_VERSION = '0.2.0';
 const INTROSPECT_DESCRIPTION = 'This mount and the live mounts with their instances and ops; with `mount`, that mount in full.';
 
+/** What `system.agents` is built with. */
+export interface AgentsOptions {
+  /** How long discovery waits for answers, in ms; 200 unless told. */
+  discoveryWaitMs?: number;
+  /** The mounts to ask for by name: the targets of the registered tools (`storeTargets` of the registry's store). */
+  targets?: () => readonly string[];
+}
+
 /** Builds the `system.agents` mount. */
-export function agentsMount(nc: NatsConnection, options: { discoveryWaitMs?: number } = {}): Mount {
+export function agentsMount(nc: NatsConnection, options: AgentsOptions = {}): Mount {
   // Any mount answers its `$introspect`: onto the inboxes a mount's NATS user may publish to.
   const client = new BusClient(nc, { timeoutMs: 2_000, inboxPrefix: mountReplyPrefix(nc) });
   const waitMs = options.discoveryWaitMs ?? 200;
@@ -40,7 +53,7 @@ export function agentsMount(nc: NatsConnection, options: { discoveryWaitMs?: num
         description: INTROSPECT_DESCRIPTION,
         request: SchemaId.AgentsIntrospectRequest,
         response: SchemaId.AgentsIntrospectReply,
-        handle: async (request: { mount?: string }) => ({ ...describeSelf(mount), mounts: await liveMounts(nc, client, waitMs, request.mount) }),
+        handle: async (request: { mount?: string }) => ({ ...describeSelf(mount), mounts: await liveMounts(nc, client, waitMs, options.targets?.() ?? [], request.mount) }),
       },
     },
   });
@@ -68,8 +81,14 @@ function describeSelf(mount: Mount): Record<string, unknown> {
 }
 
 /** The live mounts; given `name`, only that one, with the request schemas its own `$introspect` gives. */
-async function liveMounts(nc: NatsConnection, client: BusClient, waitMs: number, name: string | undefined): Promise<MountDescription[]> {
-  const mounts = describeMounts(await discover<ServiceInfo>(nc, 'INFO', waitMs));
+async function liveMounts(
+  nc: NatsConnection,
+  client: BusClient,
+  waitMs: number,
+  targets: readonly string[],
+  name: string | undefined,
+): Promise<MountDescription[]> {
+  const mounts = describeMounts(await infoAnswers(nc, targets, waitMs));
   if (name === undefined) return mounts;
   const one = mounts.find((m) => m.mount === name);
   if (one === undefined) {
@@ -81,6 +100,26 @@ async function liveMounts(nc: NatsConnection, client: BusClient, waitMs: number,
     one.ops = own.ops.map((o) => ({ op: o.op, description: o.description, requestSchema: o.requestSchema }));
   }
   return [one];
+}
+
+/**
+ * The `$SRV.INFO` answers `system.agents` believes: for each of `targets`, those on its by-name
+ * subject that are of that mount; of the whole-bus answers, those of mounts that are no target.
+ */
+async function infoAnswers(nc: NatsConnection, targets: readonly string[], waitMs: number): Promise<ServiceInfo[]> {
+  const { all, byName } = await discoverByName<ServiceInfo>(nc, 'INFO', targets.map(serviceName), waitMs, { wholeBus: true });
+  const believed: ServiceInfo[] = [];
+  for (const target of targets) {
+    for (const answer of byName.get(serviceName(target)) ?? []) {
+      const info = serviceInfoOf(answer);
+      if (info !== undefined && mountOf(info) === target) believed.push(info);
+    }
+  }
+  for (const answer of all) {
+    const info = serviceInfoOf(answer);
+    if (info !== undefined && !byName.has(serviceName(mountOf(info))) && !byName.has(info.name)) believed.push(info);
+  }
+  return believed;
 }
 
 /** Most mounts a description lists: what discovery hears is any mount user's to say, and a reply has a size bound. */

@@ -1,11 +1,13 @@
 /**
- * Which mounts have a live instance, from NATS services discovery (`$SRV.PING`): every
- * mount answers it (PROTOCOL section 1). Snapshots are cached and refreshed when older
- * than `maxAgeMs`; concurrent refreshes share one ping.
+ * Which mounts have a live instance, from NATS services discovery by name: each mount answers
+ * `$SRV.PING.<its service name>` (PROTOCOL section 1), a subject only its own NATS user hears
+ * under deploy/nats.conf, so no other mount user can make it look live. Snapshots are of the
+ * mounts asked about, cached and refreshed when older than `maxAgeMs` or asked about other
+ * mounts; concurrent refreshes share one ping.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { pingServices } from '../bus/discovery.js';
-import { serviceName } from '../bus/subjects.js';
+import type { ToolContextStore } from './store.js';
 
 /** The live mounts at one moment. */
 export interface PresenceSnapshot {
@@ -16,8 +18,8 @@ export interface PresenceSnapshot {
 
 /** Cached liveness of mounts. */
 export class Presence {
-  private snapshot: (PresenceSnapshot & { at: number }) | undefined;
-  private refreshing: Promise<PresenceSnapshot> | undefined;
+  private snapshot: (PresenceSnapshot & { at: number; of: readonly string[] }) | undefined;
+  private refreshing: { of: readonly string[]; done: Promise<PresenceSnapshot> } | undefined;
   private version = 0;
 
   constructor(
@@ -26,31 +28,48 @@ export class Presence {
     private readonly waitMs = 150,
   ) {}
 
-  /** A snapshot no older than `maxAgeMs`. */
-  current(): Promise<PresenceSnapshot> {
-    if (this.snapshot !== undefined && Date.now() - this.snapshot.at < this.maxAgeMs) return Promise.resolve(this.snapshot);
-    return (this.refreshing ??= this.refresh().finally(() => (this.refreshing = undefined)));
+  /** A snapshot of `mounts` (the same list while they stay the same, as `storeTargets` gives it), no older than `maxAgeMs`. */
+  current(mounts: readonly string[]): Promise<PresenceSnapshot> {
+    const held = this.snapshot;
+    if (held !== undefined && held.of === mounts && Date.now() - held.at < this.maxAgeMs) return Promise.resolve(held);
+    if (this.refreshing?.of === mounts) return this.refreshing.done;
+    const done = this.refresh(mounts).finally(() => {
+      if (this.refreshing?.done === done) this.refreshing = undefined;
+    });
+    this.refreshing = { of: mounts, done };
+    return done;
   }
 
-  private async refresh(): Promise<PresenceSnapshot> {
-    const live = await pingServices(this.nc, this.waitMs);
-    const snapshot = { version: ++this.version, at: Date.now(), isLive: kept(live) };
+  private async refresh(mounts: readonly string[]): Promise<PresenceSnapshot> {
+    const live = mounts.length > PRESENCE_BOUNDS.maxEntries ? undefined : await pingServices(this.nc, mounts, this.waitMs);
+    const snapshot = { version: ++this.version, at: Date.now(), of: mounts, isLive: kept(live) };
     this.snapshot = snapshot;
     return snapshot;
   }
 }
 
-/** Most service names a snapshot keeps, and most characters of them: 10,000 and 1 MiB. */
-export const PRESENCE_BOUNDS = { maxEntries: 10_000, maxBytes: 1024 * 1024 } as const;
+/** Most mounts a snapshot pings by name: 10,000. */
+export const PRESENCE_BOUNDS = { maxEntries: 10_000 } as const;
 
 /**
- * The liveness test of a ping's answers. Past `PRESENCE_BOUNDS` (a bus flooded with answers
- * to `$SRV.PING`) the snapshot keeps nothing and calls every mount live: `onlyAvailable` then
- * leaves no tool out, which is what it does when presence is unknown.
+ * The liveness test of a ping's answers. Past `PRESENCE_BOUNDS` (more mounts than it pings) the
+ * snapshot calls every mount live: `onlyAvailable` then leaves no tool out, which is what it does
+ * when presence is unknown. A mount it was not asked about is not live.
  */
-function kept(live: Set<string>): (mount: string) => boolean {
-  let chars = 0;
-  for (const name of live) chars += name.length;
-  if (live.size > PRESENCE_BOUNDS.maxEntries || chars > PRESENCE_BOUNDS.maxBytes) return () => true;
-  return (mount: string) => live.has(serviceName(mount));
+function kept(live: Set<string> | undefined): (mount: string) => boolean {
+  if (live === undefined) return () => true;
+  return (mount: string) => live.has(mount);
+}
+
+const targetsOfStore = new WeakMap<ToolContextStore, { revision: number; targets: readonly string[] }>();
+
+/** The targets the tools of a store's contexts name, sorted: one list per store revision. */
+export function storeTargets(store: ToolContextStore): readonly string[] {
+  const held = targetsOfStore.get(store);
+  if (held !== undefined && held.revision === store.revision) return held.targets;
+  const targets = new Set<string>();
+  for (const key of store.keys()) for (const tool of store.get(key)?.spec.matrixTools ?? []) targets.add(tool.target);
+  const sorted = [...targets].sort();
+  targetsOfStore.set(store, { revision: store.revision, targets: sorted });
+  return sorted;
 }

@@ -7,7 +7,7 @@ import { UnavailableError } from '../bus/errors.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { BoundedCache, type CacheBounds, sessionKey } from './bounded-cache.js';
 import { listContexts } from './list.js';
-import type { Presence } from './presence.js';
+import { type Presence, storeTargets } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
 import { StaticStore, type StoreChange, type ToolContextStore } from './store.js';
 import type { Diagnostic, ListReply, ListRequest, RegisterRequest, ResolvedToolContext, ResolveRequest, ToolContextSpec, UnregisterRequest } from './types.js';
@@ -53,7 +53,7 @@ export class Registry {
   resolve(request: ResolveRequest): ResolvedToolContext | Promise<ResolvedToolContext> {
     const key = this.keyOf(request);
     if (request.onlyAvailable && this.presence !== undefined) {
-      return this.presence.current().then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
+      return this.presence.current(storeTargets(this.store)).then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
     }
     return this.cached(key, request, {});
   }

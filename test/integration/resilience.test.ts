@@ -51,8 +51,8 @@ describe('a nats-server restart under load', () => {
     // Back: every instance reconnected and answers discovery.
     await eventually(
       async () => {
-        const live = await pingServices(clientNc, 100).catch(() => new Set<string>());
-        expect([...live]).toEqual(expect.arrayContaining(['system-tools', 'system-dispatcher']));
+        const live = await pingServices(clientNc, ['system.tools', 'system.dispatcher'], 100).catch(() => new Set<string>());
+        expect([...live]).toEqual(expect.arrayContaining(['system.tools', 'system.dispatcher']));
       },
       { timeoutMs: 30_000, intervalMs: 50 },
     );
