@@ -139,7 +139,11 @@ export async function discoverByName<T extends { name: string }>(
   if (options.wholeBus) subjects.push(`$SRV.${verb}`);
   const answers = await gather<T>(nc, subjects, waitMs);
   const byName = new Map<string, T[]>();
-  for (const [i, name] of names.entries()) byName.set(name, (answers[i] ?? []).filter((a) => a.name === name));
+  for (const [i, name] of names.entries())
+    byName.set(
+      name,
+      (answers[i] ?? []).filter((a) => a.name === name),
+    );
   return { all: options.wholeBus ? (answers[names.length] ?? []) : [], byName };
 }
 

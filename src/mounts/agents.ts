@@ -53,7 +53,10 @@ export function agentsMount(nc: NatsConnection, options: AgentsOptions = {}): Mo
         description: INTROSPECT_DESCRIPTION,
         request: SchemaId.AgentsIntrospectRequest,
         response: SchemaId.AgentsIntrospectReply,
-        handle: async (request: { mount?: string }) => ({ ...describeSelf(mount), mounts: await liveMounts(nc, client, waitMs, options.targets?.() ?? [], request.mount) }),
+        handle: async (request: { mount?: string }) => ({
+          ...describeSelf(mount),
+          mounts: await liveMounts(nc, client, waitMs, options.targets?.() ?? [], request.mount),
+        }),
       },
     },
   });
