@@ -147,13 +147,13 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
   });
 
   it("lets no mount's reply to the operator's ping land on the audit subject or the JetStream API (found by an outside attack)", async () => {
-    // A naive micro service as a mount's user: it answers $SRV.PING onto whatever reply subject it is given.
+    // A naive micro service as a mount's user: it answers its $SRV.PING onto whatever reply subject it is given.
     const mountNc = await bus.connect('spy');
     const operatorNc = await bus.connect('operator');
     const serviceNc = await bus.connect('service');
     const jsm = await jetstreamManager(serviceNc);
     let pinged = 0;
-    mountNc.subscribe('$SRV.PING', {
+    mountNc.subscribe('$SRV.PING.app-spy', {
       callback: (_e, msg) => {
         pinged++;
         try {
@@ -182,7 +182,7 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     await eventually(async () => expect(await stored()).toBeGreaterThan(0));
     const before = await stored();
     for (const reply of ['system.dispatcher.events.call', '$JS.API.STREAM.PURGE.MATRIX_AUDIT', '$JS.API.STREAM.DELETE.MATRIX_AUDIT_INDEX']) {
-      operatorNc.publish('$SRV.PING', new Uint8Array(), { reply });
+      operatorNc.publish('$SRV.PING.app-spy', new Uint8Array(), { reply });
     }
     await operatorNc.flush();
     await eventually(() => expect(pinged).toBe(3));
@@ -374,7 +374,7 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     // A third-party service as a mount's user: it answers $SRV.PING onto any reply subject, as the NATS micro libraries do.
     const mountNc = await bus.connect('spy');
     let pinged = 0;
-    mountNc.subscribe('$SRV.PING', {
+    mountNc.subscribe('$SRV.PING.app-spy', {
       callback: (_e, msg) => {
         pinged++;
         msg.respond(JSON.stringify({ type: 'io.nats.micro.v1.ping_response', name: 'naive' }));
@@ -382,10 +382,12 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     });
     await mountNc.flush();
     const before = await operator.request<{ revision: number }>('system.sessions', '$read', { session: 'victim-42' });
-    agentNc.publish('$SRV.PING', new Uint8Array(), { reply: '$KV.matrix-sessions.victim-42' });
-    await expect(agent.requestRaw('$SRV.PING', {})).rejects.toBeInstanceOf(ForbiddenError);
+    for (const ping of ['$SRV.PING', '$SRV.PING.app-spy']) {
+      agentNc.publish(ping, new Uint8Array(), { reply: '$KV.matrix-sessions.victim-42' });
+      await expect(agent.requestRaw(ping, {})).rejects.toBeInstanceOf(ForbiddenError);
+    }
     // The control: the same ping from the operator reaches it, onto the operator's own inbox.
-    await operator.requestRaw('$SRV.PING', {}, { timeoutMs: 1_000 }).catch(() => undefined);
+    await operator.requestRaw('$SRV.PING.app-spy', {}, { timeoutMs: 1_000 }).catch(() => undefined);
     await eventually(() => expect(pinged).toBe(1));
     expect(await operator.request('system.sessions', '$read', { session: 'victim-42' })).toMatchObject({ revision: before.revision });
     await mountNc.close();
