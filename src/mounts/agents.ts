@@ -109,7 +109,7 @@ async function liveMounts(
  * The `$SRV.INFO` answers `system.agents` believes: for each of `targets`, those on its by-name
  * subject that are of that mount; of the whole-bus answers, those of mounts that are no target.
  */
-async function infoAnswers(nc: NatsConnection, targets: readonly string[], waitMs: number): Promise<ServiceInfo[]> {
+export async function infoAnswers(nc: NatsConnection, targets: readonly string[], waitMs: number): Promise<ServiceInfo[]> {
   const { all, byName } = await discoverByName<ServiceInfo>(nc, 'INFO', targets.map(serviceName), waitMs, { wholeBus: true });
   const believed: ServiceInfo[] = [];
   for (const target of targets) {

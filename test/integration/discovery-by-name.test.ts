@@ -10,6 +10,8 @@ import { BusClient } from '../../src/bus/client.js';
 import { pingServices } from '../../src/bus/discovery.js';
 import { Mount } from '../../src/bus/mount.js';
 import { TARGETS_INBOX_PREFIX } from '../../src/bus/subjects.js';
+import { mountsPage } from '../../src/console/pages/mounts.js';
+import type { ConsoleDeps } from '../../src/console/types.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { ResolvedToolContext } from '../../src/registry/types.js';
 import { eventually } from '../harness/eventually.js';
@@ -101,6 +103,13 @@ describe('discovery by name under deploy/nats.conf (found by an outside attack)'
     }
   });
 
+  /** A console request for its Mounts page, with the operator's connection and client. */
+  const consoleAsOperator = async () => {
+    const nc = await bus.connect('operator');
+    const deps = { nc, client: new BusClient(nc, { timeoutMs: 5_000 }) } as unknown as ConsoleDeps;
+    return { method: 'GET', url: new URL('http://console/mounts'), form: new URLSearchParams(), deps };
+  };
+
   /**
    * Runs `check` while app.secret's user answers every discovery it can hear: under another name,
    * under its own name claiming another mount, and onto reply subjects guessed from what it learned.
@@ -152,6 +161,12 @@ describe('discovery by name under deploy/nats.conf (found by an outside attack)'
       expect(all.content).not.toContain('evil.invalid');
       expect(all.content).not.toContain('app.ghost');
       expect((await introspect({ mount: 'app.payments' })).isError).toBe(true);
+      // The console's Mounts page, as the operator runs it.
+      const page = String((await mountsPage(await consoleAsOperator())).live);
+      expect(page).toContain('data-mount="system.tools"');
+      // (app.payments appears as system.agents' last error, from the introspect above.)
+      expect(page).not.toContain('data-mount="app.payments"');
+      expect(page).not.toContain('evil.invalid');
     });
     expect(heard).toContain('$SRV.INFO.app-secret');
   }, 30_000);
@@ -171,6 +186,7 @@ describe('discovery by name under deploy/nats.conf (found by an outside attack)'
         expect.arrayContaining([expect.objectContaining({ mount: 'app.weather', description: 'Weather forecasts (an example service).' })]),
       );
       expect(listed.mounts.map((m) => m.mount)).toEqual(expect.arrayContaining(['system.tools', 'system.dispatcher', 'system.agents']));
+      expect(String((await mountsPage(await consoleAsOperator())).live)).toContain('data-mount="app.weather"');
       expect(weather.output()).not.toMatch(/Permission|error/i);
     } finally {
       expect(await weather.stop('SIGTERM')).toBe(0);

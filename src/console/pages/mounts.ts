@@ -1,6 +1,11 @@
-/** Mounts: what answers NATS services discovery now — each mount's ops, instances and `$SRV.STATS`. */
-import { discover, type EndpointStats, type ServiceInfo } from '../../bus/discovery.js';
-import { describeMounts } from '../../mounts/agents.js';
+/**
+ * Mounts: what answers NATS services discovery now — each mount's ops, instances and `$SRV.STATS`.
+ * The mounts `system.agents` lists are asked by name (`$SRV.INFO|STATS.<service name>`, which
+ * only a mount's own user hears under deploy/nats.conf), the rest on the whole bus.
+ */
+import { discoverByName, type EndpointStats } from '../../bus/discovery.js';
+import { Mounts, serviceName } from '../../bus/subjects.js';
+import { describeMounts, infoAnswers, type MountDescription } from '../../mounts/agents.js';
 import { badge, html, notice, type SafeHtml, table } from '../html.js';
 import type { ConsoleRequest, Page } from '../types.js';
 
@@ -31,10 +36,11 @@ interface OpFigures {
 
 /** `GET /mounts`. */
 export async function mountsPage({ deps }: ConsoleRequest): Promise<Page> {
-  const [infos, stats] = await Promise.all([
-    discover<ServiceInfo>(deps.nc, 'INFO', DISCOVERY_WAIT_MS),
-    discover<StatsReply>(deps.nc, 'STATS', DISCOVERY_WAIT_MS),
-  ]);
+  const listed = await deps.client
+    .request<{ mounts?: MountDescription[] }>(Mounts.Agents, '$introspect', {}, { timeoutMs: 5_000 })
+    .then((r) => (Array.isArray(r.mounts) ? r.mounts.map((m) => String(m.mount)) : []))
+    .catch(() => [] as string[]);
+  const [infos, stats] = await Promise.all([infoAnswers(deps.nc, listed, DISCOVERY_WAIT_MS), statsAnswers(deps, listed)]);
   const mounts = describeMounts(infos);
   // An instance's STATS goes with the mount its INFO was grouped under, by instance id, so the
   // two always agree on what a mount is called.
@@ -59,6 +65,12 @@ export async function mountsPage({ deps }: ConsoleRequest): Promise<Page> {
     live,
     pollMs: REFRESH_MS,
   };
+}
+
+/** `$SRV.STATS` answers: of each listed mount, on its by-name subject; of the rest, on the whole bus. */
+async function statsAnswers(deps: ConsoleRequest['deps'], listed: readonly string[]): Promise<StatsReply[]> {
+  const { all, byName } = await discoverByName<StatsReply>(deps.nc, 'STATS', listed.map(serviceName), DISCOVERY_WAIT_MS, { wholeBus: true });
+  return [...[...byName.values()].flat(), ...all.filter((s) => !byName.has(s.name))];
 }
 
 function mountCard(
