@@ -8,7 +8,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NatsConnection } from '@nats-io/nats-core';
+import { type NatsConnection, PermissionViolationError } from '@nats-io/nats-core';
 import { createAccount, type KeyPair } from '@nats-io/nkeys';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
@@ -103,5 +103,27 @@ export async function startSecuredBus(options: { trust?: boolean } = {}): Promis
       await service.stop('SIGTERM');
       await server.stop();
     },
+  };
+}
+
+/** What the server refuses a connection from now on, as `<operation> <subject>`, as it says so. */
+export function refusals(nc: NatsConnection): string[] {
+  const refused: string[] = [];
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'error' && s.error instanceof PermissionViolationError) refused.push(`${s.error.operation} ${s.error.subject}`);
+    }
+  })();
+  return refused;
+}
+
+/** A context whose one tool reaches `<target>.<op>`, called without approval; `more` adds to the tool. */
+export function oneToolContext(key: string, tool: string, target: string, op: string, more: Record<string, unknown> = {}) {
+  return {
+    key,
+    title: key,
+    description: `${tool} on ${target}`,
+    matrixTools: [{ name: tool, description: `runs ${op} on ${target}`, inputSchema: { type: 'object' }, target, op, ...more }],
+    permissions: { approval: 'never' },
   };
 }

@@ -1,35 +1,12 @@
 import { encode } from '@msgpack/msgpack';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { type NatsConnection, PermissionViolationError } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { ResolvedToolContext } from '../../src/registry/types.js';
 import { eventually } from '../harness/eventually.js';
-import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
+import { oneToolContext, refusals, type SecuredBus, startSecuredBus } from '../harness/identity.js';
 import { cli, startScript } from '../harness/service.js';
-
-/** What the server refused a connection, as `<operation> <subject>`, as it says so. */
-function refusals(nc: NatsConnection): string[] {
-  const refused: string[] = [];
-  void (async () => {
-    for await (const s of nc.status()) {
-      if (s.type === 'error' && s.error instanceof PermissionViolationError) refused.push(`${s.error.operation} ${s.error.subject}`);
-    }
-  })();
-  return refused;
-}
-
-/** A context whose one tool reaches `<target>.<op>`, called without approval. */
-function context(key: string, tool: string, target: string, op: string, more: Record<string, unknown> = {}) {
-  return {
-    key,
-    title: key,
-    description: `${tool} on ${target}`,
-    matrixTools: [{ name: tool, description: `runs ${op} on ${target}`, inputSchema: { type: 'object' }, target, op, timeoutMs: 5_000, ...more }],
-    permissions: { approval: 'never' },
-  };
-}
 
 describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _INBOX_targets', () => {
   let bus: SecuredBus;
@@ -40,7 +17,7 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     bus = await startSecuredBus();
     agent = new BusClient(await bus.connect('agent'), { timeoutMs: 10_000 });
     operator = new BusClient(await bus.connect('operator'), { timeoutMs: 5_000 });
-    await operator.request('system.tools', '$register', { spec: context('spy-slow', 'spy_slow', 'app.spy', '$slow') });
+    await operator.request('system.tools', '$register', { spec: oneToolContext('spy-slow', 'spy_slow', 'app.spy', '$slow', { timeoutMs: 5_000 }) });
   });
   afterAll(async () => {
     agent?.close();
@@ -153,7 +130,7 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
       // Its user may not register: the operator does.
       expect(weather.output()).toContain('not permitted to register the context weather');
       const inputSchema = { type: 'object', required: ['city'], properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1, maximum: 7 } } };
-      const spec = context('weather-tools', 'weather_forecast', 'app.weather', '$forecast', { inputSchema, resultMode: 'text' });
+      const spec = oneToolContext('weather-tools', 'weather_forecast', 'app.weather', '$forecast', { timeoutMs: 5_000, inputSchema, resultMode: 'text' });
       await operator.request('system.tools', '$register', { spec });
 
       const result = await call(['weather-tools'], 'weather_forecast', { city: 'Lisbon', days: 2 });
