@@ -20,7 +20,7 @@ import { sessionsMount } from '../mounts/sessions.js';
 import { durableTracesMount } from '../mounts/traces.js';
 import { KvContextStore } from '../registry/kv-store.js';
 import { registryMount } from '../registry/mount.js';
-import { Presence, storeTargets } from '../registry/presence.js';
+import { Presence } from '../registry/presence.js';
 import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 import { startTelemetry } from '../telemetry/sdk.js';
@@ -174,7 +174,7 @@ async function addReferenceMounts(
   const traces = await durableTracesMount(nc, { ...options.audit, logger });
   running.closers.push(traces.stop);
   // system.agents asks the registered tools' targets by name: only their own users answer there.
-  const agents = agentsMount(nc, registry === undefined ? {} : { targets: () => storeTargets(registry.store) });
+  const agents = agentsMount(nc, registry === undefined ? {} : { targets: () => registry.targets() });
   running.mounts.push(agents, traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
   try {
     running.mounts.push(await sessionsMount(nc, { bucket: options.sessionsBucket }));

@@ -35,7 +35,7 @@ const INTROSPECT_DESCRIPTION = 'This mount and the live mounts with their instan
 export interface AgentsOptions {
   /** How long discovery waits for answers, in ms; 200 unless told. */
   discoveryWaitMs?: number;
-  /** The mounts to ask for by name: the targets of the registered tools (`storeTargets` of the registry's store). */
+  /** The mounts to ask for by name: the targets of the registered tools (`Registry.targets`). */
   targets?: () => readonly string[];
 }
 

@@ -7,7 +7,6 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { pingServices } from '../bus/discovery.js';
-import type { ToolContextStore } from './store.js';
 
 /** The live mounts at one moment. */
 export interface PresenceSnapshot {
@@ -28,7 +27,7 @@ export class Presence {
     private readonly waitMs = 150,
   ) {}
 
-  /** A snapshot of `mounts` (the same list while they stay the same, as `storeTargets` gives it), no older than `maxAgeMs`. */
+  /** A snapshot of `mounts` (the same array while they stay the same, as `Registry.targets` gives it), no older than `maxAgeMs`. */
   current(mounts: readonly string[]): Promise<PresenceSnapshot> {
     const held = this.snapshot;
     if (held !== undefined && held.of === mounts && Date.now() - held.at < this.maxAgeMs) return Promise.resolve(held);
@@ -59,17 +58,4 @@ export const PRESENCE_BOUNDS = { maxEntries: 10_000 } as const;
 function kept(live: Set<string> | undefined): (mount: string) => boolean {
   if (live === undefined) return () => true;
   return (mount: string) => live.has(mount);
-}
-
-const targetsOfStore = new WeakMap<ToolContextStore, { revision: number; targets: readonly string[] }>();
-
-/** The targets the tools of a store's contexts name, sorted: one list per store revision. */
-export function storeTargets(store: ToolContextStore): readonly string[] {
-  const held = targetsOfStore.get(store);
-  if (held !== undefined && held.revision === store.revision) return held.targets;
-  const targets = new Set<string>();
-  for (const key of store.keys()) for (const tool of store.get(key)?.spec.matrixTools ?? []) targets.add(tool.target);
-  const sorted = [...targets].sort();
-  targetsOfStore.set(store, { revision: store.revision, targets: sorted });
-  return sorted;
 }

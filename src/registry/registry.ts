@@ -7,7 +7,7 @@ import { UnavailableError } from '../bus/errors.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { BoundedCache, type CacheBounds, sessionKey } from './bounded-cache.js';
 import { listContexts } from './list.js';
-import { type Presence, storeTargets } from './presence.js';
+import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
 import { StaticStore, type StoreChange, type ToolContextStore } from './store.js';
 import type { Diagnostic, ListReply, ListRequest, RegisterRequest, ResolvedToolContext, ResolveRequest, ToolContextSpec, UnregisterRequest } from './types.js';
@@ -33,7 +33,9 @@ const MAX_LEFT_OUT_LISTED = 100;
 export class Registry {
   private readonly cache: BoundedCache<ResolvedToolContext>;
   private cacheRevision = -1;
-  private readonly toolNames = new ToolNameCount();
+  private readonly toolNames = new ContextCount(toolNamesOf);
+  /** Made on first use (presence, `system.agents`), then kept up to date: start-up does not pay for it. */
+  private targetCount: ContextCount | undefined;
   private readonly keys = new WeakMap<object, string>();
 
   constructor(
@@ -43,7 +45,11 @@ export class Registry {
   ) {
     this.cache = new BoundedCache({ ...DEFAULT_RESOLUTION_CACHE, ...cache });
     for (const key of store.keys()) this.toolNames.set(key, store.get(key)?.spec);
-    store.onChange?.((change) => this.toolNames.set(change.key, store.get(change.key)?.spec));
+    store.onChange?.((change) => {
+      const spec = store.get(change.key)?.spec;
+      this.toolNames.set(change.key, spec);
+      this.targetCount?.set(change.key, spec);
+    });
   }
 
   /**
@@ -53,7 +59,7 @@ export class Registry {
   resolve(request: ResolveRequest): ResolvedToolContext | Promise<ResolvedToolContext> {
     const key = this.keyOf(request);
     if (request.onlyAvailable && this.presence !== undefined) {
-      return this.presence.current(storeTargets(this.store)).then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
+      return this.presence.current(this.targets()).then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
     }
     return this.cached(key, request, {});
   }
@@ -106,6 +112,18 @@ export class Registry {
     return described;
   }
 
+  /**
+   * The targets the registered tools name, in no order: the same array until one is first named
+   * or last dropped, so presence keeps its snapshot across changes that add no target.
+   */
+  targets(): readonly string[] {
+    if (this.targetCount === undefined) {
+      this.targetCount = new ContextCount(targetsOf);
+      for (const key of this.store.keys()) this.targetCount.set(key, this.store.get(key)?.spec);
+    }
+    return this.targetCount.values();
+  }
+
   /** Estimated bytes the resolution cache holds. */
   get cachedBytes(): number {
     return this.cache.bytes;
@@ -146,25 +164,45 @@ export class Registry {
 }
 
 /** How many distinct tool names the registry holds, kept as contexts change (never recounted over all N). */
-class ToolNameCount {
-  /** Contexts holding each name. */
+/** How many contexts hold each value (a tool name, a target) of their spec, kept per change. */
+class ContextCount {
+  /** Contexts holding each value. */
   private readonly holders = new Map<string, number>();
-  private readonly namesByKey = new Map<string, readonly string[]>();
+  private readonly valuesByKey = new Map<string, readonly string[]>();
+  private list: readonly string[] | undefined;
 
-  /** Records the tools of context `key` (none when it is gone). */
+  constructor(private readonly valuesOf: (spec: ToolContextSpec) => readonly string[]) {}
+
+  /** Records the values of context `key` (none when it is gone). */
   set(key: string, spec: ToolContextSpec | undefined): void {
-    for (const name of this.namesByKey.get(key) ?? []) {
-      const left = (this.holders.get(name) ?? 1) - 1;
-      if (left === 0) this.holders.delete(name);
-      else this.holders.set(name, left);
+    for (const value of this.valuesByKey.get(key) ?? []) {
+      const left = (this.holders.get(value) ?? 1) - 1;
+      if (left > 0) this.holders.set(value, left);
+      else {
+        this.holders.delete(value);
+        this.list = undefined;
+      }
     }
-    const names = [...new Set((spec?.matrixTools ?? []).map((t) => t.name))];
-    if (names.length === 0) this.namesByKey.delete(key);
-    else this.namesByKey.set(key, names);
-    for (const name of names) this.holders.set(name, (this.holders.get(name) ?? 0) + 1);
+    const values = spec === undefined ? [] : [...new Set(this.valuesOf(spec))];
+    if (values.length === 0) this.valuesByKey.delete(key);
+    else this.valuesByKey.set(key, values);
+    for (const value of values) {
+      const held = this.holders.get(value) ?? 0;
+      if (held === 0) this.list = undefined;
+      this.holders.set(value, held + 1);
+    }
   }
 
   get size(): number {
     return this.holders.size;
   }
+
+  /** The distinct values, as one array until the set of them changes. */
+  values(): readonly string[] {
+    this.list ??= [...this.holders.keys()];
+    return this.list;
+  }
 }
+
+const toolNamesOf = (spec: ToolContextSpec) => (spec.matrixTools ?? []).map((t) => t.name);
+const targetsOf = (spec: ToolContextSpec) => (spec.matrixTools ?? []).map((t) => t.target);

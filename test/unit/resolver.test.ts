@@ -329,6 +329,25 @@ describe('the registry over a changing store', () => {
     }
   });
 
+  it('lists the targets its tools name as contexts come, change and go, without rereading them all, one array while they stay the same', () => {
+    const store = new CountingStore(Array.from({ length: 1_000 }, (_, i) => ctx(`c${i}`, { matrixTools: [echo(`t${i}`, `app.m${i % 50}`)] })));
+    const registry = new Registry(store);
+    const recount = () => new Set(store.keys().flatMap((k) => (store.get(k)?.spec.matrixTools ?? []).map((t) => t.target)));
+    expect(new Set(registry.targets())).toEqual(recount());
+    for (let step = 0; step < 300; step++) {
+      const i = (step * 37) % 1_200;
+      const before = registry.targets();
+      if (step % 3 === 0) store.remove(`c${i}`);
+      else store.put(ctx(`c${i}`, { matrixTools: [echo(`t${i}`, `app.m${step % 60}`)] }));
+      store.reads = 0;
+      const after = registry.targets();
+      expect(store.reads).toBeLessThan(5);
+      expect(new Set(after)).toEqual(recount());
+      // Presence keeps its snapshot while the array is the same one: it is, unless the targets changed.
+      if (new Set(before).size === after.length && before.every((t) => after.includes(t))) expect(after).toBe(before);
+    }
+  });
+
   it('keeps its resolution cache within its byte bound', async () => {
     const big = ctx('big', { instructions: 'y'.repeat(50_000), matrixTools: tools('big_tool') });
     const registry = new Registry(withExtras(big), undefined, { maxBytes: 1024 * 1024 });
