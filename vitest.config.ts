@@ -16,7 +16,12 @@ import LongestFirst from './test/harness/sequencer.js';
  * alone, where a container engine answers: `npm run test:containers`.
  */
 const lanes = testLanes();
-const laned = { globalSetup: ['test/harness/global-setup.ts'], setupFiles: ['test/harness/file-setup.ts'], maxWorkers: lanes, sequence: { groupOrder: 1 } };
+const laned = {
+  globalSetup: ['test/harness/global-setup.ts'],
+  setupFiles: ['test/harness/file-setup.ts'],
+  maxWorkers: lanes,
+  sequence: { groupOrder: 1 },
+};
 
 const system = [
   'test/integration/audit-trail.test.ts',
@@ -46,7 +51,12 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'], maxWorkers: lanes, sequence: { groupOrder: 1 } },
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'],
+          maxWorkers: lanes,
+          sequence: { groupOrder: 1 },
+        },
       },
       {
         extends: true,

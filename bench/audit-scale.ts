@@ -29,7 +29,8 @@ const CALLS = 5;
 const QUERIES = 1000;
 const WORST = Number(process.argv[3]) || 300_000;
 
-const traceIdOfEvent = (k: number) => (Math.floor(k / (ACTIVE * CALLS)) * ACTIVE + (k % ACTIVE) + 1).toString(16).padStart(32, '0');
+const traceIdOfEvent = (k: number) =>
+  (Math.floor(k / (ACTIVE * CALLS)) * ACTIVE + (k % ACTIVE) + 1).toString(16).padStart(32, '0');
 
 function event(k: number, at: string): CallEvent {
   return {
@@ -54,13 +55,19 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] as number;
 }
 
-async function timeQueries(audit: AuditStream, label: string, queries: TraceQuery[], check: (n: number) => boolean): Promise<void> {
+async function timeQueries(
+  audit: AuditStream,
+  label: string,
+  queries: TraceQuery[],
+  check: (n: number) => boolean,
+): Promise<void> {
   const times: number[] = [];
   for (const q of queries) {
     const started = performance.now();
     const reply = await queryBatches(audit, q);
     times.push(performance.now() - started);
-    if (!check(reply.events.length)) throw new Error(`${label}: ${reply.events.length} events for ${JSON.stringify(q)}`);
+    if (!check(reply.events.length))
+      throw new Error(`${label}: ${reply.events.length} events for ${JSON.stringify(q)}`);
   }
   times.sort((a, b) => a - b);
   console.log(
@@ -84,7 +91,9 @@ async function main(): Promise<void> {
     log.flush();
     await nc.flush();
     const bounds = await audit.bounds();
-    console.log(`stored ${EVENTS} events in ${bounds.messages} messages in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `stored ${EVENTS} events in ${bounds.messages} messages in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
 
     const indexing = performance.now();
     const stop = await audit.startIndexer();
@@ -96,7 +105,9 @@ async function main(): Promise<void> {
     );
 
     // Trace ids of random events: each trace has CALLS events.
-    const randomTraces = Array.from({ length: QUERIES }, () => ({ traceId: traceIdOfEvent(Math.floor(Math.random() * EVENTS)) }));
+    const randomTraces = Array.from({ length: QUERIES }, () => ({
+      traceId: traceIdOfEvent(Math.floor(Math.random() * EVENTS)),
+    }));
     await timeQueries(audit, 'by trace id', randomTraces, (n) => n === CALLS);
     await timeQueries(
       audit,

@@ -31,7 +31,8 @@ class Samples {
     const sorted = [...this.latencies].sort((a, b) => a - b);
     const at = (q: number) => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN) * 1000;
     const figures: Figures = { p50: at(0.5), p99: at(0.99), rps: sorted.length / this.seconds, errors: this.errors };
-    if (this.cpu !== undefined) figures.cpu = Object.fromEntries(Object.entries(this.cpu).map(([name, us]) => [name, us / sorted.length]));
+    if (this.cpu !== undefined)
+      figures.cpu = Object.fromEntries(Object.entries(this.cpu).map(([name, us]) => [name, us / sorted.length]));
     return figures;
   }
 }
@@ -52,7 +53,13 @@ export async function measureInterleaved(
   return samples.map((s) => s.figures());
 }
 
-async function run(op: () => Promise<unknown>, inFlight: number, seconds: number, into: Samples, cpu?: CpuProbe): Promise<void> {
+async function run(
+  op: () => Promise<unknown>,
+  inFlight: number,
+  seconds: number,
+  into: Samples,
+  cpu?: CpuProbe,
+): Promise<void> {
   const before = cpu?.();
   const started = performance.now();
   const end = started + seconds * 1000;
@@ -72,7 +79,8 @@ async function run(op: () => Promise<unknown>, inFlight: number, seconds: number
   if (cpu !== undefined && before !== undefined) {
     const after = cpu();
     into.cpu ??= {};
-    for (const name of Object.keys(after)) into.cpu[name] = (into.cpu[name] ?? 0) + (after[name] as number) - (before[name] ?? 0);
+    for (const name of Object.keys(after))
+      into.cpu[name] = (into.cpu[name] ?? 0) + (after[name] as number) - (before[name] ?? 0);
   }
 }
 

@@ -1,7 +1,12 @@
 /** The Moleculer peer: an `echo.echo` action with parameter validation, over the bench's NATS. */
 import { ServiceBroker } from 'moleculer';
 
-const broker = new ServiceBroker({ nodeID: 'bench-moleculer-server', transporter: process.env.NATS_URL, logger: false, validator: true });
+const broker = new ServiceBroker({
+  nodeID: 'bench-moleculer-server',
+  transporter: process.env.NATS_URL,
+  logger: false,
+  validator: true,
+});
 broker.createService({
   name: 'echo',
   actions: {

@@ -23,7 +23,11 @@ import { type CallObserver, callObservers } from '../src/dispatcher/audit.js';
 import type { CallEvent } from '../src/dispatcher/types.js';
 
 /** The three modes, in the order (a), (b), (c). */
-export const OTEL_MODES = ['no observer (hooks off)', 'OTel API, no SDK (as shipped)', 'OTel Node SDK registered'] as const;
+export const OTEL_MODES = [
+  'no observer (hooks off)',
+  'OTel API, no SDK (as shipped)',
+  'OTel Node SDK registered',
+] as const;
 
 /** What the OpenTelemetry rows measured. */
 export interface OtelFigures {
@@ -57,7 +61,9 @@ class IdleReader extends MetricReader {
 /** Switches the process between the modes; `restore` leaves it as shipped with no SDK. */
 function modeSwitch(): { set(mode: number): void; restore(): Promise<void> } {
   const shipped: CallObserver[] = [...callObservers];
-  const tracerProvider = new TracerProvider({ spanProcessors: [new BatchSpanProcessor({ exporter: new DroppingExporter() })] });
+  const tracerProvider = new TracerProvider({
+    spanProcessors: [new BatchSpanProcessor({ exporter: new DroppingExporter() })],
+  });
   const meterProvider = new MeterProvider({ readers: [new IdleReader()] });
   const set = (mode: number) => {
     callObservers.splice(0, callObservers.length, ...(mode === 0 ? [] : shipped));
@@ -78,7 +84,11 @@ function modeSwitch(): { set(mode: number): void; restore(): Promise<void> } {
 }
 
 /** Runs `call` at `inFlight` for `seconds`: calls completed and this process's CPU in µs. */
-async function slice(call: () => Promise<unknown>, inFlight: number, seconds: number): Promise<{ calls: number; cpuUs: number; seconds: number }> {
+async function slice(
+  call: () => Promise<unknown>,
+  inFlight: number,
+  seconds: number,
+): Promise<{ calls: number; cpuUs: number; seconds: number }> {
   let calls = 0;
   const started = performance.now();
   const end = started + seconds * 1000;
@@ -134,7 +144,14 @@ interface Slice {
  * Slices of `modes` against (a): each round runs (a) and the mode, in that order in even
  * rounds and reversed in odd ones. Returns the slices of each mode by round.
  */
-async function alternate(call: () => Promise<unknown>, set: (mode: number) => void, mode: number, inFlight: number, seconds: number, rounds: number) {
+async function alternate(
+  call: () => Promise<unknown>,
+  set: (mode: number) => void,
+  mode: number,
+  inFlight: number,
+  seconds: number,
+  rounds: number,
+) {
   const a: Slice[] = [];
   const other: Slice[] = [];
   for (let round = 0; round < rounds; round++) {
@@ -154,7 +171,9 @@ async function alternate(call: () => Promise<unknown>, set: (mode: number) => vo
 function abbaRatios(a: Slice[], other: Slice[]): number[] {
   const ratios: number[] = [];
   for (let i = 0; i + 1 < a.length; i += 2) {
-    ratios.push(((other[i] as Slice).cpuUs + (other[i + 1] as Slice).cpuUs) / ((a[i] as Slice).cpuUs + (a[i + 1] as Slice).cpuUs));
+    ratios.push(
+      ((other[i] as Slice).cpuUs + (other[i + 1] as Slice).cpuUs) / ((a[i] as Slice).cpuUs + (a[i + 1] as Slice).cpuUs),
+    );
   }
   return ratios;
 }
@@ -163,7 +182,12 @@ function abbaRatios(a: Slice[], other: Slice[]): number[] {
  * Measures `call` in the three modes: (b) against (a) over `rounds` rounds, then (c) against
  * (a) over a third as many (the SDK's garbage never falls in a slice of (b)).
  */
-export async function measureOtel(call: () => Promise<unknown>, inFlight: number, seconds: number, rounds: number): Promise<OtelFigures> {
+export async function measureOtel(
+  call: () => Promise<unknown>,
+  inFlight: number,
+  seconds: number,
+  rounds: number,
+): Promise<OtelFigures> {
   const modes = modeSwitch();
   try {
     for (const m of OTEL_MODES.keys()) {

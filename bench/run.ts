@@ -44,7 +44,12 @@ const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 const echoTool = {
   name: 'echo',
   description: 'echoes q',
-  inputSchema: { type: 'object' as const, additionalProperties: false, required: ['q'], properties: { q: { type: 'string', minLength: 1 } } },
+  inputSchema: {
+    type: 'object' as const,
+    additionalProperties: false,
+    required: ['q'],
+    properties: { q: { type: 'string', minLength: 1 } },
+  },
   target: 'bench.echo',
   op: '$echo',
 };
@@ -107,7 +112,15 @@ async function main(): Promise<void> {
     const trusted = await startTrusted(children);
     const echo = await spawnReady(here('./echo.js'), url, 'stdout', 'ready');
     const relay = await spawnReady(here('./relay.js'), url, 'stdout', 'ready');
-    service = await spawnReady(here('../src/main.js'), url, 'stderr', ' ready ', { MATRIX_TOOLS_BUCKET: 'bench-tools' }, [], profileFlags());
+    service = await spawnReady(
+      here('../src/main.js'),
+      url,
+      'stderr',
+      ' ready ',
+      { MATRIX_TOOLS_BUCKET: 'bench-tools' },
+      [],
+      profileFlags(),
+    );
     const moleculerServer = await spawnReady(here('./moleculer-server.js'), url, 'stdout', 'ready');
     children.push(echo, relay, moleculerServer);
 
@@ -121,7 +134,11 @@ async function main(): Promise<void> {
     await molecular.start();
     await molecular.waitForServices(['echo']);
     const mcp = new McpClient({ name: 'bench', version: '1.0.0' });
-    const mcpTransport = new StdioClientTransport({ command: process.execPath, args: [here('./mcp-server.js')], stderr: 'ignore' });
+    const mcpTransport = new StdioClientTransport({
+      command: process.execPath,
+      args: [here('./mcp-server.js')],
+      stderr: 'ignore',
+    });
     await mcp.connect(mcpTransport);
     const cpu: CpuProbe = () => {
       const own = process.cpuUsage();
@@ -149,11 +166,23 @@ async function main(): Promise<void> {
       ['ceiling (one inbox, no timer)', ceiling],
       ['ceiling + context headers', ceilingWithHeaders],
       [TWO_HOPS, twoHops],
-      ['dispatch, in-process library', () => expectOk(dispatcher.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
-      ['dispatch, in-process, audit off', () => expectOk(unaudited.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } }))],
+      [
+        'dispatch, in-process library',
+        () => expectOk(dispatcher.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } })),
+      ],
+      [
+        'dispatch, in-process, audit off',
+        () => expectOk(unaudited.call(session, { id: 'c', name: 'echo', arguments: { q: 'hello' } })),
+      ],
       [
         'dispatch, via system.dispatcher',
-        () => expectOk(client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo', arguments: { q: 'hello' } } })),
+        () =>
+          expectOk(
+            client.request<ToolResult>('system.dispatcher', '$call', {
+              session,
+              call: { id: 'c', name: 'echo', arguments: { q: 'hello' } },
+            }),
+          ),
       ],
       [
         '$call with a cached grant',
@@ -168,11 +197,17 @@ async function main(): Promise<void> {
           ),
       ],
       ['$resolve, cached', () => client.request('system.tools', '$resolve', cachedResolve)],
-      ['$resolve, cached, with a grant', () => trusted.client.request('system.tools', '$resolve', cachedResolve, { grant: trusted.resolveGrant })],
+      [
+        '$resolve, cached, with a grant',
+        () => trusted.client.request('system.tools', '$resolve', cachedResolve, { grant: trusted.resolveGrant }),
+      ],
       [
         '$resolve, uncached, 10k contexts',
         () =>
-          client.request('system.tools', '$resolve', { profile: 'bench', toolContextRefs: [`ctx-${String(uncached++ % 10_000).padStart(5, '0')}`, 'bench'] }),
+          client.request('system.tools', '$resolve', {
+            profile: 'bench',
+            toolContextRefs: [`ctx-${String(uncached++ % 10_000).padStart(5, '0')}`, 'bench'],
+          }),
       ],
       ['$list page of 100 of 10k', () => client.request('system.tools', '$list', { limit: 100, cursor: middle })],
       ['Moleculer 0.14 broker.call', () => molecular.call('echo.echo', { q: 'hello' })],
@@ -193,10 +228,16 @@ async function main(): Promise<void> {
       for (const [i, [scenario]] of scenarios.entries()) {
         const f = figures[i] as Figures;
         rows.push({ scenario, inFlight, figures: f });
-        process.stderr.write(`${scenario} @${inFlight}: p50 ${f.p50.toFixed(0)} µs, ${f.rps.toFixed(0)} req/s${f.errors ? `, ${f.errors} errors` : ''}\n`);
+        process.stderr.write(
+          `${scenario} @${inFlight}: p50 ${f.p50.toFixed(0)} µs, ${f.rps.toFixed(0)} req/s${f.errors ? `, ${f.errors} errors` : ''}\n`,
+        );
       }
     }
-    rows.sort((a, b) => scenarios.findIndex(([n]) => n === a.scenario) - scenarios.findIndex(([n]) => n === b.scenario) || a.inFlight - b.inFlight);
+    rows.sort(
+      (a, b) =>
+        scenarios.findIndex(([n]) => n === a.scenario) - scenarios.findIndex(([n]) => n === b.scenario) ||
+        a.inFlight - b.inFlight,
+    );
     const otel = ONLY === undefined || ONLY.test(OTEL.name) ? await measureOtelRows(dispatcher) : undefined;
 
     const rss = ONLY === undefined ? await registryRss(url) : undefined;
@@ -223,14 +264,25 @@ async function measureOtelRows(dispatcher: Dispatcher): Promise<OtelFigures> {
   const call = () => expectOk(dispatcher.call(callSession, { id: 'c', name: 'echo', arguments: { q: 'hello' } }));
   const figures = await measureOtel(call, OTEL.inFlight, OTEL.seconds, OTEL.rounds);
   const [a, b, c] = figures.cpuUs.map((us) => us.toFixed(2));
-  process.stderr.write(`${OTEL.name} @${OTEL.inFlight}: CPU µs per call (a) ${a}, (b) ${b}, (c) ${c}; (b) ÷ (a) ${figures.ratio[1]?.toFixed(3)}\n`);
+  process.stderr.write(
+    `${OTEL.name} @${OTEL.inFlight}: CPU µs per call (a) ${a}, (b) ${b}, (c) ${c}; (b) ÷ (a) ${figures.ratio[1]?.toFixed(3)}\n`,
+  );
   return figures;
 }
 
 /** Writes `count` contexts of `tools` tools each (plus `extra`) straight into a bucket. */
-async function populate(nc: NatsConnection, bucket: string, count: number, tools: number, extra: ToolContextSpec[]): Promise<void> {
+async function populate(
+  nc: NatsConnection,
+  bucket: string,
+  count: number,
+  tools: number,
+  extra: ToolContextSpec[],
+): Promise<void> {
   const kv = await new Kvm(nc).create(bucket, { history: 1 });
-  const specs = [...extra, ...Array.from({ length: count }, (_, i) => smallContext(`ctx-${String(i).padStart(5, '0')}`, tools))];
+  const specs = [
+    ...extra,
+    ...Array.from({ length: count }, (_, i) => smallContext(`ctx-${String(i).padStart(5, '0')}`, tools)),
+  ];
   for (let i = 0; i < specs.length; i += 500) {
     await Promise.all(specs.slice(i, i + 500).map((s) => kv.put(s.key, JSON.stringify(s))));
   }
@@ -240,7 +292,11 @@ async function populate(nc: NatsConnection, bucket: string, count: number, tools
 async function cursorAt(client: BusClient, page: number): Promise<string> {
   let cursor: string | undefined;
   for (let i = 0; i < page; i++) {
-    const reply: ListReply = await client.request('system.tools', '$list', cursor === undefined ? { limit: 100 } : { limit: 100, cursor });
+    const reply: ListReply = await client.request(
+      'system.tools',
+      '$list',
+      cursor === undefined ? { limit: 100 } : { limit: 100, cursor },
+    );
     cursor = reply.nextCursor;
   }
   if (cursor === undefined) throw new Error('fewer pages than expected');
@@ -248,7 +304,12 @@ async function cursorAt(client: BusClient, page: number): Promise<string> {
 }
 
 /** The ceiling: one reply subscription, a callback, no per-request timer, no decoding. */
-function ceilingClient(nc: NatsConnection, subject: string, payload: Uint8Array, contextHeaders = false): () => Promise<void> {
+function ceilingClient(
+  nc: NatsConnection,
+  subject: string,
+  payload: Uint8Array,
+  contextHeaders = false,
+): () => Promise<void> {
   const inbox = `${createInbox()}.`;
   const pending = new Map<string, () => void>();
   let next = 0;
@@ -263,7 +324,9 @@ function ceilingClient(nc: NatsConnection, subject: string, payload: Uint8Array,
     new Promise<void>((resolve) => {
       const reply = inbox + (next++).toString(36);
       pending.set(reply, resolve);
-      const headers = contextHeaders ? writeContext({ traceparent: newTraceparent(), deadline: Date.now() + 30_000 }) : undefined;
+      const headers = contextHeaders
+        ? writeContext({ traceparent: newTraceparent(), deadline: Date.now() + 30_000 })
+        : undefined;
       nc.publish(subject, payload, { reply, headers });
     });
 }
@@ -303,7 +366,11 @@ async function startTrusted(children: ChildProcess[]) {
     client,
     callGrant: grantFor(callSession),
     resolveGrant: grantFor(cachedResolve),
-    cpu: () => ({ 'nats-server (trust)': processCpu(nats.pid), 'echo (trust)': processCpu(echo.pid), 'service (trust)': processCpu(service.pid) }),
+    cpu: () => ({
+      'nats-server (trust)': processCpu(nats.pid),
+      'echo (trust)': processCpu(echo.pid),
+      'service (trust)': processCpu(service.pid),
+    }),
     stop: async () => {
       client.close();
       await nc.drain();
@@ -316,7 +383,9 @@ async function startTrusted(children: ChildProcess[]) {
 /** RSS of a registry process serving 10,000 contexts of 20 tools each, and of one serving none. */
 async function registryRss(url: string): Promise<{ big: number; empty: number }> {
   const read = async (bucket: string) => {
-    const child = await spawnReady(here('../src/main.js'), url, 'stderr', ' ready ', { MATRIX_TOOLS_BUCKET: bucket }, ['--no-dispatcher']);
+    const child = await spawnReady(here('../src/main.js'), url, 'stderr', ' ready ', { MATRIX_TOOLS_BUCKET: bucket }, [
+      '--no-dispatcher',
+    ]);
     await new Promise((r) => setTimeout(r, 500));
     const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
     child.kill('SIGKILL');
@@ -348,7 +417,10 @@ function spawnReady(
   args: string[] = [],
   nodeFlags: string[] = [],
 ): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [...nodeFlags, script, ...args], { env: { ...process.env, ...env, NATS_URL: url }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, script, ...args], {
+    env: { ...process.env, ...env, NATS_URL: url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let seen = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${script} not ready: ${seen}`)), 60_000);
@@ -375,15 +447,30 @@ interface Target {
 }
 
 /** Issue 16's targets, from this run's rows; in a partial run (BENCH_ONLY), those whose rows were not measured are left out. */
-function targetsOf(get: (scenario: string, inFlight: number) => Figures | undefined, otel: OtelFigures | undefined): Target[] {
+function targetsOf(
+  get: (scenario: string, inFlight: number) => Figures | undefined,
+  otel: OtelFigures | undefined,
+): Target[] {
   const rps = (s: string, n = 64) => get(s, n)?.rps ?? NaN;
   const p50 = (s: string) => get(s, 1)?.p50 ?? NaN;
   const ceiling = rps('ceiling (one inbox, no timer)');
   const viaService = 'dispatch, via system.dispatcher';
   const inProcess = 'dispatch, in-process library';
   const targets: Target[] = [
-    { what: 'system.dispatcher req/s ÷ ceiling (64 in flight)', value: rps(viaService) / ceiling, bound: 0.33, kind: 'min', limit: rps(TWO_HOPS) / ceiling },
-    { what: 'system.dispatcher p50 ÷ raw request (1 in flight)', value: p50(viaService) / p50(RAW), bound: 1.8, kind: 'max', limit: p50(TWO_HOPS) / p50(RAW) },
+    {
+      what: 'system.dispatcher req/s ÷ ceiling (64 in flight)',
+      value: rps(viaService) / ceiling,
+      bound: 0.33,
+      kind: 'min',
+      limit: rps(TWO_HOPS) / ceiling,
+    },
+    {
+      what: 'system.dispatcher p50 ÷ raw request (1 in flight)',
+      value: p50(viaService) / p50(RAW),
+      bound: 1.8,
+      kind: 'max',
+      limit: p50(TWO_HOPS) / p50(RAW),
+    },
     {
       what: 'in-process dispatch, audit on, req/s ÷ ceiling (64 in flight)',
       value: rps(inProcess) / ceiling,
@@ -391,16 +478,36 @@ function targetsOf(get: (scenario: string, inFlight: number) => Figures | undefi
       kind: 'min',
       limit: rps('ceiling + context headers') / ceiling,
     },
-    { what: 'in-process dispatch req/s ÷ Moleculer (64 in flight)', value: rps(inProcess) / rps('Moleculer 0.14 broker.call'), bound: 1.25, kind: 'min' },
-    { what: 'in-process dispatch p50 ÷ raw request (1 in flight)', value: p50(inProcess) / p50(RAW), bound: 1.0, kind: 'max' },
-    { what: '$resolve cached: service CPU µs per call (64 in flight)', value: get('$resolve, cached', 64)?.cpu?.service ?? NaN, bound: 8, kind: 'max' },
+    {
+      what: 'in-process dispatch req/s ÷ Moleculer (64 in flight)',
+      value: rps(inProcess) / rps('Moleculer 0.14 broker.call'),
+      bound: 1.25,
+      kind: 'min',
+    },
+    {
+      what: 'in-process dispatch p50 ÷ raw request (1 in flight)',
+      value: p50(inProcess) / p50(RAW),
+      bound: 1.0,
+      kind: 'max',
+    },
+    {
+      what: '$resolve cached: service CPU µs per call (64 in flight)',
+      value: get('$resolve, cached', 64)?.cpu?.service ?? NaN,
+      bound: 8,
+      kind: 'max',
+    },
     {
       what: '$resolve uncached, 10k contexts, p50 ÷ raw request (1 in flight)',
       value: p50('$resolve, uncached, 10k contexts') / p50(RAW),
       bound: 1.5,
       kind: 'max',
     },
-    { what: '$call with a cached grant req/s ÷ without (64 in flight)', value: rps('$call with a cached grant') / rps(viaService), bound: 0.95, kind: 'min' },
+    {
+      what: '$call with a cached grant req/s ÷ without (64 in flight)',
+      value: rps('$call with a cached grant') / rps(viaService),
+      bound: 0.95,
+      kind: 'min',
+    },
     {
       what: '$resolve cached with a grant req/s ÷ without (64 in flight)',
       value: rps('$resolve, cached, with a grant') / rps('$resolve, cached'),
@@ -423,7 +530,8 @@ function render(
   rss: { big: number; empty: number } | undefined,
   otel: OtelFigures | undefined,
 ): { text: string; markdown: string; failed: boolean } {
-  const get = (scenario: string, inFlight: number) => rows.find((r) => r.scenario === scenario && r.inFlight === inFlight)?.figures;
+  const get = (scenario: string, inFlight: number) =>
+    rows.find((r) => r.scenario === scenario && r.inFlight === inFlight)?.figures;
   const raw = (n: number) => get(RAW, n) as Figures;
   const ceil = (n: number) => get('ceiling (one inbox, no timer)', n)?.rps ?? NaN;
   const header = '| scenario | in flight | p50 µs | p99 µs | req/s | p50 ÷ raw | req/s ÷ raw | req/s ÷ ceiling |';

@@ -218,14 +218,22 @@ async function registrations(client: BusClient): Promise<number> {
 async function populate(nc: NatsConnection, n: number): Promise<void> {
   const kv = await new Kvm(nc).create(bucket, { history: 1 });
   for (let i = 0; i < n; i += 1000) {
-    await Promise.all(Array.from({ length: Math.min(1000, n - i) }, (_, k) => kv.put(keyOf(i + k), JSON.stringify(context(keyOf(i + k), i + k)))));
+    await Promise.all(
+      Array.from({ length: Math.min(1000, n - i) }, (_, k) =>
+        kv.put(keyOf(i + k), JSON.stringify(context(keyOf(i + k), i + k))),
+      ),
+    );
   }
 }
 
 async function cursorAt(client: BusClient, page: number): Promise<string | undefined> {
   let cursor: string | undefined;
   for (let k = 0; k < page; k++) {
-    const reply: ListReply = await client.request('system.tools', '$list', cursor === undefined ? { limit: 100 } : { limit: 100, cursor });
+    const reply: ListReply = await client.request(
+      'system.tools',
+      '$list',
+      cursor === undefined ? { limit: 100 } : { limit: 100, cursor },
+    );
     cursor = reply.nextCursor;
   }
   return cursor;
@@ -279,7 +287,12 @@ function render(results: Growth[]): { text: string; failed: boolean } {
   const largest = results.at(-1) as Growth;
   const smallest = results[0] as Growth;
   const targets: Array<[string, number, string, boolean]> = [
-    ['first `$list` after a change − before, ms', largest.listAfterChange - largest.listPage, '≤ 2', largest.listAfterChange - largest.listPage <= 2],
+    [
+      'first `$list` after a change − before, ms',
+      largest.listAfterChange - largest.listPage,
+      '≤ 2',
+      largest.listAfterChange - largest.listPage <= 2,
+    ],
     [
       'first `$introspect` after a change − before, ms',
       largest.introspectAfterChange - largest.introspect,
@@ -304,7 +317,9 @@ function render(results: Growth[]): { text: string; failed: boolean } {
   const targetLines = [
     `| target at ${largest.n.toLocaleString('en')} contexts | measured | bound | |`,
     '|---|---|---|---|',
-    ...targets.map(([what, value, bound, met]) => `| ${what} | ${value.toFixed(2)} | ${bound} | ${met ? 'PASS' : 'MISS'} |`),
+    ...targets.map(
+      ([what, value, bound, met]) => `| ${what} | ${value.toFixed(2)} | ${bound} | ${met ? 'PASS' : 'MISS'} |`,
+    ),
   ];
   return { text: [...lines, '', ...targetLines].join('\n'), failed: !targets.every(([, , , met]) => met) };
 }

@@ -18,7 +18,10 @@ const SECONDS = Number(process.env.SOAK_SECONDS) || 600;
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
 function spawnReady(args: string[], url: string, stream: 'stdout' | 'stderr', ready: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, args, { env: { ...process.env, NATS_URL: url, MATRIX_TOOLS_BUCKET: 'soak-tools' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, NATS_URL: url, MATRIX_TOOLS_BUCKET: 'soak-tools' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let seen = '';
   return new Promise((resolve, reject) => {
     child[stream]?.on('data', (d: Buffer) => {
@@ -29,7 +32,8 @@ function spawnReady(args: string[], url: string, stream: 'stdout' | 'stderr', re
   });
 }
 
-const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
+const rss = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
 
 async function main(): Promise<void> {
   const nats = await startNatsProcess();
@@ -42,7 +46,9 @@ async function main(): Promise<void> {
     key: 'soak-echo',
     title: 'Echo',
     description: 'echo',
-    matrixTools: [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target: 'bench.echo', op: '$echo' }],
+    matrixTools: [
+      { name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target: 'bench.echo', op: '$echo' },
+    ],
     permissions: { approval: 'never' },
   };
   await client.request('system.tools', '$register', { spec: echoSpec });
@@ -50,13 +56,27 @@ async function main(): Promise<void> {
 
   let n = 0;
   const mix: Array<[string, boolean, () => Promise<unknown>]> = [
-    ['dispatch (library)', true, () => dispatcher.call(session, { id: 'a', name: 'echo', arguments: { i: n++ } }).then(mustSucceed)],
+    [
+      'dispatch (library)',
+      true,
+      () => dispatcher.call(session, { id: 'a', name: 'echo', arguments: { i: n++ } }).then(mustSucceed),
+    ],
     [
       'dispatch (mount)',
       true,
-      () => client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'b', name: 'echo', arguments: { i: n++ } } }).then(mustSucceed),
+      () =>
+        client
+          .request<ToolResult>('system.dispatcher', '$call', {
+            session,
+            call: { id: 'b', name: 'echo', arguments: { i: n++ } },
+          })
+          .then(mustSucceed),
     ],
-    ['$resolve', true, () => client.request('system.tools', '$resolve', { profile: 'default', skills: [{ name: `s${n++ % 50}` }] })],
+    [
+      '$resolve',
+      true,
+      () => client.request('system.tools', '$resolve', { profile: 'default', skills: [{ name: `s${n++ % 50}` }] }),
+    ],
     ['$list', true, () => client.request('system.tools', '$list', { limit: 50 })],
     [
       'register churn',
@@ -69,7 +89,12 @@ async function main(): Promise<void> {
     ],
     ['bad request', false, () => client.request('system.tools', '$resolve', { profile: 42 })],
     ['unknown tool', true, () => dispatcher.call(session, { id: 'c', name: 'nope' })],
-    ['trace query', true, () => client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo', limit: 5 }).then(mustHaveFound)],
+    [
+      'trace query',
+      true,
+      () =>
+        client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo', limit: 5 }).then(mustHaveFound),
+    ],
   ];
   // A model asks for traces now and then, not as often as it calls tools: 1 pick in ~160.
   const weights = mix.map(([name]) => (name === 'trace query' ? 0.05 : 1));
@@ -84,7 +109,11 @@ async function main(): Promise<void> {
   };
   // Trace queries expect echo calls on record: make one and wait until system.traces has it.
   await dispatcher.call(session, { id: 'first', name: 'echo', arguments: {} }).then(mustSucceed);
-  for (let waited = 0; (await client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo' })).matched === 0; waited += 20) {
+  for (
+    let waited = 0;
+    (await client.request<{ matched: number }>('system.traces', '$query', { tool: 'echo' })).matched === 0;
+    waited += 20
+  ) {
     if (waited > 5_000) throw new Error('system.traces never heard of the first call');
     await new Promise((resolve) => setTimeout(resolve, 20));
   }

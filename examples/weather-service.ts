@@ -7,13 +7,23 @@
  * With deploy/nats.conf it runs as its own user (NATS_USER=weather NATS_PASSWORD=weather-secret),
  * which may answer app.weather's requests and nothing else: the operator registers the context.
  */
-import { connectBus, connectOptionsFromEnv, ForbiddenError, Mount, type ToolContextSpec, ToolProvider } from '../src/index.js';
+import {
+  connectBus,
+  connectOptionsFromEnv,
+  ForbiddenError,
+  Mount,
+  type ToolContextSpec,
+  ToolProvider,
+} from '../src/index.js';
 
 const forecastRequest = {
   type: 'object' as const,
   additionalProperties: false,
   required: ['city'],
-  properties: { city: { type: 'string', minLength: 1, maxLength: 100 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  properties: {
+    city: { type: 'string', minLength: 1, maxLength: 100 },
+    days: { type: 'integer', minimum: 1, maximum: 7 },
+  },
 };
 
 const weather: ToolContextSpec = {
@@ -48,7 +58,10 @@ const mount = await new Mount(nc, {
       request: forecastRequest,
       response: { type: 'object' },
       handle: (req: { city: string; days?: number }) => ({
-        text: Array.from({ length: req.days ?? 3 }, (_, i) => `${req.city}, day ${i + 1}: ${['sunny', 'cloudy', 'rain'][i % 3]}`).join('\n'),
+        text: Array.from(
+          { length: req.days ?? 3 },
+          (_, i) => `${req.city}, day ${i + 1}: ${['sunny', 'cloudy', 'rain'][i % 3]}`,
+        ).join('\n'),
       }),
     },
   },

@@ -30,7 +30,13 @@ export { Mounts } from './bus/subjects.js';
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
 export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/mount.js';
 export type { RefusalBudgetOptions } from './dispatcher/refusals.js';
-export { type CallEvent, type RefusalSummary, type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/types.js';
+export {
+  type CallEvent,
+  type RefusalSummary,
+  type ToolCall,
+  ToolErrorCode,
+  type ToolResult,
+} from './dispatcher/types.js';
 
 // Identity: session grants (who calls, with which profile), minted, presented and verified.
 export { GrantError } from './identity/errors.js';

@@ -9,7 +9,14 @@
  */
 
 import { randomFillSync } from 'node:crypto';
-import { createInbox, type Msg, type MsgHdrs, type NatsConnection, PermissionViolationError, type Subscription } from '@nats-io/nats-core';
+import {
+  createInbox,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  PermissionViolationError,
+  type Subscription,
+} from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
@@ -133,7 +140,12 @@ export class BusClient {
   }
 
   /** The body and headers of a request; throws `UnsendableRequestError` or `PayloadTooLargeError`. */
-  private encodeRequest(subject: string, args: unknown, options: RequestOptions, deadline: number): { data: Uint8Array; headers: MsgHdrs | undefined } {
+  private encodeRequest(
+    subject: string,
+    args: unknown,
+    options: RequestOptions,
+    deadline: number,
+  ): { data: Uint8Array; headers: MsgHdrs | undefined } {
     const encoding = options.json ? Encoding.Json : Encoding.MsgPack;
     let data: Uint8Array;
     let headers: MsgHdrs | undefined;
@@ -142,11 +154,15 @@ export class BusClient {
       headers = writeContext(options, undefined, deadline);
       if (encoding === Encoding.Json) headers = putHeader(headers, Header.ContentType, JSON_CONTENT_TYPE);
     } catch (err) {
-      throw new UnsendableRequestError(`the request to ${subject} cannot be sent: ${(err as Error).message}`, { cause: err });
+      throw new UnsendableRequestError(`the request to ${subject} cannot be sent: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     const max = this.nc.info?.max_payload;
     if (max !== undefined && data.length > max) {
-      throw new PayloadTooLargeError(`request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`);
+      throw new PayloadTooLargeError(
+        `request to ${subject} is ${data.length} bytes, over the server's max_payload of ${max}`,
+      );
     }
     return { data, headers };
   }
@@ -207,7 +223,9 @@ export class BusClient {
         }
         if (p.subject !== err.subject) continue;
         this.pending.delete(token);
-        p.reject(new ForbiddenError(`not permitted to publish to ${err.subject}: the NATS account's permissions deny it`));
+        p.reject(
+          new ForbiddenError(`not permitted to publish to ${err.subject}: the NATS account's permissions deny it`),
+        );
       }
     }
   }
@@ -264,7 +282,9 @@ function readReply(msg: Msg, subject: string): unknown {
   try {
     return decodeReply(msg.data, contentType);
   } catch (err) {
-    throw new InternalError(`${subject} answered with a body that cannot be read: ${(err as Error).message}`, { cause: err });
+    throw new InternalError(`${subject} answered with a body that cannot be read: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }
 
@@ -281,8 +301,10 @@ function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unk
 function throwWireError(status: string, headerMessage: string, body: unknown, subject: string): never {
   const error = (body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
   const code = isErrorCode(error?.code) ? error.code : codeOfStatus(Number(status));
-  const message = typeof error?.message === 'string' ? error.message : headerMessage || `${subject} failed with ${status}`;
-  const details = error?.details !== null && typeof error?.details === 'object' ? (error.details as ErrorDetails) : undefined;
+  const message =
+    typeof error?.message === 'string' ? error.message : headerMessage || `${subject} failed with ${status}`;
+  const details =
+    error?.details !== null && typeof error?.details === 'object' ? (error.details as ErrorDetails) : undefined;
   throw errorFromWire(code, message, details);
 }
 

@@ -68,7 +68,9 @@ export function decodeReply(data: Uint8Array, contentType?: string): unknown {
     try {
       return decodeBody(data, Encoding.Json);
     } catch {
-      throw new BadRequestError(`body is neither MessagePack nor JSON (${(notMsgPack as Error).message})`, { cause: notMsgPack });
+      throw new BadRequestError(`body is neither MessagePack nor JSON (${(notMsgPack as Error).message})`, {
+        cause: notMsgPack,
+      });
     }
   }
 }
@@ -129,7 +131,8 @@ export function jsonTextDeeperThan(text: string, max: number): boolean {
 function depthExceeds(node: object, depth: number, max: number): boolean {
   if (depth > max) return true;
   if (Array.isArray(node)) {
-    for (const child of node) if (child !== null && typeof child === 'object' && depthExceeds(child, depth + 1, max)) return true;
+    for (const child of node)
+      if (child !== null && typeof child === 'object' && depthExceeds(child, depth + 1, max)) return true;
   } else if (!(node instanceof Uint8Array)) {
     for (const key in node) {
       const child = (node as Record<string, unknown>)[key];

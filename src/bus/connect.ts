@@ -45,7 +45,8 @@ export function connectOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Con
 export function connectBus(options: ConnectOptions = {}): Promise<NatsConnection> {
   const authenticators: Authenticator[] = [];
   if (options.credsFile) authenticators.push(credsAuthenticator(readFileSync(options.credsFile)));
-  if (options.nkeyFile) authenticators.push(nkeyAuthenticator(new TextEncoder().encode(readFileSync(options.nkeyFile, 'utf8').trim())));
+  if (options.nkeyFile)
+    authenticators.push(nkeyAuthenticator(new TextEncoder().encode(readFileSync(options.nkeyFile, 'utf8').trim())));
   return natsConnect({
     servers: (options.servers ?? DEFAULT_NATS_URL).split(',').map((s) => s.trim()),
     name: options.name,

@@ -148,7 +148,8 @@ function deadlineHeader(value: string): number {
 export class OutgoingHeaders extends MsgHdrsImpl {
   /** Sets one of the protocol's headers; throws if the value holds CR or LF. */
   put(name: (typeof Header)[keyof typeof Header], value: string): this {
-    if (value.includes('\n') || value.includes('\r')) throw InvalidArgumentError.format('header', 'values cannot contain \\r or \\n');
+    if (value.includes('\n') || value.includes('\r'))
+      throw InvalidArgumentError.format('header', 'values cannot contain \\r or \\n');
     this.headers.set(name, [value.trim()]);
     return this;
   }

@@ -108,7 +108,12 @@ export async function discover<T extends { name: string }>(nc: NatsConnection, v
 }
 
 /** Every answer to `$SRV.<verb>.<service>` within `waitMs`: the instances of one service, by its ADR-32 name. */
-export async function discoverService<T extends { name: string }>(nc: NatsConnection, verb: Verb, service: string, waitMs = 250): Promise<T[]> {
+export async function discoverService<T extends { name: string }>(
+  nc: NatsConnection,
+  verb: Verb,
+  service: string,
+  waitMs = 250,
+): Promise<T[]> {
   return (await gather<T>(nc, [`$SRV.${verb}.${service}`], waitMs))[0] ?? [];
 }
 
@@ -160,7 +165,11 @@ const MAX_ANSWER_BYTES = 16 * 1024;
  * their bytes only (a header block nats.js cannot decode is never decoded), at most `MAX_ANSWERS`
  * per subject and `MAX_ANSWERS_IN_ALL` of at most `MAX_ANSWER_BYTES`.
  */
-async function gather<T extends { name: string }>(nc: NatsConnection, subjects: readonly string[], waitMs: number): Promise<T[][]> {
+async function gather<T extends { name: string }>(
+  nc: NatsConnection,
+  subjects: readonly string[],
+  waitMs: number,
+): Promise<T[][]> {
   const found: T[][] = subjects.map(() => []);
   const byToken = new Map(subjects.map((_, i) => [randomBytes(16).toString('hex'), i]));
   let kept = 0;
@@ -169,7 +178,8 @@ async function gather<T extends { name: string }>(nc: NatsConnection, subjects: 
     const inbox = createInbox(mountReplyPrefix(nc));
     sub = nc.subscribe(`${inbox}.*`, {
       callback: guarded((err, msg) => {
-        if (err !== null || msg.data.length === 0 || msg.data.length > MAX_ANSWER_BYTES || kept >= MAX_ANSWERS_IN_ALL) return;
+        if (err !== null || msg.data.length === 0 || msg.data.length > MAX_ANSWER_BYTES || kept >= MAX_ANSWERS_IN_ALL)
+          return;
         const answers = found[byToken.get(msg.subject.slice(inbox.length + 1)) ?? -1];
         if (answers === undefined || answers.length >= MAX_ANSWERS) return;
         try {
@@ -183,7 +193,8 @@ async function gather<T extends { name: string }>(nc: NatsConnection, subjects: 
         }
       }),
     });
-    for (const [token, i] of byToken) nc.publish(subjects[i] as string, new Uint8Array(), { reply: `${inbox}.${token}` });
+    for (const [token, i] of byToken)
+      nc.publish(subjects[i] as string, new Uint8Array(), { reply: `${inbox}.${token}` });
     await new Promise((resolve) => setTimeout(resolve, waitMs));
   } catch {
     // A closed connection: nobody can answer.
@@ -212,7 +223,10 @@ export function serviceInfoOf(value: unknown): ServiceInfo | undefined {
   if (Array.isArray(v.endpoints)) {
     info.endpoints = v.endpoints
       .slice(0, 64)
-      .map((e) => ({ name: text((e as Record<string, unknown> | null)?.name, 128), subject: text((e as Record<string, unknown> | null)?.subject, 256) }))
+      .map((e) => ({
+        name: text((e as Record<string, unknown> | null)?.name, 128),
+        subject: text((e as Record<string, unknown> | null)?.subject, 256),
+      }))
       .filter((e): e is { name: string; subject: string } => e.name !== undefined && e.subject !== undefined);
   }
   return info;
@@ -226,7 +240,9 @@ export function serviceInfoOf(value: unknown): ServiceInfo | undefined {
 export function mountOf(info: ServiceInfo): string {
   const said = info.metadata?.mount;
   if (said) return said;
-  const prefixes = new Set((info.endpoints ?? []).map((e) => e.subject.slice(0, Math.max(0, e.subject.lastIndexOf('.')))));
+  const prefixes = new Set(
+    (info.endpoints ?? []).map((e) => e.subject.slice(0, Math.max(0, e.subject.lastIndexOf('.')))),
+  );
   const [prefix] = prefixes;
   return prefixes.size === 1 && prefix && !/[*>]/.test(prefix) ? prefix : info.name;
 }
@@ -237,7 +253,12 @@ export function mountOf(info: ServiceInfo): string {
  * hears it may answer under any name), and, when the answer names its mount, naming that one.
  */
 export async function pingServices(nc: NatsConnection, mounts: readonly string[], waitMs = 250): Promise<Set<string>> {
-  const { byName } = await discoverByName<{ name: string; metadata?: { mount?: unknown } | null }>(nc, 'PING', mounts.map(serviceName), waitMs);
+  const { byName } = await discoverByName<{ name: string; metadata?: { mount?: unknown } | null }>(
+    nc,
+    'PING',
+    mounts.map(serviceName),
+    waitMs,
+  );
   return new Set(
     mounts.filter((mount) =>
       byName.get(serviceName(mount))?.some((p) => {

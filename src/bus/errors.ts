@@ -172,7 +172,9 @@ const classes: Record<ErrorCode, new (message: string, options?: ErrorOptions) =
   internal: InternalError,
 };
 
-const codeByStatus = new Map<number, ErrorCode>(Object.entries(errorStatus).map(([code, status]) => [status, code as ErrorCode]));
+const codeByStatus = new Map<number, ErrorCode>(
+  Object.entries(errorStatus).map(([code, status]) => [status, code as ErrorCode]),
+);
 
 /** Is `value` one of the wire error codes? */
 export function isErrorCode(value: unknown): value is ErrorCode {

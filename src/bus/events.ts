@@ -21,7 +21,11 @@ export function subscribeEvents<T>(nc: NatsConnection, subject: string, onEvent:
  * Calls `onData` with each event message's body, undecoded: for consumers that keep events
  * and read few of them (decoding on arrival would cost more than the reads).
  */
-export function subscribeEventData(nc: NatsConnection, subject: string, onData: (data: Uint8Array) => void): () => void {
+export function subscribeEventData(
+  nc: NatsConnection,
+  subject: string,
+  onData: (data: Uint8Array) => void,
+): () => void {
   const sub = nc.subscribe(subject, {
     callback: guarded((err, msg) => {
       if (err === null) onData(msg.data);

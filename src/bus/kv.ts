@@ -62,10 +62,16 @@ export class Bucket {
   /** Opens the bucket, creating it when missing; rejects with `UnavailableError` without JetStream. */
   static async open(nc: NatsConnection, name: string, options: BucketOptions = {}): Promise<Bucket> {
     try {
-      const kv = await new Kvm(nc).create(name, { replicas: options.replicas ?? 1, history: options.history ?? 5, ttl: options.maxAgeMs ?? 0 });
+      const kv = await new Kvm(nc).create(name, {
+        replicas: options.replicas ?? 1,
+        history: options.history ?? 5,
+        ttl: options.maxAgeMs ?? 0,
+      });
       return new Bucket(kv, jetstream(nc), name);
     } catch (err) {
-      throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, { cause: err });
+      throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   }
 
@@ -114,7 +120,11 @@ export class Bucket {
    * When the watch ends or fails (server restart, lost consumer) it starts again from the
    * revision after the last one delivered, so nothing is missed or repeated.
    */
-  watch(onEntry: (entry: BucketEntry) => void, onError: (err: unknown) => void = () => {}, timing: WatchTiming = {}): BucketWatch {
+  watch(
+    onEntry: (entry: BucketEntry) => void,
+    onError: (err: unknown) => void = () => {},
+    timing: WatchTiming = {},
+  ): BucketWatch {
     const stallMs = timing.stallMs ?? STALL_MS;
     let stopped = false;
     let next = 0;
@@ -170,9 +180,12 @@ export class Bucket {
     } catch (err) {
       if (
         err instanceof JetStreamApiError &&
-        (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+        (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
+          err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
       ) {
-        throw new ConflictError(`${key} was changed by someone else: its revision is not the one expected`, { cause: err });
+        throw new ConflictError(`${key} was changed by someone else: its revision is not the one expected`, {
+          cause: err,
+        });
       }
       throw unavailable(this.name, 'write', err);
     }
@@ -192,7 +205,10 @@ export class Bucket {
 }
 
 function unavailable(bucket: string, what: 'read' | 'write', err: unknown): UnavailableError {
-  return new UnavailableError(`KV bucket ${bucket} could not take the ${what} right now (${(err as Error).message}); try again`, { cause: err });
+  return new UnavailableError(
+    `KV bucket ${bucket} could not take the ${what} right now (${(err as Error).message}); try again`,
+    { cause: err },
+  );
 }
 
 function toEntry(e: KvWatchEntry): BucketEntry {

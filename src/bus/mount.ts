@@ -12,7 +12,14 @@ import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, Header, OutgoingHeaders } from './context.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
-import { BadRequestError, InternalError, MatrixError, NotFoundError, PayloadTooLargeError, TimeoutError } from './errors.js';
+import {
+  BadRequestError,
+  InternalError,
+  MatrixError,
+  NotFoundError,
+  PayloadTooLargeError,
+  TimeoutError,
+} from './errors.js';
 import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
@@ -131,7 +138,8 @@ export class Mount {
     for (const [op, spec] of Object.entries(ops)) {
       this.ops.set(op, {
         spec,
-        check: typeof spec.request === 'string' ? this.contracts.check(spec.request) : this.contracts.compile(spec.request),
+        check:
+          typeof spec.request === 'string' ? this.contracts.check(spec.request) : this.contracts.compile(spec.request),
         stats: {
           name: op.slice(1),
           subject: opSubject(options.name, op),
@@ -222,7 +230,9 @@ export class Mount {
   /** The request body: within the size bound, decoded (at most `MAX_DEPTH` deep), valid against the op's schema. */
   private readBody(msg: Msg, op: string, bound: BoundOp, encoding: Encoding): Record<string, unknown> {
     if (msg.data.length > this.maxRequestBytes) {
-      throw new PayloadTooLargeError(`request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`);
+      throw new PayloadTooLargeError(
+        `request body is ${msg.data.length} bytes; ${this.name} accepts at most ${this.maxRequestBytes}`,
+      );
     }
     const key = bound.memo?.keyOf(msg.data, encoding);
     const known = key === undefined ? undefined : bound.memo?.get(key);
@@ -235,7 +245,13 @@ export class Mount {
   }
 
   /** Answers once the handler's promise settles; `stop()` waits for every one of these. */
-  private async answerWhenSettled(msg: Msg, pending: Promise<unknown>, encoding: Encoding, bound: BoundOp, started: number): Promise<void> {
+  private async answerWhenSettled(
+    msg: Msg,
+    pending: Promise<unknown>,
+    encoding: Encoding,
+    bound: BoundOp,
+    started: number,
+  ): Promise<void> {
     this.inFlight++;
     try {
       this.reply(msg, await pending, encoding, bound, started);
@@ -354,7 +370,8 @@ class RequestMemo {
 
 /** Freezes a decoded body and everything in it: one object serves every request of the same bytes. */
 function deepFreeze<T extends object>(value: T): T {
-  for (const child of Object.values(value)) if (child !== null && typeof child === 'object' && !Object.isFrozen(child)) deepFreeze(child);
+  for (const child of Object.values(value))
+    if (child !== null && typeof child === 'object' && !Object.isFrozen(child)) deepFreeze(child);
   return Object.freeze(value);
 }
 

@@ -54,7 +54,8 @@ export class StreamWriter {
 
   /** Fails the writes still waiting and stops listening. */
   close(): void {
-    for (const p of this.pending.values()) p.reject(new UnavailableError(`writer closed before ${p.subject} was acknowledged`));
+    for (const p of this.pending.values())
+      p.reject(new UnavailableError(`writer closed before ${p.subject} was acknowledged`));
     this.pending.clear();
     this.sub?.unsubscribe();
     this.sub = undefined;
@@ -79,7 +80,12 @@ export class StreamWriter {
       return;
     }
     if (typeof ack.seq === 'number' && ack.error === undefined) p.resolve(ack.seq);
-    else p.reject(new UnavailableError(`JetStream refused ${p.subject}: ${ack.error?.description ?? 'no sequence in its acknowledgement'}`));
+    else
+      p.reject(
+        new UnavailableError(
+          `JetStream refused ${p.subject}: ${ack.error?.description ?? 'no sequence in its acknowledgement'}`,
+        ),
+      );
   }
 
   private sweep(): void {

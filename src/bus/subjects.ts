@@ -73,8 +73,12 @@ const hasWildcard = (tokens: string) => tokens.split('.').some((t) => t === '*' 
 // Checked for every tool of every stored context at start-up (500,000 at 100,000 contexts) and
 // on every call, splitting each pattern and subject into tokens cost 3 µs a subject.
 const reservedExact: ReadonlySet<string> = new Set(reservedPatterns.filter((p) => !hasWildcard(p)));
-const reservedPrefixes = reservedPatterns.filter((p) => p.endsWith('.>') && !hasWildcard(p.slice(0, -2))).map((p) => p.slice(0, -1));
-const reservedOthers = reservedPatterns.filter((p) => !reservedExact.has(p) && !reservedPrefixes.includes(p.slice(0, -1)));
+const reservedPrefixes = reservedPatterns
+  .filter((p) => p.endsWith('.>') && !hasWildcard(p.slice(0, -2)))
+  .map((p) => p.slice(0, -1));
+const reservedOthers = reservedPatterns.filter(
+  (p) => !reservedExact.has(p) && !reservedPrefixes.includes(p.slice(0, -1)),
+);
 
 /** Is `subject` (a concrete subject, or a mount name) reserved? Every inbox is: `_INBOX.…` and `_INBOX_<user>.…` alike. */
 export function isReservedSubject(subject: string): boolean {

@@ -49,10 +49,15 @@ const ADR32 = 'io.nats.micro.v1';
 const JSON_HEADER = { [Header.ContentType]: JSON_CONTENT_TYPE };
 
 /** Runs every check against `mount`, in order, and returns their outcomes. */
-export async function checkConformance(nc: NatsConnection, mount: string, options: CheckOptions = {}): Promise<CheckOutcome[]> {
+export async function checkConformance(
+  nc: NatsConnection,
+  mount: string,
+  options: CheckOptions = {},
+): Promise<CheckOutcome[]> {
   const timeoutMs = options.timeoutMs ?? 2_000;
   const probe = { op: options.op ?? '$introspect', args: options.args ?? {} };
-  const ask = (subject: string, data: Uint8Array, h: Record<string, string> = {}) => request(nc, subject, data, h, timeoutMs);
+  const ask = (subject: string, data: Uint8Array, h: Record<string, string> = {}) =>
+    request(nc, subject, data, h, timeoutMs);
   const discovery = await checkDiscovery(nc, mount, timeoutMs);
   const introspect = checkIntrospect(await ask(opSubject(mount, '$introspect'), encodeBody({})), mount);
   const probeSubject = opSubject(mount, probe.op);
@@ -62,27 +67,47 @@ export async function checkConformance(nc: NatsConnection, mount: string, option
     checkEndpointsPerOp(discovery.ops, introspect.ops),
     checkMsgPack(await ask(probeSubject, encodeBody(probe.args)), probeSubject),
     checkJson(await ask(probeSubject, encodeBody(probe.args, 'json'), JSON_HEADER), probeSubject),
-    checkError('error model: unknown op', await ask(opSubject(mount, `$noSuchOp${nuid.next()}`), encodeBody({})), ErrorCode.NotFound),
+    checkError(
+      'error model: unknown op',
+      await ask(opSubject(mount, `$noSuchOp${nuid.next()}`), encodeBody({})),
+      ErrorCode.NotFound,
+    ),
     checkError('error model: undecodable body', await ask(probeSubject, UNDECODABLE), ErrorCode.BadRequest),
     // In JSON, which every mount reads: a mount that reads nothing else still meets the deadline check.
     checkError(
       'past Matrix-Deadline',
-      await ask(probeSubject, encodeBody(probe.args, 'json'), { ...JSON_HEADER, [Header.Deadline]: String(Date.now() - 60_000) }),
+      await ask(probeSubject, encodeBody(probe.args, 'json'), {
+        ...JSON_HEADER,
+        [Header.Deadline]: String(Date.now() - 60_000),
+      }),
       ErrorCode.Timeout,
     ),
   ];
 }
 
-async function request(nc: NatsConnection, subject: string, data: Uint8Array, h: Record<string, string>, timeoutMs: number): Promise<Answer | string> {
+async function request(
+  nc: NatsConnection,
+  subject: string,
+  data: Uint8Array,
+  h: Record<string, string>,
+  timeoutMs: number,
+): Promise<Answer | string> {
   const hdrs = natsHeaders();
   for (const [name, value] of Object.entries(h)) hdrs.set(name, value);
   let msg: Msg;
   try {
     // On an inbox a mount's NATS user may answer onto.
-    msg = await nc.request(subject, data, { timeout: timeoutMs, headers: hdrs, noMux: true, reply: createInbox(mountReplyPrefix(nc)) });
+    msg = await nc.request(subject, data, {
+      timeout: timeoutMs,
+      headers: hdrs,
+      noMux: true,
+      reply: createInbox(mountReplyPrefix(nc)),
+    });
   } catch (err) {
     const message = (err as Error).message;
-    return /no responders/i.test(message) || /503/.test(message) ? `no responders on ${subject}` : `no answer from ${subject} (${message})`;
+    return /no responders/i.test(message) || /503/.test(message)
+      ? `no responders on ${subject}`
+      : `no answer from ${subject} (${message})`;
   }
   const status = msg.headers?.get(Header.ServiceErrorCode);
   return {
@@ -94,22 +119,35 @@ async function request(nc: NatsConnection, subject: string, data: Uint8Array, h:
 }
 
 /** `$SRV.PING|INFO|STATS` by the mount's service name: answered, ADR-32-shaped, one endpoint per op. */
-async function checkDiscovery(nc: NatsConnection, mount: string, waitMs: number): Promise<{ outcomes: CheckOutcome[]; ops: string[] | undefined }> {
+async function checkDiscovery(
+  nc: NatsConnection,
+  mount: string,
+  waitMs: number,
+): Promise<{ outcomes: CheckOutcome[]; ops: string[] | undefined }> {
   const service = serviceName(mount);
-  const gather = (verb: Verb) => discoverService<{ name: string } & Record<string, unknown>>(nc, verb, service, Math.min(waitMs, 500));
+  const gather = (verb: Verb) =>
+    discoverService<{ name: string } & Record<string, unknown>>(nc, verb, service, Math.min(waitMs, 500));
   const [pings, infos, stats] = await Promise.all([gather('PING'), gather('INFO'), gather('STATS')]);
   const typed = (answers: Array<Record<string, unknown>>, verb: string, kind: string): CheckOutcome => {
     const check = `discovery: $SRV.${verb}.${service}`;
     if (answers.length === 0) return { check, ok: false, detail: 'nobody answered' };
     const bad = answers.filter((a) => a.type !== `${ADR32}.${kind}` || a.name !== service);
-    if (bad.length > 0) return { check, ok: false, detail: `answers must say type ${ADR32}.${kind} and name ${service}; got ${JSON.stringify(bad[0])}` };
+    if (bad.length > 0)
+      return {
+        check,
+        ok: false,
+        detail: `answers must say type ${ADR32}.${kind} and name ${service}; got ${JSON.stringify(bad[0])}`,
+      };
     return { check, ok: true, detail: `${answers.length} instance(s) answered` };
   };
   const info = typed(infos, 'INFO', 'info_response');
   const endpoints = info.ok ? endpointOps(infos, mount) : undefined;
   if (endpoints?.problem) Object.assign(info, { ok: false, detail: endpoints.problem });
   else if (endpoints) info.detail += `; endpoints ${endpoints.ops.join(' ')}`;
-  return { outcomes: [typed(pings, 'PING', 'ping_response'), info, typed(stats, 'STATS', 'stats_response')], ops: endpoints?.ops };
+  return {
+    outcomes: [typed(pings, 'PING', 'ping_response'), info, typed(stats, 'STATS', 'stats_response')],
+    ops: endpoints?.ops,
+  };
 }
 
 /** The ops the INFO answers' endpoints serve, or what is wrong with them. */
@@ -121,7 +159,8 @@ function endpointOps(infos: Array<Record<string, unknown>>, mount: string): { op
     for (const e of endpoints) {
       const subject = String(e.subject);
       const op = subject.startsWith(`${mount}.`) ? subject.slice(mount.length + 1) : undefined;
-      if (op === undefined || op.includes('.')) return { ops: [], problem: `endpoint subject ${subject} is not <mount>.<op> (${mount}.<op>)` };
+      if (op === undefined || op.includes('.'))
+        return { ops: [], problem: `endpoint subject ${subject} is not <mount>.<op> (${mount}.<op>)` };
       ops.add(op);
     }
   }
@@ -134,13 +173,19 @@ function checkIntrospect(answer: Answer | string, mount: string): { outcome: Che
   if (typeof read === 'string') return { outcome: { check, ok: false, detail: read }, ops: undefined };
   // The fields every mount's reply has are checked; a mount may say more (system.tools its revision, system.agents the live mounts).
   const known = Object.keys((contracts().schema(SchemaId.IntrospectReply).properties ?? {}) as Record<string, unknown>);
-  const violations = contracts().check(SchemaId.IntrospectReply)(Object.fromEntries(Object.entries(read).filter(([k]) => known.includes(k))));
+  const violations = contracts().check(SchemaId.IntrospectReply)(
+    Object.fromEntries(Object.entries(read).filter(([k]) => known.includes(k))),
+  );
   if (violations !== undefined) {
     const first = violations.slice(0, 3).map((v) => `${v.path || '(body)'} ${v.message}`);
-    return { outcome: { check, ok: false, detail: `reply breaks the IntrospectReply contract: ${first.join('; ')}` }, ops: undefined };
+    return {
+      outcome: { check, ok: false, detail: `reply breaks the IntrospectReply contract: ${first.join('; ')}` },
+      ops: undefined,
+    };
   }
   const reply = read as { mount: string; ops: Array<{ op: string }> };
-  if (reply.mount !== mount) return { outcome: { check, ok: false, detail: `reply names mount ${reply.mount}, not ${mount}` }, ops: undefined };
+  if (reply.mount !== mount)
+    return { outcome: { check, ok: false, detail: `reply names mount ${reply.mount}, not ${mount}` }, ops: undefined };
   const ops = reply.ops.map((o) => o.op).sort();
   return { outcome: { check, ok: true, detail: `${ops.length} ops: ${ops.join(' ')}` }, ops };
 }
@@ -151,7 +196,8 @@ function checkEndpointsPerOp(endpoints: string[] | undefined, ops: string[] | un
   if (ops === undefined) return { check, ok: false, detail: 'no $introspect to say what the ops are' };
   const missing = ops.filter((op) => !endpoints.includes(op));
   const extra = endpoints.filter((op) => !ops.includes(op));
-  if (missing.length === 0 && extra.length === 0) return { check, ok: true, detail: `${ops.length} endpoints, ${ops.length} ops` };
+  if (missing.length === 0 && extra.length === 0)
+    return { check, ok: true, detail: `${ops.length} endpoints, ${ops.length} ops` };
   return {
     check,
     ok: false,
@@ -166,7 +212,9 @@ function checkMsgPack(answer: Answer | string, subject: string): CheckOutcome {
     return { check, ok: false, detail: `${subject} answered a MessagePack request with ${answer.contentType}` };
   }
   const read = success(answer, 'msgpack');
-  return typeof read === 'string' ? { check, ok: false, detail: read } : { check, ok: true, detail: `${subject} answered a MessagePack map` };
+  return typeof read === 'string'
+    ? { check, ok: false, detail: read }
+    : { check, ok: true, detail: `${subject} answered a MessagePack map` };
 }
 
 function checkJson(answer: Answer | string, subject: string): CheckOutcome {
@@ -174,7 +222,11 @@ function checkJson(answer: Answer | string, subject: string): CheckOutcome {
   const read = success(answer, 'json');
   if (typeof read === 'string') return { check, ok: false, detail: read };
   if (typeof answer === 'string' || !answer.contentType?.startsWith(JSON_CONTENT_TYPE)) {
-    return { check, ok: false, detail: `${subject} answered JSON without the header Content-Type: ${JSON_CONTENT_TYPE}` };
+    return {
+      check,
+      ok: false,
+      detail: `${subject} answered JSON without the header Content-Type: ${JSON_CONTENT_TYPE}`,
+    };
   }
   return { check, ok: true, detail: `${subject} answered a JSON object, Content-Type: ${answer.contentType}` };
 }
@@ -183,12 +235,14 @@ function checkJson(answer: Answer | string, subject: string): CheckOutcome {
 function checkError(check: string, answer: Answer | string, code: ErrorCode): CheckOutcome {
   if (typeof answer === 'string') return { check, ok: false, detail: answer };
   const want = errorStatus[code];
-  if (answer.status === undefined) return { check, ok: false, detail: `answered without an error (want ${want} ${code})` };
+  if (answer.status === undefined)
+    return { check, ok: false, detail: `answered without an error (want ${want} ${code})` };
   const problems: string[] = [];
   if (answer.status !== want) problems.push(`${Header.ServiceErrorCode} is ${answer.status}, want ${want}`);
   if (!answer.message) problems.push(`no ${Header.ServiceError} header`);
   const error = (decodeAny(answer) as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
-  if (error?.code !== code || typeof error.message !== 'string') problems.push(`body is not {error: {code: "${code}", message}}`);
+  if (error?.code !== code || typeof error.message !== 'string')
+    problems.push(`body is not {error: {code: "${code}", message}}`);
   if (problems.length > 0) return { check, ok: false, detail: problems.join('; ') };
   return { check, ok: true, detail: `${want} ${code}: ${error?.message}` };
 }
@@ -199,11 +253,15 @@ function success(answer: Answer | string, encoding: 'msgpack' | 'json'): Record<
   if (answer.status !== undefined) return `answered error ${answer.status}: ${answer.message}`;
   let value: unknown;
   try {
-    value = encoding === 'json' ? JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(answer.data)) : decode(answer.data);
+    value =
+      encoding === 'json'
+        ? JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(answer.data))
+        : decode(answer.data);
   } catch (err) {
     return `reply is not ${encoding === 'json' ? 'JSON' : 'MessagePack'} (${(err as Error).message})`;
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return `reply is not a map: ${JSON.stringify(value)?.slice(0, 80)}`;
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return `reply is not a map: ${JSON.stringify(value)?.slice(0, 80)}`;
   return value as Record<string, unknown>;
 }
 
@@ -227,7 +285,11 @@ export function addCheckCommand(program: Command): void {
   withConnection(program.command('check'))
     .description('check that a mount (yours, in any language) follows the bus protocol; exit 1 on a miss')
     .argument('<mount>', 'the mount, e.g. app.weather')
-    .option('--op <op>', 'the op the encoding, error and deadline checks call (it runs twice: pick one that changes nothing)', '$introspect')
+    .option(
+      '--op <op>',
+      'the op the encoding, error and deadline checks call (it runs twice: pick one that changes nothing)',
+      '$introspect',
+    )
     .option('-a, --args <json>', 'its request body, a JSON object', '{}')
     .option('--timeout <ms>', 'longest wait for each answer', '2000')
     .option('--json', 'print the outcomes as JSON')
@@ -247,18 +309,22 @@ export interface CheckArgs {
 export async function checkMount(client: BusClient, flags: CheckArgs, out: Output): Promise<number> {
   const { mount } = flags;
   const args = jsonFlag('--args', flags.args ?? '{}');
-  if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new UsageError('--args must be a JSON object');
+  if (args === null || typeof args !== 'object' || Array.isArray(args))
+    throw new UsageError('--args must be a JSON object');
   const outcomes = await checkConformance(client.nc, mount, {
     op: flags.op,
     args: args as Record<string, unknown>,
     timeoutMs: Number(flags.timeout) || 2_000,
   });
   const held = outcomes.filter((o) => o.ok).length;
-  if (flags.json) out.print(JSON.stringify({ mount, service: serviceName(mount), ok: held === outcomes.length, outcomes }, null, 2));
+  if (flags.json)
+    out.print(JSON.stringify({ mount, service: serviceName(mount), ok: held === outcomes.length, outcomes }, null, 2));
   else {
     const rows = outcomes.map((o) => [o.ok ? 'ok' : 'MISS', o.check, o.detail]);
     out.print(`${mount} (service ${serviceName(mount)})\n${table(['', 'CHECK', 'WHAT IT SAW'], rows)}`);
-    out.print(`${held} of ${outcomes.length} hold${held === outcomes.length ? '' : `; ${outcomes.length - held} missed`}`);
+    out.print(
+      `${held} of ${outcomes.length} hold${held === outcomes.length ? '' : `; ${outcomes.length - held} missed`}`,
+    );
   }
   return held === outcomes.length ? ExitCode.Ok : ExitCode.Failed;
 }

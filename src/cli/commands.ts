@@ -11,7 +11,13 @@ import { watchCalls } from '../dispatcher/audit.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import type { MountDescription } from '../mounts/agents.js';
 import { watchRegistry } from '../registry/events.js';
-import type { IntrospectReply, ListReply, RegisterReply, ResolvedToolContext, ToolContextSpec } from '../registry/types.js';
+import type {
+  IntrospectReply,
+  ListReply,
+  RegisterReply,
+  ResolvedToolContext,
+  ToolContextSpec,
+} from '../registry/types.js';
 import { wholeNumber, withConnection } from './config.js';
 import { ExitCode, json, jsonFlag, type Output, table, UsageError } from './output.js';
 import { interrupted, verbAction } from './run.js';
@@ -52,7 +58,11 @@ export async function list(client: BusClient, args: { tool?: string; json?: bool
 }
 
 /** `resolve`: the resolved tools as a table (or the whole reply as JSON). */
-export async function resolve(client: BusClient, args: SessionFlags & { json?: boolean }, out: Output): Promise<number> {
+export async function resolve(
+  client: BusClient,
+  args: SessionFlags & { json?: boolean },
+  out: Output,
+): Promise<number> {
   const reply = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', sessionRequest(args), {
     timeoutMs: QUERY_TIMEOUT_MS,
     ...grantContext(args),
@@ -92,7 +102,8 @@ export interface CallArgs extends SessionFlags {
 /** `call`: one tool call through `system.dispatcher`; prints the content, or the whole result as JSON. */
 export async function call(client: BusClient, args: CallArgs, out: Output): Promise<number> {
   const toolArgs = args.args === undefined ? {} : jsonFlag('--args', args.args);
-  if (toolArgs === null || typeof toolArgs !== 'object' || Array.isArray(toolArgs)) throw new UsageError('--args must be a JSON object');
+  if (toolArgs === null || typeof toolArgs !== 'object' || Array.isArray(toolArgs))
+    throw new UsageError('--args must be a JSON object');
   const traceparent = args.traceparent ?? newTraceparent();
   const ctx = {
     traceparent,
@@ -101,19 +112,30 @@ export async function call(client: BusClient, args: CallArgs, out: Output): Prom
     ...(args.principal ? { principal: args.principal } : {}),
     ...grantContext(args),
   };
-  const body = { session: sessionRequest(args), call: { id: `cli-${Date.now().toString(36)}`, name: args.tool, arguments: toolArgs } };
+  const body = {
+    session: sessionRequest(args),
+    call: { id: `cli-${Date.now().toString(36)}`, name: args.tool, arguments: toolArgs },
+  };
   const result = await client.request<ToolResult>(Mounts.Dispatcher, '$call', body, ctx);
-  out.note(`trace ${traceIdOf(traceparent)}  ${result.isError ? `error ${result.error?.code}` : 'ok'}  ${result.durationMs.toFixed(1)} ms`);
+  out.note(
+    `trace ${traceIdOf(traceparent)}  ${result.isError ? `error ${result.error?.code}` : 'ok'}  ${result.durationMs.toFixed(1)} ms`,
+  );
   out.print(args.json ? json(result) : result.content);
   return result.isError ? ExitCode.Failed : ExitCode.Ok;
 }
 
 /** `introspect [mount]`: the live mounts (via system.agents), or one mount's own `$introspect`. */
-export async function introspect(client: BusClient, args: { mount?: string; json?: boolean }, out: Output): Promise<number> {
+export async function introspect(
+  client: BusClient,
+  args: { mount?: string; json?: boolean },
+  out: Output,
+): Promise<number> {
   if (args.mount !== undefined) {
     // Any mount answers: on an inbox its NATS user may publish onto (deploy/nats.conf).
     const toMount = new BusClient(client.nc, { inboxPrefix: mountReplyPrefix(client.nc) });
-    const reply = await toMount.request<IntrospectReply>(args.mount, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS }).finally(() => toMount.close());
+    const reply = await toMount
+      .request<IntrospectReply>(args.mount, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS })
+      .finally(() => toMount.close());
     if (args.json) out.print(json(reply));
     else {
       out.print(`${reply.mount} ${reply.version} (instance ${reply.instance.id})`);
@@ -126,14 +148,28 @@ export async function introspect(client: BusClient, args: { mount?: string; json
     }
     return ExitCode.Ok;
   }
-  const reply = await client.request<{ mounts: MountDescription[] }>(Mounts.Agents, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS });
-  const rows = reply.mounts.map((m) => [m.mount, String(m.instances), m.version ?? '', m.ops.map((o) => o.op).join(' ')]);
+  const reply = await client.request<{ mounts: MountDescription[] }>(
+    Mounts.Agents,
+    '$introspect',
+    {},
+    { timeoutMs: QUERY_TIMEOUT_MS },
+  );
+  const rows = reply.mounts.map((m) => [
+    m.mount,
+    String(m.instances),
+    m.version ?? '',
+    m.ops.map((o) => o.op).join(' '),
+  ]);
   out.print(args.json ? json(reply) : table(['MOUNT', 'INSTANCES', 'VERSION', 'OPS'], rows));
   return ExitCode.Ok;
 }
 
 /** `register <file>`: a spec, or an array of specs, from a JSON file. */
-export async function register(client: BusClient, args: { file: string; expectedRevision?: string }, out: Output): Promise<number> {
+export async function register(
+  client: BusClient,
+  args: { file: string; expectedRevision?: string },
+  out: Output,
+): Promise<number> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(readFileSync(args.file, 'utf8'));
@@ -150,7 +186,11 @@ export async function register(client: BusClient, args: { file: string; expected
 }
 
 /** `unregister <key>`. */
-export async function unregister(client: BusClient, args: { key: string; expectedRevision?: string }, out: Output): Promise<number> {
+export async function unregister(
+  client: BusClient,
+  args: { key: string; expectedRevision?: string },
+  out: Output,
+): Promise<number> {
   const expectedRevision = wholeNumber('--expected-revision', args.expectedRevision, 0);
   const body = expectedRevision === undefined ? { key: args.key } : { key: args.key, expectedRevision };
   const reply = await client.request<RegisterReply>(Mounts.Tools, '$unregister', body, { timeoutMs: WRITE_TIMEOUT_MS });
@@ -167,13 +207,18 @@ export interface WatchArgs {
 
 /** `watch`: prints registry changes (and, with --calls, every tool call) until `until`. */
 export async function watch(client: BusClient, args: WatchArgs, out: Output): Promise<number> {
-  const print = (kind: string, event: unknown, text: string) => out.print(args.json ? JSON.stringify({ kind, event }) : `${new Date().toISOString()} ${text}`);
+  const print = (kind: string, event: unknown, text: string) =>
+    out.print(args.json ? JSON.stringify({ kind, event }) : `${new Date().toISOString()} ${text}`);
   const stops = [watchRegistry(client.nc, (e) => print('changed', e, `${e.change} ${e.key} (revision ${e.revision})`))];
   if (args.calls) {
     stops.push(
       watchCalls(client.nc, (e) => {
         const code = e.code ? ` (${e.code})` : '';
-        print('call', e, `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${code} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`);
+        print(
+          'call',
+          e,
+          `call ${e.name} → ${e.target ?? '?'} ${e.op ?? ''} ${e.outcome}${code} ${e.durationMs} ms trace ${traceIdOf(e.traceparent) ?? '-'}`,
+        );
       }),
     );
   }
@@ -187,9 +232,19 @@ export async function watch(client: BusClient, args: WatchArgs, out: Output): Pr
 /** Declares the verbs above, each with the connection flags. */
 export function addToolCommands(program: Command): void {
   const command = (name: string, description: string) => withConnection(program.command(name).description(description));
-  command('list', 'list the tool contexts').option('--tool <name>', 'only contexts with this tool').option('--json', 'print JSON').action(verbAction(list));
+  command('list', 'list the tool contexts')
+    .option('--tool <name>', 'only contexts with this tool')
+    .option('--json', 'print JSON')
+    .action(verbAction(list));
   withSession(command('resolve', 'show the tools a profile gets'))
-    .addOption(new Option('--format <format>', 'add providerTools in this format').choices(['matrix', 'openai', 'anthropic', 'mcp']))
+    .addOption(
+      new Option('--format <format>', 'add providerTools in this format').choices([
+        'matrix',
+        'openai',
+        'anthropic',
+        'mcp',
+      ]),
+    )
     .option('--strict', 'with --format openai: strict-mode parameters')
     .option('--json', 'print the whole ResolvedToolContext')
     .action(verbAction(resolve));

@@ -33,12 +33,22 @@ export type Flags = Record<string, unknown>;
 
 /** The connection settings, on every verb, keyed by the `ConnectOptions` field each sets. */
 export const connectionSettings = {
-  servers: { flags: '-s, --server <urls>', env: 'NATS_URL', description: 'NATS server URL(s), comma-separated', defaultText: DEFAULT_NATS_URL },
+  servers: {
+    flags: '-s, --server <urls>',
+    env: 'NATS_URL',
+    description: 'NATS server URL(s), comma-separated',
+    defaultText: DEFAULT_NATS_URL,
+  },
   user: { flags: '--user <user>', env: 'NATS_USER', description: 'NATS user', defaultText: 'none' },
   pass: { flags: '--password <password>', env: 'NATS_PASSWORD', description: 'NATS password', defaultText: 'none' },
   token: { flags: '--token <token>', env: 'NATS_TOKEN', description: 'NATS token', defaultText: 'none' },
   nkeyFile: { flags: '--nkey <file>', env: 'NATS_NKEY', description: 'path of an nkey seed file', defaultText: 'none' },
-  credsFile: { flags: '--creds <file>', env: 'NATS_CREDS', description: 'path of a JWT creds file', defaultText: 'none' },
+  credsFile: {
+    flags: '--creds <file>',
+    env: 'NATS_CREDS',
+    description: 'path of a JWT creds file',
+    defaultText: 'none',
+  },
   inboxPrefix: {
     flags: '--inbox-prefix <prefix>',
     env: 'NATS_INBOX_PREFIX',
@@ -56,8 +66,18 @@ export const serveSettings = {
     description: 'do not mount system.agents, .sessions, .traces, .packages, .approvals',
     defaultText: 'mounted',
   },
-  policy: { flags: '--policy <file>', env: 'MATRIX_APPROVAL_POLICY', description: 'approval policy file (JSON)', defaultText: 'ask at the terminal' },
-  bucket: { flags: '--bucket <name>', env: 'MATRIX_TOOLS_BUCKET', description: 'KV bucket of registered contexts', defaultText: DEFAULT_BUCKET },
+  policy: {
+    flags: '--policy <file>',
+    env: 'MATRIX_APPROVAL_POLICY',
+    description: 'approval policy file (JSON)',
+    defaultText: 'ask at the terminal',
+  },
+  bucket: {
+    flags: '--bucket <name>',
+    env: 'MATRIX_TOOLS_BUCKET',
+    description: 'KV bucket of registered contexts',
+    defaultText: DEFAULT_BUCKET,
+  },
   sessionsBucket: {
     flags: '--sessions-bucket <name>',
     env: 'MATRIX_SESSIONS_BUCKET',
@@ -81,8 +101,16 @@ export const serveSettings = {
     description: 'send spans and metrics over OTLP/HTTP to this endpoint (the OpenTelemetry variable)',
     defaultText: 'none',
   },
-  auditStream: { env: 'MATRIX_AUDIT_STREAM', description: 'JetStream stream of audit events', defaultText: 'MATRIX_AUDIT' },
-  auditMaxAge: { env: 'MATRIX_AUDIT_MAX_AGE', description: 'age past which audit events are dropped, in seconds', defaultText: '604800 (7 days)' },
+  auditStream: {
+    env: 'MATRIX_AUDIT_STREAM',
+    description: 'JetStream stream of audit events',
+    defaultText: 'MATRIX_AUDIT',
+  },
+  auditMaxAge: {
+    env: 'MATRIX_AUDIT_MAX_AGE',
+    description: 'age past which audit events are dropped, in seconds',
+    defaultText: '604800 (7 days)',
+  },
   auditMaxBytes: {
     env: 'MATRIX_AUDIT_MAX_BYTES',
     description: 'size past which the oldest audit events are dropped, in bytes',
@@ -98,8 +126,20 @@ export const serveSettings = {
     description: 'of those, most stored in a row after a quiet spell',
     defaultText: String(DEFAULT_REFUSAL_BURST),
   },
-  replicas: { env: 'MATRIX_TOOLS_REPLICAS', description: 'replicas of the buckets when the service creates them (1–5)', defaultText: '1' },
-} satisfies { [K in keyof ServeOptions | 'auditStream' | 'auditMaxAge' | 'auditMaxBytes' | 'auditRefusals' | 'auditRefusalBurst']?: Setting };
+  replicas: {
+    env: 'MATRIX_TOOLS_REPLICAS',
+    description: 'replicas of the buckets when the service creates them (1–5)',
+    defaultText: '1',
+  },
+} satisfies {
+  [K in
+    | keyof ServeOptions
+    | 'auditStream'
+    | 'auditMaxAge'
+    | 'auditMaxBytes'
+    | 'auditRefusals'
+    | 'auditRefusalBurst']?: Setting;
+};
 
 /** Adds a flag for each setting that has one; the help line names its variable and default. */
 export function addSettings(cmd: Command, settings: Record<string, Setting>): Command {
@@ -130,7 +170,11 @@ export function settingValue(setting: Setting, flags: Flags, env: NodeJS.Process
 }
 
 /** Where and how to connect: the connection flags over the `NATS_*` environment. */
-export function connectConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env, name = 'matrix-tools-cli'): ConnectOptions {
+export function connectConfig(
+  flags: Flags,
+  env: NodeJS.ProcessEnv = process.env,
+  name = 'matrix-tools-cli',
+): ConnectOptions {
   const options: ConnectOptions = { ...connectOptionsFromEnv(env), name };
   for (const [field, setting] of Object.entries(connectionSettings)) {
     const value = flagValue(setting, flags);
@@ -182,11 +226,18 @@ function auditConfig(value: (s: Setting) => unknown): AuditStreamOptions {
 }
 
 /** A whole number from `min` to `max`, or undefined when not set; anything else is a usage error naming `name`. */
-export function wholeNumber(name: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+export function wholeNumber(
+  name: string,
+  value: unknown,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (typeof value !== 'string' || value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
-    throw new UsageError(`${name} must be a whole number from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}, got '${String(value)}'`);
+    throw new UsageError(
+      `${name} must be a whole number from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}, got '${String(value)}'`,
+    );
   }
   return n;
 }

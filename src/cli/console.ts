@@ -25,20 +25,29 @@ export function addConsoleCommand(program: Command): void {
 
 function portNumber(text: string): number {
   const port = Number(text);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError('a port is an integer from 0 to 65535');
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new InvalidArgumentError('a port is an integer from 0 to 65535');
   return port;
 }
 
 /** Runs the console until SIGINT or SIGTERM. */
 export async function runConsole(client: BusClient, flags: ConsoleFlags, out: Output): Promise<number> {
-  const running = await startConsole(client.nc, { port: flags.port ?? 8080, host: flags.host ?? '127.0.0.1', allowWrites: flags.allowWrites === true });
+  const running = await startConsole(client.nc, {
+    port: flags.port ?? 8080,
+    host: flags.host ?? '127.0.0.1',
+    allowWrites: flags.allowWrites === true,
+  });
   const contexts = running.index.error
     ? `registry not answering yet: ${running.index.error}`
     : `${running.index.size.toLocaleString('en')} contexts, listed in ${running.index.loadMs.toFixed(0)} ms`;
   const token = running.token ? `write token: ${running.token}\n` : '';
-  const exposed = isLoopback(flags.host ?? '127.0.0.1') ? '' : `warning: bound to ${flags.host}: whoever reaches it reads the registry and the audit trail\n`;
+  const exposed = isLoopback(flags.host ?? '127.0.0.1')
+    ? ''
+    : `warning: bound to ${flags.host}: whoever reaches it reads the registry and the audit trail\n`;
   // One write, so whoever waits for the ready line has the token with it.
-  out.note(`${exposed}${token}console ready on ${running.url} (${running.token ? 'writes allowed' : 'read-only'}; ${contexts})`);
+  out.note(
+    `${exposed}${token}console ready on ${running.url} (${running.token ? 'writes allowed' : 'read-only'}; ${contexts})`,
+  );
   await interrupted();
   await running.close();
   return ExitCode.Ok;

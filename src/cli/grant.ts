@@ -23,7 +23,9 @@ interface GrantFlags extends SessionFlags {
 
 /** Adds `grant` and `keys` to the program; `withSession` adds the session flags the grant's authority comes from. */
 export function addIdentityCommands(program: Command, withSession: (cmd: Command) => Command): void {
-  withSession(program.command('grant').description("mint a session grant (a JWT for Matrix-Grant) signed by an issuer's seed"))
+  withSession(
+    program.command('grant').description("mint a session grant (a JWT for Matrix-Grant) signed by an issuer's seed"),
+  )
     .requiredOption('--issuer <file>', 'the issuer seed file (matrix-tools keys --out, or nsc)')
     .requiredOption('--principal <id>', 'who acts, e.g. agent:alpha or user:ops-ann (Matrix-Principal downstream)')
     .requiredOption('--session <id>', 'the session id (Matrix-Session downstream)')
@@ -44,21 +46,29 @@ function exitWith(verb: () => number): void {
   try {
     process.exitCode = verb();
   } catch (err) {
-    process.exitCode = reportError(err instanceof Error && !(err instanceof UsageError) && err.name === 'Error' ? new UsageError(err.message) : err);
+    process.exitCode = reportError(
+      err instanceof Error && !(err instanceof UsageError) && err.name === 'Error' ? new UsageError(err.message) : err,
+    );
   }
 }
 
 /** `grant`: prints a grant for the session the flags describe. */
 export function grant(flags: GrantFlags, out: Output): number {
-  if (flags.grant) throw new UsageError('grant mints a grant from session flags; --grant / MATRIX_GRANT are for call, resolve and mcp');
+  if (flags.grant)
+    throw new UsageError(
+      'grant mints a grant from session flags; --grant / MATRIX_GRANT are for call, resolve and mcp',
+    );
   if (!SESSION_ID.test(flags.session)) throw new UsageError('--session must be 1 to 128 of A-Z a-z 0-9 _ . : @ -');
   const request = sessionRequest(flags) as unknown as Record<string, unknown>;
-  const resolve = Object.fromEntries(AUTHORITY_FIELDS.filter((f) => request[f] !== undefined).map((f) => [f, request[f]])) as GrantAuthority;
+  const resolve = Object.fromEntries(
+    AUTHORITY_FIELDS.filter((f) => request[f] !== undefined).map((f) => [f, request[f]]),
+  ) as GrantAuthority;
   const readSessions = flags.readSessions
     ?.split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  if (readSessions?.some((s) => !SESSION_ID.test(s))) throw new UsageError('--read-sessions takes session ids, comma-separated');
+  if (readSessions?.some((s) => !SESSION_ID.test(s)))
+    throw new UsageError('--read-sessions takes session ids, comma-separated');
   const text = mintGrant(readIssuerSeed(flags.issuer), {
     principal: flags.principal,
     session: flags.session,

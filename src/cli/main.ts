@@ -18,14 +18,19 @@ import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
 import { grantContext, type SessionFlags, sessionRequest, withSession } from './session.js';
 
-const program = new Command('matrix-tools').description('The tool registry and dispatcher of an agent system on NATS.').showHelpAfterError().exitOverride();
+const program = new Command('matrix-tools')
+  .description('The tool registry and dispatcher of an agent system on NATS.')
+  .showHelpAfterError()
+  .exitOverride();
 
 addServeCommand(program);
 addToolCommands(program);
 addCheckCommand(program);
 addConsoleCommand(program);
 addIdentityCommands(program, withSession);
-withConnection(withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)"))).action(
+withConnection(
+  withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)")),
+).action(
   verbAction(async (client, args: SessionFlags) => {
     // Loaded here: the MCP SDK is a third of every other verb's start-up time.
     const { serveMcp } = await import('./mcp.js');
@@ -37,7 +42,8 @@ withConnection(withSession(program.command('mcp').description("serve a profile's
 try {
   await program.parseAsync();
 } catch (err) {
-  process.exitCode = err instanceof CommanderError ? (err.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage) : reportError(err);
+  process.exitCode =
+    err instanceof CommanderError ? (err.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage) : reportError(err);
 }
 // The one place the CLI ends the process: verbs and serve only set the code.
 process.exit(Number(process.exitCode ?? ExitCode.Ok));

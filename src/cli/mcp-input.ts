@@ -24,16 +24,25 @@ export function malformedLine(line: string): JsonRpcErrorResponse | undefined {
     return failure(null, JsonRpcError.ParseError, 'Parse error: a line must hold one JSON-RPC message in JSON');
   }
   if (JSONRPCMessageSchema.safeParse(value).success) return undefined;
-  const message = value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  const message =
+    value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
   const id = typeof message.id === 'string' || typeof message.id === 'number' ? message.id : null;
-  if (typeof message.method === 'string' && 'params' in message && (message.params === null || typeof message.params !== 'object')) {
+  if (
+    typeof message.method === 'string' &&
+    'params' in message &&
+    (message.params === null || typeof message.params !== 'object')
+  ) {
     return failure(
       id,
       JsonRpcError.InvalidParams,
       `${message.method} params must be an object, got ${message.params === null ? 'null' : typeof message.params}`,
     );
   }
-  return failure(id, JsonRpcError.InvalidRequest, 'Invalid Request: not a JSON-RPC 2.0 request, notification or response');
+  return failure(
+    id,
+    JsonRpcError.InvalidRequest,
+    'Invalid Request: not a JSON-RPC 2.0 request, notification or response',
+  );
 }
 
 function failure(id: string | number | null, code: number, message: string): JsonRpcErrorResponse {

@@ -12,7 +12,12 @@ import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { type CallToolResult, ErrorCode as JsonRpcError, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import {
+  type CallToolResult,
+  ErrorCode as JsonRpcError,
+  ListToolsRequestSchema,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
@@ -52,11 +57,16 @@ export interface ToolCallParams {
  * what is wrong. Absent `arguments` are `{}`; present ones must be an object, as MCP says.
  */
 export function toolCallParams(params: unknown): ToolCallParams {
-  if (!isObject(params)) throw invalidParams(`tools/call params must be an object {name, arguments?}, got ${kindOf(params)}`);
+  if (!isObject(params))
+    throw invalidParams(`tools/call params must be an object {name, arguments?}, got ${kindOf(params)}`);
   const { name, arguments: args } = params;
-  if (typeof name !== 'string' || name === '') throw invalidParams(`tools/call params.name must name a tool (a non-empty string), got ${kindOf(name)}`);
+  if (typeof name !== 'string' || name === '')
+    throw invalidParams(`tools/call params.name must name a tool (a non-empty string), got ${kindOf(name)}`);
   if (args === undefined) return { name, arguments: {} };
-  if (!isObject(args)) throw invalidParams(`tools/call params.arguments of "${name}" must be an object (or left out), got ${kindOf(args)}`);
+  if (!isObject(args))
+    throw invalidParams(
+      `tools/call params.arguments of "${name}" must be an object (or left out), got ${kindOf(args)}`,
+    );
   return { name, arguments: args };
 }
 
@@ -71,7 +81,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
 function kindOf(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return `a string (${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)})`;
+  if (typeof value === 'string')
+    return `a string (${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)})`;
   return value === undefined ? 'nothing' : `a ${typeof value}`;
 }
 
@@ -81,10 +92,12 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx:
   const client = new BusClient(nc, { timeoutMs: 10_000 });
   // Resolved before the client is answered: `initialize` carries the instructions, and a
   // profile that cannot be resolved ends the bridge with the CLI's exit code, said on stderr.
-  const first = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, ctx).catch((err: unknown) => {
-    client.close();
-    throw err;
-  });
+  const first = await client
+    .request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, ctx)
+    .catch((err: unknown) => {
+      client.close();
+      throw err;
+    });
   const bridge = new McpBridge(nc, client, session, first, ctx);
   await bridge.run();
 }
@@ -125,14 +138,17 @@ class McpBridge {
     // The SDK parses tools/call params with zod before any handler of its own sees them, and
     // answers a mismatch with -32603 and the zod dump; unhandled methods reach this instead.
     this.server.fallbackRequestHandler = async (req, extra) => {
-      if (req.method !== 'tools/call') throw new JsonRpcFailure(JsonRpcError.MethodNotFound, `Method not found: ${req.method}`);
+      if (req.method !== 'tools/call')
+        throw new JsonRpcFailure(JsonRpcError.MethodNotFound, `Method not found: ${req.method}`);
       return this.track(this.callTool(toolCallParams(req.params), String(extra.requestId)));
     };
   }
 
   /** Serves until the client is gone, then closes: requests in flight get up to a second, the dispatcher flushes its audit events. */
   async run(): Promise<void> {
-    const input = process.stdin.pipe(wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)));
+    const input = process.stdin.pipe(
+      wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)),
+    );
     const ended = this.ended(input);
     const stopWatching = watchRegistry(this.nc, () => void this.recheck());
     await this.server.connect(new StdioServerTransport(input));
@@ -142,7 +158,10 @@ class McpBridge {
     stopWatching();
     // The last lines reach their handlers a few promise turns after the input ends: let them.
     await new Promise((resolve) => setImmediate(resolve));
-    await Promise.race([Promise.allSettled([...this.pending]), new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref())]);
+    await Promise.race([
+      Promise.allSettled([...this.pending]),
+      new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref()),
+    ]);
     await this.server.close().catch(() => {});
     this.client.close();
   }
@@ -184,11 +203,19 @@ class McpBridge {
     const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
     let result: ToolResult;
     try {
-      result = await this.client.request<ToolResult>(Mounts.Dispatcher, '$call', { session: this.session, call }, { ...this.ctx, timeoutMs: CALL_TIMEOUT_MS });
+      result = await this.client.request<ToolResult>(
+        Mounts.Dispatcher,
+        '$call',
+        { session: this.session, call },
+        { ...this.ctx, timeoutMs: CALL_TIMEOUT_MS },
+      );
     } catch (err) {
       // The dispatcher itself failed (not the tool): still a result the model can read.
       const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
-      return { content: [{ type: 'text', text: `"${params.name}" could not be run: system.dispatcher answered ${why}` }], isError: true };
+      return {
+        content: [{ type: 'text', text: `"${params.name}" could not be run: system.dispatcher answered ${why}` }],
+        isError: true,
+      };
     }
     const reply: CallToolResult = { content: [{ type: 'text', text: result.content }], isError: result.isError };
     const structured = structuredObject(result);
@@ -232,7 +259,9 @@ class McpBridge {
     }
     this.digest = resolved.digest;
     await this.server.sendToolListChanged().catch(() => {});
-    log(`registry revision ${resolved.revision}: tools changed (digest ${resolved.digest.slice(0, 12)}), list_changed sent`);
+    log(
+      `registry revision ${resolved.revision}: tools changed (digest ${resolved.digest.slice(0, 12)}), list_changed sent`,
+    );
   }
 }
 

@@ -73,7 +73,9 @@ export function reportError(err: unknown, out: Output = processOutput): number {
   }
   const message = err instanceof Error ? err.message : String(err);
   out.note(`error: ${message}`);
-  return /ECONNREFUSED|connection refused|CONNECTION_REFUSED|getaddrinfo/i.test(message) ? ExitCode.Unreachable : ExitCode.Failed;
+  return /ECONNREFUSED|connection refused|CONNECTION_REFUSED|getaddrinfo/i.test(message)
+    ? ExitCode.Unreachable
+    : ExitCode.Failed;
 }
 
 /** Parses a JSON flag value or fails with a usage error naming the flag. */

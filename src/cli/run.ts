@@ -29,13 +29,20 @@ export function verbAction(verb: AnyVerb, ...positional: string[]): (...params: 
 }
 
 /** Connects as `args` and `env` say, runs `verb`, drains; resolves with the exit code. */
-export async function runVerb(verb: AnyVerb, args: Flags, out: Output, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function runVerb(
+  verb: AnyVerb,
+  args: Flags,
+  out: Output,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
   const options = connectConfig(args, env);
   let client: BusClient;
   try {
     client = new BusClient(await connectBus(options));
   } catch (err) {
-    out.note(`error: cannot reach NATS at ${options.servers}: ${(err as Error).message} (start it, or pass --server / NATS_URL)`);
+    out.note(
+      `error: cannot reach NATS at ${options.servers}: ${(err as Error).message} (start it, or pass --server / NATS_URL)`,
+    );
     return ExitCode.Unreachable;
   }
   try {

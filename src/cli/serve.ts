@@ -70,11 +70,15 @@ export interface ServeHandle {
 
 /** Connects, mounts what `options` turn on, and resolves once every mount answers. Never exits the process. */
 export async function serve(options: ServeOptions, logger: Logger = stderrLogger): Promise<ServeHandle> {
-  if (!options.registry && !options.dispatcher && !options.reference) throw new UsageError('nothing to run: every mount is turned off');
+  if (!options.registry && !options.dispatcher && !options.reference)
+    throw new UsageError('nothing to run: every mount is turned off');
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
   const identity = identityGate(options.trust);
   // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
-  const telemetry = await startTelemetry({ metricsPort: options.metricsPort, otlpEndpoint: options.otlpEndpoint }).catch((err: Error) => {
+  const telemetry = await startTelemetry({
+    metricsPort: options.metricsPort,
+    otlpEndpoint: options.otlpEndpoint,
+  }).catch((err: Error) => {
     throw new UsageError(err.message);
   });
   let nc: NatsConnection | undefined;
@@ -110,7 +114,8 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
 export function identityGate(trust: string | undefined): IdentityGate {
   const issuers = parseIssuers(trust);
   try {
-    if (trust !== undefined && trust.trim() !== '' && issuers.length === 0) throw new Error(`'${trust}' names no issuer`);
+    if (trust !== undefined && trust.trim() !== '' && issuers.length === 0)
+      throw new Error(`'${trust}' names no issuer`);
     return IdentityGate.forIssuers(issuers);
   } catch (err) {
     throw new UsageError(`--trust / MATRIX_TRUSTED_ISSUERS: ${(err as Error).message}`);
@@ -142,19 +147,29 @@ interface Gates {
 }
 
 /** Builds the mounts `options` turn on and starts them. */
-async function startMounts(nc: NatsConnection, options: ServeOptions, { policy, identity }: Gates, logger: Logger): Promise<Running> {
+async function startMounts(
+  nc: NatsConnection,
+  options: ServeOptions,
+  { policy, identity }: Gates,
+  logger: Logger,
+): Promise<Running> {
   const running: Running = { mounts: [], closers: [] };
   const registry = options.registry ? new Registry(await openStore(nc, options, logger), new Presence(nc)) : undefined;
   if (registry !== undefined) running.mounts.push(registryMount(nc, { registry, logger, identity }));
   if (options.dispatcher) {
     // Beside the registry, resolve in this process: same state, one hop less.
-    const dispatcher = new Dispatcher(nc, { ...(registry !== undefined && { source: localToolSource(registry) }), refusals: options.refusals });
+    const dispatcher = new Dispatcher(nc, {
+      ...(registry !== undefined && { source: localToolSource(registry) }),
+      refusals: options.refusals,
+    });
     running.closers.push(() => dispatcher.close());
     running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity }));
   }
   if (options.dispatcher && !options.reference) {
     // The audit stream stores calls from the first one on, whether or not system.traces runs here.
-    await AuditStream.open(nc, options.audit).catch((err: Error) => logger.error(`audit events not stored: ${err.message}`));
+    await AuditStream.open(nc, options.audit).catch((err: Error) =>
+      logger.error(`audit events not stored: ${err.message}`),
+    );
   }
   if (options.reference) await addReferenceMounts(nc, running, policy, options, logger, registry);
   for (const m of running.mounts) m.logger = logger;
@@ -191,7 +206,12 @@ async function logConnectionChanges(nc: NatsConnection, logger: Logger): Promise
 }
 
 /** `serve`: runs until SIGINT/SIGTERM, then stops; resolves with the exit code (1 when it cannot start). */
-export async function runServe(flags: Flags, out: Output, env: NodeJS.ProcessEnv = process.env, until: Promise<string> = interrupted()): Promise<number> {
+export async function runServe(
+  flags: Flags,
+  out: Output,
+  env: NodeJS.ProcessEnv = process.env,
+  until: Promise<string> = interrupted(),
+): Promise<number> {
   let handle: ServeHandle;
   try {
     handle = await serve(serveConfig(flags, env));
@@ -205,7 +225,9 @@ export async function runServe(flags: Flags, out: Output, env: NodeJS.ProcessEnv
 
 /** Declares `serve`. */
 export function addServeCommand(program: Command): void {
-  const cmd = program.command('serve').description('run system.tools, system.dispatcher and the reference mounts (what npm start runs)');
+  const cmd = program
+    .command('serve')
+    .description('run system.tools, system.dispatcher and the reference mounts (what npm start runs)');
   addSettings(withConnection(cmd), serveSettings).action(async (flags: Flags) => {
     process.exitCode = await runServe(flags, processOutput);
   });

@@ -24,13 +24,23 @@ export interface SessionFlags {
 /** Adds the session flags to a command. */
 export function withSession(cmd: Command): Command {
   return cmd
-    .option('-p, --profile <name>', 'agent profile (default, explain, monitor, edit, propose, evaluate, …); required without --grant')
+    .option(
+      '-p, --profile <name>',
+      'agent profile (default, explain, monitor, edit, propose, evaluate, …); required without --grant',
+    )
     .addOption(
-      new Option('--grant <jwt|file>', 'session grant sent as Matrix-Grant; its profile and authority are the session (env: MATRIX_GRANT)').env('MATRIX_GRANT'),
+      new Option(
+        '--grant <jwt|file>',
+        'session grant sent as Matrix-Grant; its profile and authority are the session (env: MATRIX_GRANT)',
+      ).env('MATRIX_GRANT'),
     )
     .option('-w, --worker <name>', 'worker, e.g. claude-code or codex')
     .option('--refs <keys>', 'tool context refs, comma-separated (skips the built-in rules)')
-    .option('--skill <name=refs>', 'a skill and its refs, e.g. review=repo-coding (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option(
+      '--skill <name=refs>',
+      'a skill and its refs, e.g. review=repo-coding (repeatable)',
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
     .option('--requires <capabilities>', 'required capabilities, comma-separated')
     .option('--environment <json>', 'the worker environment, e.g. {"repoRoot":"/src"}')
     .option('--only-available', 'leave out tools whose target has no live instance');
@@ -47,16 +57,20 @@ const csv = (text: string | undefined) =>
 /** The `$resolve` request the flags describe. */
 export function sessionRequest(flags: SessionFlags): ResolveRequest {
   // With a grant, its authority; flags given besides are sent too, for the service to hold against it.
-  const request: ResolveRequest = flags.grant ? { ...new GrantedSession(loadGrant(flags.grant)).request } : { profile: '' };
+  const request: ResolveRequest = flags.grant
+    ? { ...new GrantedSession(loadGrant(flags.grant)).request }
+    : { profile: '' };
   if (flags.profile) request.profile = flags.profile;
-  if (!request.profile) throw new UsageError('--profile is required (or --grant / MATRIX_GRANT, whose profile is used)');
+  if (!request.profile)
+    throw new UsageError('--profile is required (or --grant / MATRIX_GRANT, whose profile is used)');
   if (flags.worker) request.worker = flags.worker;
   const refs = csv(flags.refs);
   if (refs) request.toolContextRefs = refs;
   if (flags.skill?.length) request.skills = flags.skill.map(skillOf);
   const requires = csv(flags.requires);
   if (requires) request.requires = requires;
-  if (flags.environment) request.environment = jsonFlag('--environment', flags.environment) as ResolveRequest['environment'];
+  if (flags.environment)
+    request.environment = jsonFlag('--environment', flags.environment) as ResolveRequest['environment'];
   if (flags.format) request.format = flags.format as ResolveRequest['format'];
   if (flags.onlyAvailable) request.onlyAvailable = true;
   if (flags.strict) request.strict = true;

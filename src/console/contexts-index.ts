@@ -63,7 +63,11 @@ export class ContextIndex {
     let revision = 0;
     try {
       do {
-        const page = await this.client.request<ListReply>(Mounts.Tools, '$list', cursor === undefined ? { limit: LIST_PAGE } : { limit: LIST_PAGE, cursor });
+        const page = await this.client.request<ListReply>(
+          Mounts.Tools,
+          '$list',
+          cursor === undefined ? { limit: LIST_PAGE } : { limit: LIST_PAGE, cursor },
+        );
         for (const c of page.contexts) next.set(c.key, entryOf(c));
         cursor = page.nextCursor;
         revision = page.revision;
@@ -101,19 +105,37 @@ export class ContextIndex {
   search(query: ContextSearch = {}): ContextPage {
     const words = (query.q ?? '').toLowerCase().split(/\s+/).filter(Boolean);
     const pageSize = Math.min(Math.max(query.pageSize ?? 50, 1), 500);
-    const matches = this.ordered.filter((e) => (query.source === undefined || e.context.source === query.source) && words.every((w) => e.haystack.includes(w)));
+    const matches = this.ordered.filter(
+      (e) =>
+        (query.source === undefined || e.context.source === query.source) && words.every((w) => e.haystack.includes(w)),
+    );
     const pages = Math.max(1, Math.ceil(matches.length / pageSize));
     const page = Math.min(Math.max(Math.trunc(query.page ?? 1), 1), pages);
     const start = (page - 1) * pageSize;
-    return { items: matches.slice(start, start + pageSize).map((e) => e.context), total: matches.length, page, pages, pageSize };
+    return {
+      items: matches.slice(start, start + pageSize).map((e) => e.context),
+      total: matches.length,
+      page,
+      pages,
+      pageSize,
+    };
   }
 
   private reorder(): void {
-    this.ordered = [...this.byKey.values()].sort((a, b) => (a.context.key < b.context.key ? -1 : a.context.key > b.context.key ? 1 : 0));
+    this.ordered = [...this.byKey.values()].sort((a, b) =>
+      a.context.key < b.context.key ? -1 : a.context.key > b.context.key ? 1 : 0,
+    );
   }
 }
 
 function entryOf(context: ListedContext): Entry {
-  const text = [context.key, context.title, context.description, ...context.tools, ...(context.provides ?? []), ...(context.requires ?? [])];
+  const text = [
+    context.key,
+    context.title,
+    context.description,
+    ...context.tools,
+    ...(context.provides ?? []),
+    ...(context.requires ?? []),
+  ];
   return { context, haystack: text.join('\n').toLowerCase() };
 }

@@ -47,7 +47,9 @@ function lcsEdit(a: readonly string[], b: readonly string[]): Edit[] {
   for (let i = n - 1; i >= 0; i--) {
     for (let j = m - 1; j >= 0; j--) {
       lengths[at(i, j)] =
-        a[i] === b[j] ? (lengths[at(i + 1, j + 1)] as number) + 1 : Math.max(lengths[at(i + 1, j)] as number, lengths[at(i, j + 1)] as number);
+        a[i] === b[j]
+          ? (lengths[at(i + 1, j + 1)] as number) + 1
+          : Math.max(lengths[at(i + 1, j)] as number, lengths[at(i, j + 1)] as number);
     }
   }
   const edits: Edit[] = [];

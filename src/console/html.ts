@@ -39,7 +39,8 @@ export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Saf
 /** A path with a query string; empty parameters are left out. */
 export function href(path: string, params: Record<string, string | number | undefined> = {}): string {
   const query = new URLSearchParams();
-  for (const [name, value] of Object.entries(params)) if (value !== undefined && value !== '') query.set(name, String(value));
+  for (const [name, value] of Object.entries(params))
+    if (value !== undefined && value !== '') query.set(name, String(value));
   const text = query.toString();
   return text === '' ? path : `${path}?${text}`;
 }

@@ -14,7 +14,9 @@ export const SECTIONS = [
 /** The whole document of a page. */
 export function renderDocument(page: Page, writes: boolean, seq = 0): string {
   const follows = page.follows?.join(' ') ?? '';
-  const nav = SECTIONS.map((s) => html`<a href="${s.path}" aria-current="${s.path === page.section ? 'page' : 'false'}">${s.label}</a>`);
+  const nav = SECTIONS.map(
+    (s) => html`<a href="${s.path}" aria-current="${s.path === page.section ? 'page' : 'false'}">${s.label}</a>`,
+  );
   const token = writes
     ? html`<input id="token" type="password" placeholder="write token" autocomplete="off" aria-label="write token" title="the token the console printed at start">`
     : html`<span class="status" title="start the console with --allow-writes to try tools and register contexts">read-only</span>`;
@@ -52,7 +54,12 @@ export function renderFragment(page: Page): string {
 }
 
 /** A pager under a table: where this page sits, and links to its neighbours. */
-export function pager(shown: { from: number; to: number; total: number }, prev: string | undefined, next: string | undefined): SafeHtml {
-  const link = (to: string | undefined, label: string) => (to === undefined ? html`<span class="off">${label}</span>` : html`<a href="${to}">${label}</a>`);
+export function pager(
+  shown: { from: number; to: number; total: number },
+  prev: string | undefined,
+  next: string | undefined,
+): SafeHtml {
+  const link = (to: string | undefined, label: string) =>
+    to === undefined ? html`<span class="off">${label}</span>` : html`<a href="${to}">${label}</a>`;
   return html`<div class="pager"><span>${shown.total === 0 ? 'none' : `${shown.from}–${shown.to} of ${shown.total.toLocaleString('en')}`}</span><span class="links">${link(prev, '← previous')}${link(next, 'next →')}</span></div>`;
 }

@@ -53,7 +53,15 @@ export class LiveFeed {
     private readonly index: ContextIndex,
     options: LiveFeedOptions = {},
   ) {
-    this.o = { registryBatchMs: 25, callThrottleMs: 100, resyncMs: 300_000, retryMs: 2_000, recentCalls: 2000, maxClients: 64, ...options };
+    this.o = {
+      registryBatchMs: 25,
+      callThrottleMs: 100,
+      resyncMs: 300_000,
+      retryMs: 2_000,
+      recentCalls: 2000,
+      maxClients: 64,
+      ...options,
+    };
   }
 
   /** Subscribes to the events, loads the index, and starts the resync and heartbeat timers. */
@@ -98,7 +106,11 @@ export class LiveFeed {
   /** Turns a response into an event stream; false when too many browsers follow already. */
   attach(res: ServerResponse): boolean {
     if (this.clients.size >= this.o.maxClients) return false;
-    res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
+    res.writeHead(200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-store',
+      Connection: 'keep-alive',
+    });
     // A page rendered before an event it then connected too late to hear refreshes on this.
     res.write(`retry: 2000\nevent: hello\ndata: ${JSON.stringify({ seq: this.seq })}\n\n`);
     this.clients.add(res);
@@ -131,7 +143,8 @@ export class LiveFeed {
     const before = this.index.revision;
     const had = this.index.error;
     await this.enqueue(() => this.index.reload()).catch(() => {});
-    if (this.index.revision !== before || had !== this.index.error) this.send('registry', { revision: this.index.revision });
+    if (this.index.revision !== before || had !== this.index.error)
+      this.send('registry', { revision: this.index.revision });
   }
 
   private onCall(event: CallEvent): void {

@@ -22,7 +22,8 @@ interface PropertySchema {
 }
 
 function kindOf(p: PropertySchema): FieldKind {
-  if (Array.isArray(p.enum) && p.enum.length > 0 && p.enum.every((v) => v === null || typeof v !== 'object')) return 'enum';
+  if (Array.isArray(p.enum) && p.enum.length > 0 && p.enum.every((v) => v === null || typeof v !== 'object'))
+    return 'enum';
   const type = Array.isArray(p.type) ? p.type.find((t) => t !== 'null') : p.type;
   if (type === 'string') return 'string';
   if (type === 'integer' || type === 'number') return 'number';
@@ -32,14 +33,18 @@ function kindOf(p: PropertySchema): FieldKind {
 
 function propertiesOf(schema: JsonSchemaObject): Array<[string, PropertySchema]> {
   const props = (schema as { properties?: Record<string, PropertySchema> }).properties;
-  return props !== null && typeof props === 'object' ? Object.entries(props).filter(([, p]) => p !== null && typeof p === 'object') : [];
+  return props !== null && typeof props === 'object'
+    ? Object.entries(props).filter(([, p]) => p !== null && typeof p === 'object')
+    : [];
 }
 
 /** The fields of a schema's top-level properties, filled from `values`, then the JSON override. */
 export function argumentFields(schema: JsonSchemaObject, values: URLSearchParams): SafeHtml {
   const listed = (schema as { required?: unknown }).required;
   const required = new Set(Array.isArray(listed) ? listed.filter((r): r is string => typeof r === 'string') : []);
-  const fields = propertiesOf(schema).map(([name, p]) => field(name, p, required.has(name), values.get(ARG + name) ?? ''));
+  const fields = propertiesOf(schema).map(([name, p]) =>
+    field(name, p, required.has(name), values.get(ARG + name) ?? ''),
+  );
   const none = fields.length === 0;
   return html`${fields}
     <label>${none ? 'arguments' : 'or all arguments'} <span class="hint">${none ? 'a JSON object' : 'as a JSON object (overrides the fields above)'}</span>
@@ -51,10 +56,12 @@ function field(name: string, p: PropertySchema, required: boolean, value: string
   const fieldName = ARG + name;
   switch (kindOf(p)) {
     case 'enum':
-      return html`<label>${label}<select name="${fieldName}"><option value="">(absent)</option>${(p.enum ?? []).map((v) => {
-        const encoded = JSON.stringify(v);
-        return html`<option value="${encoded}" ${encoded === value ? html`selected` : ''}>${String(v)}</option>`;
-      })}</select></label>`;
+      return html`<label>${label}<select name="${fieldName}"><option value="">(absent)</option>${(p.enum ?? []).map(
+        (v) => {
+          const encoded = JSON.stringify(v);
+          return html`<option value="${encoded}" ${encoded === value ? html`selected` : ''}>${String(v)}</option>`;
+        },
+      )}</select></label>`;
     case 'boolean':
       return html`<label>${label}<select name="${fieldName}">${['', 'true', 'false'].map((v) => html`<option value="${v}" ${v === value ? html`selected` : ''}>${v || '(absent)'}</option>`)}</select></label>`;
     case 'json':

@@ -108,8 +108,15 @@ function allowedHosts(host: string, port: number): Set<string> | undefined {
   return new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, deps: ConsoleDeps, token: string | undefined, hosts: Set<string> | undefined): Promise<void> {
-  if (hosts !== undefined && !hosts.has(req.headers.host ?? '')) return plain(res, 421, 'wrong Host for this console\n');
+async function handle(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: ConsoleDeps,
+  token: string | undefined,
+  hosts: Set<string> | undefined,
+): Promise<void> {
+  if (hosts !== undefined && !hosts.has(req.headers.host ?? ''))
+    return plain(res, 421, 'wrong Host for this console\n');
   const url = new URL(req.url ?? '/', 'http://console.invalid');
   const method = req.method ?? 'GET';
   // Taken before the page reads the bus: an event during the reading makes the page catch up.
@@ -129,7 +136,13 @@ async function handle(req: IncomingMessage, res: ServerResponse, deps: ConsoleDe
     if (body === undefined) return plain(res, 413, `a form is at most ${MAX_FORM_BYTES} bytes\n`);
     form = body;
     const refusal = writeRefusal(deps.writes, token, req, form);
-    if (refusal !== undefined) return page(res, req, deps, { title: 'Not allowed', section: '', live: notice('error', 'Not allowed', refusal), status: 403 });
+    if (refusal !== undefined)
+      return page(res, req, deps, {
+        title: 'Not allowed',
+        section: '',
+        live: notice('error', 'Not allowed', refusal),
+        status: 403,
+      });
   }
   const result = await route({ method, url, form, deps });
   if (result === undefined)
@@ -166,11 +179,18 @@ function route(request: ConsoleRequest): Promise<Page | Redirect> | undefined {
 }
 
 /** Why a write is refused, or undefined when it may go ahead. */
-function writeRefusal(writes: boolean, token: string | undefined, req: IncomingMessage, form: URLSearchParams): string | undefined {
-  if (!writes || token === undefined) return 'This console is read-only: start it with --allow-writes to try tools and register contexts.';
+function writeRefusal(
+  writes: boolean,
+  token: string | undefined,
+  req: IncomingMessage,
+  form: URLSearchParams,
+): string | undefined {
+  if (!writes || token === undefined)
+    return 'This console is read-only: start it with --allow-writes to try tools and register contexts.';
   const header = req.headers['x-console-token'];
   const given = (typeof header === 'string' ? header : undefined) ?? form.get('token') ?? '';
-  if (!sameSecret(given, token)) return 'A write needs the token the console printed at start: paste it into the token field at the top right.';
+  if (!sameSecret(given, token))
+    return 'A write needs the token the console printed at start: paste it into the token field at the top right.';
   return undefined;
 }
 
@@ -221,7 +241,10 @@ function fail(res: ServerResponse, err: unknown): void {
     res.end();
     return;
   }
-  const body = renderDocument({ title: 'Error', section: '', live: errorNotice(err, 'The page failed'), status: 500 }, false);
+  const body = renderDocument(
+    { title: 'Error', section: '', live: errorNotice(err, 'The page failed'), status: 500 },
+    false,
+  );
   res.writeHead(500, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
   res.end(body);
 }

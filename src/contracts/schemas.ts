@@ -84,7 +84,11 @@ function violationOf(e: ErrorObject): Violation | undefined {
   const p = e.params as Record<string, unknown>;
   switch (e.keyword) {
     case 'required':
-      return { path: `${e.instancePath}/${escapePointer(String(p.missingProperty))}`, message: 'is required', keyword: e.keyword };
+      return {
+        path: `${e.instancePath}/${escapePointer(String(p.missingProperty))}`,
+        message: 'is required',
+        keyword: e.keyword,
+      };
     case 'additionalProperties': {
       const known = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
       const hint = known.length > 0 ? ` (known fields: ${known.join(', ')})` : '';

@@ -4,7 +4,13 @@
  */
 import type { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
-import { MatrixError, NoRespondersError, TimeoutError, UnavailableError, UnsendableRequestError } from '../bus/errors.js';
+import {
+  MatrixError,
+  NoRespondersError,
+  TimeoutError,
+  UnavailableError,
+  UnsendableRequestError,
+} from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
 import { countApproval } from '../telemetry/calls.js';
 import type { ApprovalDecision, ApprovalRequest } from './types.js';
@@ -16,13 +22,23 @@ export const DECIDE_OP = '$decide';
 export type Verdict = { approved: true; by?: string } | { approved: false; reason: string };
 
 /** Asks for a decision and waits at most `timeoutMs` (and never past the caller's deadline). */
-export async function approvalGate(client: BusClient, request: ApprovalRequest, ctx: CallContext, timeoutMs: number): Promise<Verdict> {
+export async function approvalGate(
+  client: BusClient,
+  request: ApprovalRequest,
+  ctx: CallContext,
+  timeoutMs: number,
+): Promise<Verdict> {
   const verdict = await decide(client, request, ctx, timeoutMs);
   countApproval(verdict.approved);
   return verdict;
 }
 
-async function decide(client: BusClient, request: ApprovalRequest, ctx: CallContext, timeoutMs: number): Promise<Verdict> {
+async function decide(
+  client: BusClient,
+  request: ApprovalRequest,
+  ctx: CallContext,
+  timeoutMs: number,
+): Promise<Verdict> {
   let reply: unknown;
   try {
     reply = await client.request(Mounts.Approvals, DECIDE_OP, request, { ...ctx, timeoutMs });
@@ -30,7 +46,8 @@ async function decide(client: BusClient, request: ApprovalRequest, ctx: CallCont
     return { approved: false, reason: notAsked(err, timeoutMs) };
   }
   const decision = reply as Partial<ApprovalDecision> | undefined;
-  if (decision?.decision === 'approve') return decision.by === undefined ? { approved: true } : { approved: true, by: decision.by };
+  if (decision?.decision === 'approve')
+    return decision.by === undefined ? { approved: true } : { approved: true, by: decision.by };
   if (decision?.decision === 'reject') {
     const by = typeof decision.by === 'string' ? ` by ${decision.by}` : '';
     const reason = typeof decision.reason === 'string' && decision.reason ? `: ${decision.reason}` : '';

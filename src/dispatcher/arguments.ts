@@ -21,7 +21,12 @@ export { argumentName, argumentsMessage } from './results.js';
  * for a schema that does not compile). With `event`, records the arguments' digest and size
  * on it, whatever the outcome.
  */
-export function readArguments(call: ToolCall, schema: JsonSchemaObject, validators: ArgumentValidators, event?: CallEvent): Record<string, unknown> {
+export function readArguments(
+  call: ToolCall,
+  schema: JsonSchemaObject,
+  validators: ArgumentValidators,
+  event?: CallEvent,
+): Record<string, unknown> {
   const raw = call.arguments;
   if (typeof raw === 'string' && jsonTextDeeperThan(raw, MAX_DEPTH)) {
     if (event !== undefined) recordDigest(event, raw);
@@ -35,7 +40,8 @@ export function readArguments(call: ToolCall, schema: JsonSchemaObject, validato
   // The walk that names where the problem is runs only when a plain one finds there is one.
   const problem = walk && !sendable(args, 1) ? unsendable(args, 1, '') : undefined;
   // Arguments past the bound are not stringified (that could exhaust the stack): text is hashed as it came.
-  if (event !== undefined) recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
+  if (event !== undefined)
+    recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
   if (problem !== undefined) throw refuse.refusedArguments(call.name, problem);
   let check: Check;
   try {
@@ -71,7 +77,8 @@ function unsendable(node: object, depth: number, path: string): string | undefin
   const array = Array.isArray(node);
   for (const key in node) {
     const at = array ? `${path}/${key}` : `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
-    if (key === '__proto__' && !array) return `they hold a key "__proto__" (${argumentName(at)}), which no mount accepts`;
+    if (key === '__proto__' && !array)
+      return `they hold a key "__proto__" (${argumentName(at)}), which no mount accepts`;
     const child = (node as Record<string, unknown>)[key];
     const problem = child !== null && typeof child === 'object' ? unsendable(child, depth + 1, at) : undefined;
     if (problem !== undefined) return problem;

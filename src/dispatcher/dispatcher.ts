@@ -101,7 +101,9 @@ export class Dispatcher {
   private readonly sessions: SessionCache;
   private readonly validators = new ArgumentValidators();
   private readonly slots: TargetSlots;
-  private readonly options: Required<Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals'>>;
+  private readonly options: Required<
+    Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals'>
+  >;
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
@@ -144,7 +146,12 @@ export class Dispatcher {
       const found = this.session(sessionRequest, run);
       const session = found instanceof Promise ? await found : found;
       const tool = member(session, run);
-      const args = readArguments(toolCall, tool.inputSchema, this.validators, this.options.audit ? run.event : undefined);
+      const args = readArguments(
+        toolCall,
+        tool.inputSchema,
+        this.validators,
+        this.options.audit ? run.event : undefined,
+      );
       const to = route(tool, args, session.resolved.timeoutMs, run.event);
       if (to.gated) await this.approve(to, args, run);
       const reply = await this.forward(to, run);
@@ -215,7 +222,15 @@ export class Dispatcher {
   private async approve(to: Route, args: Record<string, unknown>, run: CallRun): Promise<void> {
     run.reached = true;
     const { call, context } = run;
-    const request = { callId: call.id, tool: call.name, target: to.target, op: to.op, arguments: args, session: context.session, principal: context.principal };
+    const request = {
+      callId: call.id,
+      tool: call.name,
+      target: to.target,
+      op: to.op,
+      arguments: args,
+      session: context.session,
+      principal: context.principal,
+    };
     const verdict = await approvalGate(this.client, request, context, this.options.approvalTimeoutMs);
     if (!verdict.approved) throw refuse.approvalDenied(call.name, verdict.reason);
   }
@@ -230,7 +245,8 @@ export class Dispatcher {
     const { traceparent, session, principal, readSessions } = run.context;
     const refused = this.slots.take(to.target, principal);
     if (refused === 'target') throw refuse.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
-    if (refused === 'caller') throw refuse.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
+    if (refused === 'caller')
+      throw refuse.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
     const deadline = deadlineOf(to.timeoutMs, run.context.deadline);
     const options = { traceparent, session, principal, readSessions, deadline, json: to.json };
     try {
@@ -253,12 +269,21 @@ export class Dispatcher {
   private shape(reply: unknown, to: Route, run: CallRun): ToolResult {
     let shaped: Shaped;
     try {
-      shaped = shapeReply(reply, to.tool.resultMode, { cap: this.options.contentCap, summaryBudget: this.options.summaryBudget });
+      shaped = shapeReply(reply, to.tool.resultMode, {
+        cap: this.options.contentCap,
+        summaryBudget: this.options.summaryBudget,
+      });
     } catch (err) {
       // A reply nested thousands of levels deep overflows JSON.stringify: still a result.
       throw refuse.unshowableReply(run.call.name, err);
     }
-    const result: ToolResult = { callId: run.call.id, name: run.call.name, isError: false, content: shaped.content, durationMs: 0 };
+    const result: ToolResult = {
+      callId: run.call.id,
+      name: run.call.name,
+      isError: false,
+      content: shaped.content,
+      durationMs: 0,
+    };
     if (shaped.structured !== undefined) result.structured = shaped.structured;
     if (shaped.truncated !== undefined) result.truncated = shaped.truncated;
     return result;

@@ -134,7 +134,10 @@ const STR = { fix: 0xa0, fixLimit: 32, u8: 0xd9, u16: 0xda, u32: 0xdb };
 const UINT = { fix: 0x00, fixLimit: 0x80, u8: 0xcc, u16: 0xcd, u32: 0xce };
 
 /** Writes `n` in the smallest form of `format` (n < 2^32). */
-function sized(n: number, format: { fix: number; fixLimit: number; u8: number | undefined; u16: number; u32: number }): void {
+function sized(
+  n: number,
+  format: { fix: number; fixLimit: number; u8: number | undefined; u16: number; u32: number },
+): void {
   ensure(5);
   if (n < format.fixLimit) buf[pos++] = format.fix | n;
   else if (n < 0x100 && format.u8 !== undefined) {

@@ -84,12 +84,19 @@ export interface RetryPolicy {
  * only `internal`/`unavailable` are retried. Never a timeout (the target may still be working),
  * never past the deadline.
  */
-export function retryDelay(route: Route, err: unknown, attempt: number, deadline: number, policy: RetryPolicy): number | undefined {
+export function retryDelay(
+  route: Route,
+  err: unknown,
+  attempt: number,
+  deadline: number,
+  policy: RetryPolicy,
+): number | undefined {
   // One approval, one request: an empty 503 "no responders" cannot be told from one the target
   // itself sends after doing the work (found by an outside attack: an approved transfer ran 3 times).
   if (attempt >= policy.maxAttempts || route.gated) return undefined;
   const reachedNobody = err instanceof NoRespondersError;
-  const transient = err instanceof MatrixError && (err.code === ErrorCode.Internal || err.code === ErrorCode.Unavailable);
+  const transient =
+    err instanceof MatrixError && (err.code === ErrorCode.Internal || err.code === ErrorCode.Unavailable);
   if (!reachedNobody && !(route.idempotent && transient)) return undefined;
   const wait = policy.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
   return Date.now() + wait < deadline ? wait : undefined;

@@ -1,14 +1,42 @@
 export { approvalGate, DECIDE_OP, type Verdict } from './approval.js';
-export { ArgumentValidators, argumentName, argumentsMessage, type ParsedArguments, parseArguments, readArguments } from './arguments.js';
+export {
+  ArgumentValidators,
+  argumentName,
+  argumentsMessage,
+  type ParsedArguments,
+  parseArguments,
+  readArguments,
+} from './arguments.js';
 export { AuditLog, CALL_EVENTS, type CallObserver, callObservers, watchCalls } from './audit.js';
 export { Dispatcher, type DispatcherOptions, type EarlyRefusal, REFUSALS } from './dispatcher.js';
 export { type RetryPolicy, retryDelay, TargetSlots } from './forward.js';
 export { DISPATCHER_VERSION, type DispatcherMountOptions, dispatcherMount } from './mount.js';
-export { DEFAULT_REFUSAL_BURST, DEFAULT_REFUSALS_PER_MINUTE, RefusalBudget, type RefusalBudgetOptions } from './refusals.js';
+export {
+  DEFAULT_REFUSAL_BURST,
+  DEFAULT_REFUSALS_PER_MINUTE,
+  RefusalBudget,
+  type RefusalBudgetOptions,
+} from './refusals.js';
 export { CallRefused, errorResult, refuse, targetFailed } from './results.js';
 export { isInvokeTool, type Route, route } from './route.js';
-export { busToolSource, indexSession, localToolSource, type Session, SessionCache, type SessionCacheOptions, type ToolSource } from './sessions.js';
-export { capContent, DEFAULT_CONTENT_CAP, type Shaped, type ShapeOptions, shapeReply, structuredObject, structuredTravels } from './shape.js';
+export {
+  busToolSource,
+  indexSession,
+  localToolSource,
+  type Session,
+  SessionCache,
+  type SessionCacheOptions,
+  type ToolSource,
+} from './sessions.js';
+export {
+  capContent,
+  DEFAULT_CONTENT_CAP,
+  type Shaped,
+  type ShapeOptions,
+  shapeReply,
+  structuredObject,
+  structuredTravels,
+} from './shape.js';
 export { acceptsNull, withoutStrictNulls } from './strict-nulls.js';
 export { DEFAULT_SUMMARY_BUDGET, summarize } from './summary.js';
 export * from './types.js';

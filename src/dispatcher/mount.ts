@@ -42,7 +42,8 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     // A $call refused before it ran (bad body, bad header, deadline past) is audited as well,
     // under the principal of its grant when that grant is valid.
     onRefused: ({ op, data, traceparent, grant, error }) => {
-      if (op === '$call') dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
+      if (op === '$call')
+        dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
     },
     ops: {
       $call: {
@@ -51,9 +52,18 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         response: SchemaId.ToolResult,
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
-          const admitted = identity.admit(request.session, ctx, (err) => dispatcher.refused(request.call, ctx.traceparent, grantRefusal(err)));
+          const admitted = identity.admit(request.session, ctx, (err) =>
+            dispatcher.refused(request.call, ctx.traceparent, grantRefusal(err)),
+          );
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
-          return dispatcher.call(admitted.request, request.call, { traceparent, deadline, session, principal, grant, readSessions });
+          return dispatcher.call(admitted.request, request.call, {
+            traceparent,
+            deadline,
+            session,
+            principal,
+            grant,
+            readSessions,
+          });
         },
       },
     },

@@ -33,26 +33,43 @@ export function errorResult(callId: string, name: string, refused: CallRefused):
 export const refuse = {
   /** The session: the registry did not answer, or failed. */
   registryFailed: (err: MatrixError) =>
-    new CallRefused(err.code, `The tool registry could not resolve this session (${err.message}); try the call again shortly.`, { cause: err }),
+    new CallRefused(
+      err.code,
+      `The tool registry could not resolve this session (${err.message}); try the call again shortly.`,
+      { cause: err },
+    ),
 
   /** Membership: an SDK tool sent to the bus. */
   sdkTool: (tool: string) =>
-    new CallRefused('forbidden', `"${tool}" is one of your own SDK tools, not a bus tool: call it directly, not through the dispatcher.`),
+    new CallRefused(
+      'forbidden',
+      `"${tool}" is one of your own SDK tools, not a bus tool: call it directly, not through the dispatcher.`,
+    ),
 
   /** Membership: no such tool in the session. */
   notInSession: (tool: string, available: readonly string[]) =>
-    new CallRefused('not_found', `No tool named "${tool}" is available in this session. Available tools: ${available.join(', ') || 'none'}.`),
+    new CallRefused(
+      'not_found',
+      `No tool named "${tool}" is available in this session. Available tools: ${available.join(', ') || 'none'}.`,
+    ),
 
   /** Arguments: not JSON, or not an object. */
   unreadableArguments: (tool: string, reason: string) =>
-    new CallRefused('bad_request', `The arguments of "${tool}" could not be read: ${reason}. Send a JSON object that matches the tool's schema.`),
+    new CallRefused(
+      'bad_request',
+      `The arguments of "${tool}" could not be read: ${reason}. Send a JSON object that matches the tool's schema.`,
+    ),
 
   /** Arguments: something no target can be sent. */
   refusedArguments: (tool: string, reason: string) =>
-    new CallRefused('bad_request', `The arguments of "${tool}" were refused: ${reason}. Fix them and call "${tool}" again.`),
+    new CallRefused(
+      'bad_request',
+      `The arguments of "${tool}" were refused: ${reason}. Fix them and call "${tool}" again.`,
+    ),
 
   /** Arguments: schema violations. */
-  invalidArguments: (tool: string, violations: readonly Violation[]) => new CallRefused('bad_request', argumentsMessage(tool, violations)),
+  invalidArguments: (tool: string, violations: readonly Violation[]) =>
+    new CallRefused('bad_request', argumentsMessage(tool, violations)),
 
   /** Arguments: the tool's own schema is broken. */
   schemaBroken: (tool: string, err: unknown) =>
@@ -63,19 +80,31 @@ export const refuse = {
 
   /** Route: `matrix_invoke` towards a reserved subject. */
   reservedTarget: (subject: string, target: string) =>
-    new CallRefused('forbidden', `${MATRIX_INVOKE} may not call ${subject}: ${target} is reserved. Choose another mount.`),
+    new CallRefused(
+      'forbidden',
+      `${MATRIX_INVOKE} may not call ${subject}: ${target} is reserved. Choose another mount.`,
+    ),
 
   /** Route: `matrix_invoke` outside the context's `allowTargets`. */
   targetNotAllowed: (subject: string, allowed: readonly string[]) =>
-    new CallRefused('forbidden', `${MATRIX_INVOKE} may not call ${subject}: this session allows only ${allowed.join(', ') || 'no targets'}.`),
+    new CallRefused(
+      'forbidden',
+      `${MATRIX_INVOKE} may not call ${subject}: this session allows only ${allowed.join(', ') || 'no targets'}.`,
+    ),
 
   /** Approval: not approved (rejected, no approver, no answer in time). */
   approvalDenied: (tool: string, reason: string) =>
-    new CallRefused('approval_denied', `The call to "${tool}" was not made: ${reason}. Do not retry it unchanged; ask the user how to proceed.`),
+    new CallRefused(
+      'approval_denied',
+      `The call to "${tool}" was not made: ${reason}. Do not retry it unchanged; ask the user how to proceed.`,
+    ),
 
   /** Forward: the target's bound of calls in flight is reached. */
   tooManyInFlight: (tool: string, target: string, inFlight: number) =>
-    new CallRefused('unavailable', `${target} already has ${inFlight} calls in flight, the most allowed; try "${tool}" again in a moment.`),
+    new CallRefused(
+      'unavailable',
+      `${target} already has ${inFlight} calls in flight, the most allowed; try "${tool}" again in a moment.`,
+    ),
   tooManyOfYours: (tool: string, target: string, inFlight: number) =>
     new CallRefused(
       'unavailable',
@@ -91,7 +120,9 @@ export const refuse = {
 
   /** Anywhere: a failure the dispatcher did not foresee (a defect of its own). */
   unexpected: (tool: string, err: unknown) =>
-    new CallRefused('internal', `"${tool}" failed unexpectedly in the dispatcher; try again, or use another tool.`, { cause: err }),
+    new CallRefused('internal', `"${tool}" failed unexpectedly in the dispatcher; try again, or use another tool.`, {
+      cause: err,
+    }),
 };
 
 /** Where a forwarded call went, for the messages of its failures. */
@@ -107,7 +138,11 @@ export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallR
   if (!(err instanceof MatrixError)) return refuse.unexpected(tool, err);
   const cause = { cause: err };
   if (err instanceof UnsendableRequestError) {
-    return new CallRefused('bad_request', `The call to "${tool}" was not sent: ${err.message}. Fix the arguments and call again.`, cause);
+    return new CallRefused(
+      'bad_request',
+      `The call to "${tool}" was not sent: ${err.message}. Fix the arguments and call again.`,
+      cause,
+    );
   }
   if (err instanceof NoRespondersError && to.gated) {
     // An approved call is sent once: "no responders" may come from a target that did the work.
@@ -132,9 +167,17 @@ export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallR
         cause,
       );
     case ErrorCode.Unavailable:
-      return new CallRefused('unavailable', `"${tool}" is unavailable: ${err.message} (said ${to.subject}). Try again later, or use another tool.`, cause);
+      return new CallRefused(
+        'unavailable',
+        `"${tool}" is unavailable: ${err.message} (said ${to.subject}). Try again later, or use another tool.`,
+        cause,
+      );
     case ErrorCode.BadRequest:
-      return new CallRefused('bad_request', `"${tool}" refused its arguments: ${err.message}. Fix them and call again.`, cause);
+      return new CallRefused(
+        'bad_request',
+        `"${tool}" refused its arguments: ${err.message}. Fix them and call again.`,
+        cause,
+      );
     default:
       return new CallRefused(err.code, `"${tool}" failed (${err.code}): ${err.message}`, cause);
   }

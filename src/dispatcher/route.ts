@@ -36,7 +36,12 @@ export interface Route {
  * `matrix_invoke` its context does not allow. `sessionTimeoutMs` is the session's own bound;
  * `event`, the audit event, gets a `matrix_invoke`'s destination.
  */
-export function route(tool: ResolvedTool, args: Record<string, unknown>, sessionTimeoutMs: number, event?: CallEvent): Route {
+export function route(
+  tool: ResolvedTool,
+  args: Record<string, unknown>,
+  sessionTimeoutMs: number,
+  event?: CallEvent,
+): Route {
   const timeoutMs = tool.timeoutMs ?? sessionTimeoutMs;
   if (isInvokeTool(tool)) return invokeRoute(tool, args, timeoutMs, event);
   return {
@@ -54,7 +59,12 @@ export function route(tool: ResolvedTool, args: Record<string, unknown>, session
 }
 
 /** The routing policy of `matrix_invoke`. */
-function invokeRoute(tool: ResolvedTool, args: Record<string, unknown>, timeoutMs: number, event: CallEvent | undefined): Route {
+function invokeRoute(
+  tool: ResolvedTool,
+  args: Record<string, unknown>,
+  timeoutMs: number,
+  event: CallEvent | undefined,
+): Route {
   const target = String(args.target);
   const op = String(args.op);
   // Audited where it meant to go, refused or not.

@@ -24,7 +24,8 @@ export interface ToolSource {
 /** Resolves through `system.tools.$resolve`. */
 export function busToolSource(client: BusClient, timeoutMs = 5_000): ToolSource {
   return {
-    resolve: (request, ctx) => client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, { ...ctx, timeoutMs }),
+    resolve: (request, ctx) =>
+      client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, { ...ctx, timeoutMs }),
   };
 }
 
@@ -140,7 +141,11 @@ export class SessionCache {
   heard(event: Partial<StoreChange> | undefined): void {
     const revision = Number(event?.revision) || 0;
     const change = event?.change;
-    if (typeof event?.key !== 'string' || (change !== 'registered' && change !== 'updated' && change !== 'unregistered')) this.clear(revision);
+    if (
+      typeof event?.key !== 'string' ||
+      (change !== 'registered' && change !== 'updated' && change !== 'unregistered')
+    )
+      this.clear(revision);
     else this.changed({ key: event.key, change, revision });
   }
 

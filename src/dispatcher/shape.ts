@@ -34,7 +34,11 @@ export function shapeReply(reply: unknown, mode: ResultMode, options: ShapeOptio
     }
     case 'text': {
       const text =
-        typeof reply === 'string' ? reply : typeof (reply as { text?: unknown })?.text === 'string' ? (reply as { text: string }).text : jsonText(reply);
+        typeof reply === 'string'
+          ? reply
+          : typeof (reply as { text?: unknown })?.text === 'string'
+            ? (reply as { text: string }).text
+            : jsonText(reply);
       return capContent(text, options.cap);
     }
     case 'summary':
@@ -60,7 +64,9 @@ export function structuredTravels(reply: unknown, contentCut: boolean): boolean 
  */
 export function structuredObject(result: { structured?: unknown }): Record<string, unknown> | undefined {
   const structured = result.structured;
-  return structured !== null && typeof structured === 'object' && !Array.isArray(structured) ? (structured as Record<string, unknown>) : undefined;
+  return structured !== null && typeof structured === 'object' && !Array.isArray(structured)
+    ? (structured as Record<string, unknown>)
+    : undefined;
 }
 
 /** Cuts `text` to `cap` characters, ending with a note that says how much was cut. */

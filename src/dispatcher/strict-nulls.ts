@@ -50,7 +50,11 @@ type SchemaNode = Record<string, unknown>;
 function isObjectSchema(schema: unknown): schema is SchemaNode {
   if (schema === null || typeof schema !== 'object') return false;
   const type = (schema as SchemaNode).type;
-  return type === 'object' || type === 'array' || (Array.isArray(type) && (type.includes('object') || type.includes('array')));
+  return (
+    type === 'object' ||
+    type === 'array' ||
+    (Array.isArray(type) && (type.includes('object') || type.includes('array')))
+  );
 }
 
 /**

@@ -59,7 +59,13 @@ function render(value: unknown, limits: Limits, depth: number, state: { used: nu
   if (value === null || value === undefined) return leaf('null');
   switch (typeof value) {
     case 'string':
-      return leaf(JSON.stringify(value.length > limits.chars ? `${value.slice(0, limits.chars)}…(+${value.length - limits.chars} chars)` : value));
+      return leaf(
+        JSON.stringify(
+          value.length > limits.chars
+            ? `${value.slice(0, limits.chars)}…(+${value.length - limits.chars} chars)`
+            : value,
+        ),
+      );
     case 'number':
     case 'boolean':
     case 'bigint':
@@ -78,7 +84,9 @@ function render(value: unknown, limits: Limits, depth: number, state: { used: nu
   }
   const keys = Object.keys(value);
   if (depth >= limits.depth) return leaf(`{…${keys.length} keys}`);
-  const shown = keys.slice(0, limits.items).map((k) => `${leaf(k)}: ${render((value as Record<string, unknown>)[k], limits, depth + 1, state)}`);
+  const shown = keys
+    .slice(0, limits.items)
+    .map((k) => `${leaf(k)}: ${render((value as Record<string, unknown>)[k], limits, depth + 1, state)}`);
   const more = keys.length > limits.items ? [`…(+${keys.length - limits.items} more keys)`] : [];
   return `{${[...shown, ...more].join(', ')}}`;
 }

@@ -69,5 +69,8 @@ export function sameValue(a: unknown, b: unknown): boolean {
   const ao = a as Record<string, unknown>;
   const bo = b as Record<string, unknown>;
   const keys = Object.keys(ao).filter((k) => ao[k] !== undefined);
-  return keys.length === Object.keys(bo).filter((k) => bo[k] !== undefined).length && keys.every((k) => sameValue(ao[k], bo[k]));
+  return (
+    keys.length === Object.keys(bo).filter((k) => bo[k] !== undefined).length &&
+    keys.every((k) => sameValue(ao[k], bo[k]))
+  );
 }

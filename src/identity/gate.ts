@@ -37,7 +37,9 @@ export class IdentityGate {
 
   /** The ready line's word on identity. */
   describe(): string {
-    return this.verifier === undefined ? 'identity: trusting callers (development)' : `identity: grants from ${this.verifier.issuers} issuer(s)`;
+    return this.verifier === undefined
+      ? 'identity: trusting callers (development)'
+      : `identity: grants from ${this.verifier.issuers} issuer(s)`;
   }
 
   /**
@@ -54,7 +56,10 @@ export class IdentityGate {
       const refusal =
         err instanceof GrantError
           ? err
-          : new GrantError(GrantFailure.Malformed, `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`);
+          : new GrantError(
+              GrantFailure.Malformed,
+              `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`,
+            );
       onRefused?.(refusal);
       throw refusal;
     }
@@ -77,8 +82,15 @@ export class IdentityGate {
   private admitByGrant(verifier: GrantVerifier, body: ResolveRequest, ctx: CallContext): Admitted {
     const grant = verifier.verify(ctx.grant);
     const { sub, nats } = grant.claims;
-    const admitted: CallContext = { traceparent: ctx.traceparent, deadline: ctx.deadline, session: nats.session, principal: sub, grant: grant.text };
-    if (nats.readSessions !== undefined && nats.readSessions.length > 0) admitted.readSessions = nats.readSessions.join(',');
+    const admitted: CallContext = {
+      traceparent: ctx.traceparent,
+      deadline: ctx.deadline,
+      session: nats.session,
+      principal: sub,
+      grant: grant.text,
+    };
+    if (nats.readSessions !== undefined && nats.readSessions.length > 0)
+      admitted.readSessions = nats.readSessions.join(',');
     try {
       return { request: grantedRequest(grant, body), ctx: admitted };
     } catch (err) {

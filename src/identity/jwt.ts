@@ -32,11 +32,14 @@ const malformed = (why: string) => new GrantError(GrantFailure.Malformed, `Matri
 export function splitGrant(text: string): GrantParts {
   if (text.length > MAX_GRANT_LENGTH) throw malformed(`it is ${text.length} characters, more than ${MAX_GRANT_LENGTH}`);
   const parts = text.split('.');
-  if (parts.length !== 3 || !parts.every((p) => SEGMENT.test(p))) throw malformed('it is not three base64url parts joined by dots');
+  if (parts.length !== 3 || !parts.every((p) => SEGMENT.test(p)))
+    throw malformed('it is not three base64url parts joined by dots');
   const [h, c, s] = parts as [string, string, string];
   const header = jsonObject(h, 'header');
   if (header.alg !== GRANT_HEADER.alg || (header.typ !== 'JWT' && header.typ !== 'jwt')) {
-    throw malformed(`its header must be {"typ":"JWT","alg":"ed25519-nkey"}, not ${JSON.stringify(header).slice(0, 100)}`);
+    throw malformed(
+      `its header must be {"typ":"JWT","alg":"ed25519-nkey"}, not ${JSON.stringify(header).slice(0, 100)}`,
+    );
   }
   const signature = Buffer.from(s, 'base64url');
   if (signature.length !== 64) throw malformed(`its signature is ${signature.length} bytes, not the 64 of ed25519`);
@@ -50,7 +53,8 @@ function jsonObject(segment: string, what: string): Record<string, unknown> {
   } catch {
     throw malformed(`its ${what} is not base64url JSON`);
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw malformed(`its ${what} is not a JSON object`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw malformed(`its ${what} is not a JSON object`);
   if (deeperThan(value, MAX_CLAIMS_DEPTH)) throw malformed(`its ${what} nest deeper than ${MAX_CLAIMS_DEPTH} levels`);
   return value as Record<string, unknown>;
 }
@@ -77,7 +81,9 @@ export function claimsHash(claims: Record<string, unknown>): string {
 }
 
 /** The claims a minter chooses; `iss`, `iat`, `jti` and `nats.version` are added when signing. */
-export type UnsignedClaims = Omit<GrantClaims, 'iss' | 'iat' | 'jti' | 'nats'> & { nats: Omit<GrantClaims['nats'], 'version'> };
+export type UnsignedClaims = Omit<GrantClaims, 'iss' | 'iat' | 'jti' | 'nats'> & {
+  nats: Omit<GrantClaims['nats'], 'version'>;
+};
 
 /** Signs claims with an issuer's key pair, the way `@nats-io/jwt`'s `encode` does (in UTF-8). */
 export function encodeGrant(unsigned: UnsignedClaims, issuer: KeyPair, now = Date.now()): string {

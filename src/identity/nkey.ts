@@ -38,5 +38,8 @@ export function nkeyPublicKey(nkey: string): KeyObject {
     throw new Error(`'${nkey}' is not a public nkey (${(err as Error).message})`);
   }
   const raw = base32Decode(nkey).subarray(1, 33);
-  return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(raw).toString('base64url') }, format: 'jwk' });
+  return createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(raw).toString('base64url') },
+    format: 'jwk',
+  });
 }

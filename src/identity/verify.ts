@@ -10,7 +10,14 @@ import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
 import { GrantError } from './errors.js';
 import { claimsHash, splitGrant } from './jwt.js';
 import { nkeyPublicKey } from './nkey.js';
-import { AUTHORITY_FIELDS, GRANT_TYPE, GRANT_VERSION, type GrantClaims, GrantFailure, type VerifiedGrant } from './types.js';
+import {
+  AUTHORITY_FIELDS,
+  GRANT_TYPE,
+  GRANT_VERSION,
+  type GrantClaims,
+  GrantFailure,
+  type VerifiedGrant,
+} from './types.js';
 
 /** How a verifier behaves. */
 export interface GrantVerifierOptions {
@@ -57,7 +64,10 @@ export class GrantVerifier {
   /** The verified grant of `text`, or a `GrantError` saying why not. */
   verify(text: string | undefined): VerifiedGrant {
     if (text === undefined || text === '') {
-      throw new GrantError(GrantFailure.Missing, 'Matrix-Grant is missing: this service takes identity only from a grant signed by an issuer it trusts');
+      throw new GrantError(
+        GrantFailure.Missing,
+        'Matrix-Grant is missing: this service takes identity only from a grant signed by an issuer it trusts',
+      );
     }
     const now = this.now();
     const hit = this.cache.get(text, now);
@@ -94,9 +104,15 @@ export class GrantVerifier {
     const checked = checkClaims(claims);
     const expiresAtMs = checked.exp * 1000;
     if (now >= expiresAtMs)
-      throw new GrantError(GrantFailure.Expired, `Matrix-Grant expired at ${new Date(expiresAtMs).toISOString()}; ask its issuer for a new one`);
+      throw new GrantError(
+        GrantFailure.Expired,
+        `Matrix-Grant expired at ${new Date(expiresAtMs).toISOString()}; ask its issuer for a new one`,
+      );
     if (checked.nbf !== undefined && now + this.skewMs < checked.nbf * 1000) {
-      throw new GrantError(GrantFailure.NotYetValid, `Matrix-Grant is not valid before ${new Date(checked.nbf * 1000).toISOString()}`);
+      throw new GrantError(
+        GrantFailure.NotYetValid,
+        `Matrix-Grant is not valid before ${new Date(checked.nbf * 1000).toISOString()}`,
+      );
     }
     return { text, claims: checked, expiresAtMs };
   }
@@ -121,7 +137,10 @@ function signatureFailure(claims: Record<string, unknown>, iss: string): GrantEr
       'Matrix-Grant was tampered with: its claims were changed after signing (they match neither its jti nor its signature)',
     );
   }
-  return new GrantError(GrantFailure.BadSignature, `Matrix-Grant has a bad signature: it is not ${iss.slice(0, 60)}'s signature of its header and claims`);
+  return new GrantError(
+    GrantFailure.BadSignature,
+    `Matrix-Grant has a bad signature: it is not ${iss.slice(0, 60)}'s signature of its header and claims`,
+  );
 }
 
 /** The claims, checked field by field; a `malformed` GrantError names the first that is wrong. */
@@ -129,25 +148,35 @@ function checkClaims(claims: Record<string, unknown>): GrantClaims {
   const nats = claims.nats as Record<string, unknown> | undefined;
   if (nats === null || typeof nats !== 'object') throw malformed('it has no nats claim');
   if (nats.type !== GRANT_TYPE) throw malformed(`its nats.type is ${JSON.stringify(nats.type)}, not "${GRANT_TYPE}"`);
-  if (nats.version !== GRANT_VERSION) throw malformed(`its nats.version is ${JSON.stringify(nats.version)}, not ${GRANT_VERSION}`);
+  if (nats.version !== GRANT_VERSION)
+    throw malformed(`its nats.version is ${JSON.stringify(nats.version)}, not ${GRANT_VERSION}`);
   if (typeof claims.sub !== 'string' || !PRINCIPAL.test(claims.sub))
     throw malformed('its sub (the principal) must be 1 to 256 characters, no control characters');
-  if (typeof nats.session !== 'string' || !SESSION_ID.test(nats.session)) throw malformed('its nats.session must be 1 to 128 of A-Z a-z 0-9 _ . : @ -');
+  if (typeof nats.session !== 'string' || !SESSION_ID.test(nats.session))
+    throw malformed('its nats.session must be 1 to 128 of A-Z a-z 0-9 _ . : @ -');
   if (!Number.isSafeInteger(claims.exp)) throw malformed('it has no exp: a grant must expire');
   if (claims.nbf !== undefined && !Number.isSafeInteger(claims.nbf)) throw malformed('its nbf is not Unix seconds');
   const readSessions = nats.readSessions;
   if (
     readSessions !== undefined &&
-    !(Array.isArray(readSessions) && readSessions.length <= 64 && readSessions.every((s) => typeof s === 'string' && SESSION_ID.test(s)))
+    !(
+      Array.isArray(readSessions) &&
+      readSessions.length <= 64 &&
+      readSessions.every((s) => typeof s === 'string' && SESSION_ID.test(s))
+    )
   ) {
     throw malformed('its nats.readSessions must be at most 64 session ids');
   }
-  return { ...(claims as unknown as GrantClaims), nats: { ...(nats as unknown as GrantClaims['nats']), resolve: checkAuthority(nats.resolve) } };
+  return {
+    ...(claims as unknown as GrantClaims),
+    nats: { ...(nats as unknown as GrantClaims['nats']), resolve: checkAuthority(nats.resolve) },
+  };
 }
 
 /** The grant's `resolve`: a valid `$resolve` request; only its authority fields are kept. */
 function checkAuthority(resolve: unknown): GrantClaims['nats']['resolve'] {
-  if (resolve === null || typeof resolve !== 'object' || Array.isArray(resolve)) throw malformed('its nats.resolve is not an object');
+  if (resolve === null || typeof resolve !== 'object' || Array.isArray(resolve))
+    throw malformed('its nats.resolve is not an object');
   const violations = contracts().check(SchemaId.ResolveRequest)(resolve);
   if (violations !== undefined) {
     throw malformed(

@@ -29,7 +29,8 @@ export interface MountDescription {
 }
 
 const AGENTS_VERSION = '0.2.0';
-const INTROSPECT_DESCRIPTION = 'This mount and the live mounts with their instances and ops; with `mount`, that mount in full.';
+const INTROSPECT_DESCRIPTION =
+  'This mount and the live mounts with their instances and ops; with `mount`, that mount in full.';
 
 /** What `system.agents` is built with. */
 export interface AgentsOptions {
@@ -109,8 +110,14 @@ async function liveMounts(
  * The `$SRV.INFO` answers `system.agents` believes: for each of `targets`, those on its by-name
  * subject that are of that mount; of the whole-bus answers, those of mounts that are no target.
  */
-export async function infoAnswers(nc: NatsConnection, targets: readonly string[], waitMs: number): Promise<ServiceInfo[]> {
-  const { all, byName } = await discoverByName<ServiceInfo>(nc, 'INFO', targets.map(serviceName), waitMs, { wholeBus: true });
+export async function infoAnswers(
+  nc: NatsConnection,
+  targets: readonly string[],
+  waitMs: number,
+): Promise<ServiceInfo[]> {
+  const { all, byName } = await discoverByName<ServiceInfo>(nc, 'INFO', targets.map(serviceName), waitMs, {
+    wholeBus: true,
+  });
   const believed: ServiceInfo[] = [];
   for (const target of targets) {
     for (const answer of byName.get(serviceName(target)) ?? []) {
@@ -147,5 +154,7 @@ export function describeMounts(answers: readonly unknown[]): MountDescription[] 
     }
     d.instances++;
   }
-  return [...byMount.values()].sort((a, b) => (a.mount < b.mount ? -1 : a.mount > b.mount ? 1 : 0)).slice(0, MAX_MOUNTS);
+  return [...byMount.values()]
+    .sort((a, b) => (a.mount < b.mount ? -1 : a.mount > b.mount ? 1 : 0))
+    .slice(0, MAX_MOUNTS);
 }

@@ -51,15 +51,21 @@ export function loadPolicy(path: string): ApprovalPolicyFile {
   }
   const violations = contracts().check(SchemaId.ApprovalPolicy)(policy);
   if (violations !== undefined) {
-    throw new BadRequestError(`approval policy ${path} is invalid: ${violations.map((v) => `${v.path} ${v.message}`).join('; ')}`, {
-      details: { violations },
-    });
+    throw new BadRequestError(
+      `approval policy ${path} is invalid: ${violations.map((v) => `${v.path} ${v.message}`).join('; ')}`,
+      {
+        details: { violations },
+      },
+    );
   }
   return policy as ApprovalPolicyFile;
 }
 
 /** The rule that decides a request, or the default. */
-export function decideByPolicy(policy: ApprovalPolicyFile, request: ApprovalRequest): { decision: ApprovalRule['decision']; reason?: string } {
+export function decideByPolicy(
+  policy: ApprovalPolicyFile,
+  request: ApprovalRequest,
+): { decision: ApprovalRule['decision']; reason?: string } {
   const any = (v: string | undefined) => v === undefined || v === '*';
   for (const rule of policy.rules ?? []) {
     if (!any(rule.tool) && rule.tool !== request.tool) continue;
@@ -78,7 +84,9 @@ export function globMatches(glob: string, value: string | undefined): boolean {
   if (value === undefined) return false;
   let pattern = globs.get(glob);
   if (pattern === undefined) {
-    const source = [...glob].map((ch) => (ch === '*' ? '.*' : ch === '?' ? '.' : ch.replace(/[\\^$.|+()[\]{}]/g, '\\$&'))).join('');
+    const source = [...glob]
+      .map((ch) => (ch === '*' ? '.*' : ch === '?' ? '.' : ch.replace(/[\\^$.|+()[\]{}]/g, '\\$&')))
+      .join('');
     pattern = new RegExp(`^${source}$`, 's');
     globs.set(glob, pattern);
   }
@@ -113,7 +121,10 @@ export function terminalAsker(): Asker | undefined {
 }
 
 /** Builds the `system.approvals` mount. */
-export function approvalsMount(nc: NatsConnection, options: { policy?: ApprovalPolicyFile; asker?: Asker } = {}): Mount {
+export function approvalsMount(
+  nc: NatsConnection,
+  options: { policy?: ApprovalPolicyFile; asker?: Asker } = {},
+): Mount {
   const policy = options.policy ?? { default: 'ask' };
   return new Mount(nc, {
     name: Mounts.Approvals,
@@ -127,8 +138,14 @@ export function approvalsMount(nc: NatsConnection, options: { policy?: ApprovalP
         handle: async (request: ApprovalRequest): Promise<ApprovalDecision> => {
           const { decision, reason } = decideByPolicy(policy, request);
           if (decision === 'allow') return { decision: 'approve', by: 'policy', ...(reason ? { reason } : {}) };
-          if (decision === 'deny') return { decision: 'reject', by: 'policy', reason: reason ?? 'the approval policy denies it' };
-          if (options.asker === undefined) return { decision: 'reject', by: 'policy', reason: 'the policy says ask, and there is no one at a terminal to ask' };
+          if (decision === 'deny')
+            return { decision: 'reject', by: 'policy', reason: reason ?? 'the approval policy denies it' };
+          if (options.asker === undefined)
+            return {
+              decision: 'reject',
+              by: 'policy',
+              reason: 'the policy says ask, and there is no one at a terminal to ask',
+            };
           return options.asker.ask(request, policy.askTimeoutMs ?? 50_000);
         },
       },

@@ -14,7 +14,14 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { AckPolicy, type ConsumerMessages, DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  type ConsumerMessages,
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
 import { createInbox, type NatsConnection, nanos } from '@nats-io/nats-core';
 import { guarded } from '../bus/callbacks.js';
 import { decodeBody } from '../bus/codec.js';
@@ -148,14 +155,23 @@ export function traceIdsOfBatch(data: Uint8Array): Set<string> {
 /** An array (or a single event: a map) in MessagePack, as the dispatcher publishes. */
 function startsMessagePackArray(bytes: Buffer): boolean {
   const first = bytes[0];
-  return first !== undefined && ((first & 0xf0) === 0x90 || (first & 0xf0) === 0x80 || first === 0xdc || first === 0xdd || first === 0xde || first === 0xdf);
+  return (
+    first !== undefined &&
+    ((first & 0xf0) === 0x90 ||
+      (first & 0xf0) === 0x80 ||
+      first === 0xdc ||
+      first === 0xdd ||
+      first === 0xde ||
+      first === 0xdf)
+  );
 }
 
 /** The MessagePack string at `at` if it is one of at most 255 bytes (a traceparent is 55). */
 function shortStringAt(bytes: Buffer, at: number): string | undefined {
   const header = bytes[at];
   if (header === undefined) return undefined;
-  const [start, length] = (header & 0xe0) === 0xa0 ? [at + 1, header & 0x1f] : header === 0xd9 ? [at + 2, bytes[at + 1]] : [0, undefined];
+  const [start, length] =
+    (header & 0xe0) === 0xa0 ? [at + 1, header & 0x1f] : header === 0xd9 ? [at + 2, bytes[at + 1]] : [0, undefined];
   if (length === undefined || start + length > bytes.length) return undefined;
   return bytes.toString('latin1', start, start + length);
 }
@@ -260,7 +276,8 @@ export function seqsIn(data: Uint8Array, traceId: string): number[] {
   } catch {
     return [];
   }
-  const seqs = entries !== null && typeof entries === 'object' ? (entries as Record<string, unknown>)[traceId] : undefined;
+  const seqs =
+    entries !== null && typeof entries === 'object' ? (entries as Record<string, unknown>)[traceId] : undefined;
   return Array.isArray(seqs) ? seqs.filter((n): n is number => Number.isSafeInteger(n) && n > 0) : [];
 }
 
@@ -303,8 +320,18 @@ export async function readShard(
   const sub = nc.subscribe(inbox, {
     callback: guarded((err, m) => {
       const delivery = err === null ? deliveryOf(m.reply) : undefined;
-      if (delivery === undefined || delivery.stream !== index || delivery.consumer !== name || !m.subject.startsWith(subjects)) return;
-      out.push({ seq: delivery.seq, level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)), data: m.data.slice() });
+      if (
+        delivery === undefined ||
+        delivery.stream !== index ||
+        delivery.consumer !== name ||
+        !m.subject.startsWith(subjects)
+      )
+        return;
+      out.push({
+        seq: delivery.seq,
+        level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)),
+        data: m.data.slice(),
+      });
       lastDelivered = Math.max(lastDelivered, delivery.consumerSeq);
       if (delivery.pending === 0) finish(true);
     }),
@@ -325,7 +352,9 @@ export async function readShard(
     if (info.num_pending === 0) finish(true);
     // Every delivery, numbered 1… by the consumer, came: none was dropped on the way.
     if (!(await finished) || out.length !== lastDelivered) {
-      throw new UnavailableError(`the trace index ${index} could not be read whole (shard ${shard}: ${out.length} messages by ${timeoutMs} ms); try again`);
+      throw new UnavailableError(
+        `the trace index ${index} could not be read whole (shard ${shard}: ${out.length} messages by ${timeoutMs} ms); try again`,
+      );
     }
     return out.sort((a, b) => a.seq - b.seq);
   } finally {
@@ -336,7 +365,9 @@ export async function readShard(
 }
 
 /** A JetStream delivery's stream sequence and the messages still to come, from its `$JS.ACK…` reply subject. */
-function deliveryOf(reply: string | undefined): { stream: string; consumer: string; seq: number; consumerSeq: number; pending: number } | undefined {
+function deliveryOf(
+  reply: string | undefined,
+): { stream: string; consumer: string; seq: number; consumerSeq: number; pending: number } | undefined {
   if (reply === undefined || !reply.startsWith('$JS.ACK.')) return undefined;
   const tokens = reply.split('.');
   // $JS.ACK.<stream>.<consumer>.<delivered>.<seq>.<consumer seq>.<time>.<pending>, or with
@@ -345,12 +376,19 @@ function deliveryOf(reply: string | undefined): { stream: string; consumer: stri
   const seq = Number(tokens[at + 3]);
   const consumerSeq = Number(tokens[at + 4]);
   const pending = Number(tokens[at + 6]);
-  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(consumerSeq) || !Number.isSafeInteger(pending)) return undefined;
+  if (!Number.isSafeInteger(seq) || !Number.isSafeInteger(consumerSeq) || !Number.isSafeInteger(pending))
+    return undefined;
   return { stream: tokens[at] ?? '', consumer: tokens[at + 1] ?? '', seq, consumerSeq, pending };
 }
 
 /** The batch sequences the index lists for a trace id, ascending and distinct. */
-export async function readTraceIndex(nc: NatsConnection, jsm: JetStreamManager, stream: string, shards: Shards, traceId: string): Promise<number[]> {
+export async function readTraceIndex(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  stream: string,
+  shards: Shards,
+  traceId: string,
+): Promise<number[]> {
   if (!isTraceId(traceId)) return [];
   const seqs = new Set<number>();
   for (const m of await readShard(nc, jsm, stream, shards.of(traceId))) {
@@ -364,7 +402,14 @@ export async function readTraceIndex(nc: NatsConnection, jsm: JetStreamManager, 
  * (or a few, past the size bound) of the next level, written first, then the merged ones are
  * purged. Entries of batches gone from the trail (below `floor`) are left out.
  */
-export async function mergeShard(nc: NatsConnection, jsm: JetStreamManager, writer: StreamWriter, stream: string, shard: number, floor: number) {
+export async function mergeShard(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  writer: StreamWriter,
+  stream: string,
+  shard: number,
+  floor: number,
+) {
   const messages = await readShard(nc, jsm, stream, shard);
   for (let level = 0; messages.some((m) => m.level >= level); level++) {
     const full = messages.filter((m) => m.level === level);
@@ -477,7 +522,9 @@ export class TraceIndexer {
       await this.restoreQuietly();
       return;
     }
-    await this.mergeFull([...pending.touched()].filter((shard) => (this.written[shard] = (this.written[shard] ?? 0) + 1) >= MERGE_AT));
+    await this.mergeFull(
+      [...pending.touched()].filter((shard) => (this.written[shard] = (this.written[shard] ?? 0) + 1) >= MERGE_AT),
+    );
   }
 
   /** The client keeps pulling from a consumer or stream someone deleted: restore them and consume anew. */
@@ -492,7 +539,9 @@ export class TraceIndexer {
 
   private async restoreQuietly(): Promise<void> {
     if (this.stopped) return;
-    await this.restore().catch((err: Error) => this.logger?.error(`audit index: cannot restore its streams: ${err.message}`));
+    await this.restore().catch((err: Error) =>
+      this.logger?.error(`audit index: cannot restore its streams: ${err.message}`),
+    );
   }
 
   /** Merges the shards that may have a full level; a failed merge leaves the index as it was (longer to read). */

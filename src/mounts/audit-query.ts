@@ -54,7 +54,11 @@ export interface Filter {
 
 /** Parses a query's times. */
 export function filterOf(q: TraceQuery): Filter {
-  return { query: q, sinceMs: q.since === undefined ? undefined : Date.parse(q.since), untilMs: q.until === undefined ? undefined : Date.parse(q.until) };
+  return {
+    query: q,
+    sinceMs: q.since === undefined ? undefined : Date.parse(q.since),
+    untilMs: q.until === undefined ? undefined : Date.parse(q.until),
+  };
 }
 
 /** Does an event match every filter of a query? */
@@ -91,14 +95,17 @@ export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<
   let top = Math.min(bounds.last, cursor?.seq ?? bounds.last);
   const seqs = q.traceId === undefined ? undefined : await traceBatches(source, q.traceId, bounds, top);
   // A trace's few batches are filtered by time as they are read; a scan starts at `until`.
-  if (seqs === undefined && f.untilMs !== undefined && top >= bounds.first) top = await lastStoredBefore(source, bounds.first, top, f.untilMs + STORE_SLACK_MS);
+  if (seqs === undefined && f.untilMs !== undefined && top >= bounds.first)
+    top = await lastStoredBefore(source, bounds.first, top, f.untilMs + STORE_SLACK_MS);
   const found: { seq: number; index: number; event: CallEvent }[] = [];
   let next = seqs === undefined ? top : Number.POSITIVE_INFINITY;
   let read = 0;
   let position = 0;
-  const candidates = () => (seqs === undefined ? seqRange(next, bounds.first, WINDOW) : seqs.slice(position, position + WINDOW));
+  const candidates = () =>
+    seqs === undefined ? seqRange(next, bounds.first, WINDOW) : seqs.slice(position, position + WINDOW);
   for (let window = candidates(); window.length > 0 && found.length <= limit; window = candidates()) {
-    if (read >= (seqs === undefined ? SCAN_BUDGET : TRACE_BUDGET)) return page(found, limit, bounds.messages, `${next}.${Number.MAX_SAFE_INTEGER}`);
+    if (read >= (seqs === undefined ? SCAN_BUDGET : TRACE_BUDGET))
+      return page(found, limit, bounds.messages, `${next}.${Number.MAX_SAFE_INTEGER}`);
     const batches = await Promise.all(window.map((seq) => source.batch(seq)));
     read += window.length;
     position += window.length;
@@ -117,7 +124,12 @@ export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<
     if (older) break;
   }
   const last = found[limit - 1];
-  return page(found, limit, bounds.messages, found.length > limit && last !== undefined ? `${last.seq}.${last.index}` : undefined);
+  return page(
+    found,
+    limit,
+    bounds.messages,
+    found.length > limit && last !== undefined ? `${last.seq}.${last.index}` : undefined,
+  );
 }
 
 function page(found: { event: CallEvent }[], limit: number, kept: number, next: string | undefined): TraceQueryReply {
@@ -134,7 +146,12 @@ function page(found: { event: CallEvent }[], limit: number, kept: number, next: 
  * read before the index: a batch is acknowledged only once its entries are stored, so each one
  * at or below that floor is in the index read after it.
  */
-async function traceBatches(source: BatchSource, traceId: string, bounds: { first: number; last: number }, top: number): Promise<number[]> {
+async function traceBatches(
+  source: BatchSource,
+  traceId: string,
+  bounds: { first: number; last: number },
+  top: number,
+): Promise<number[]> {
   const floor = await source.indexedThrough();
   const indexed = await source.batchesOf(traceId);
   const lowest = Math.max(floor + 1, bounds.first);

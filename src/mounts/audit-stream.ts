@@ -21,7 +21,15 @@ import type { Logger } from '../bus/log.js';
 import { StreamWriter } from '../bus/stream-writer.js';
 import { CALL_EVENTS } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
-import { ensureIndexer, eventsOfBatch, INDEXER, indexSubjects, readTraceIndex, Shards, TraceIndexer } from './audit-index.js';
+import {
+  ensureIndexer,
+  eventsOfBatch,
+  INDEXER,
+  indexSubjects,
+  readTraceIndex,
+  Shards,
+  TraceIndexer,
+} from './audit-index.js';
 
 export { eventsOfBatch } from './audit-index.js';
 
@@ -75,14 +83,21 @@ export class AuditStream {
   /** Opens the trail, creating the stream, its index and the indexer's consumer when missing; `UnavailableError` without JetStream. */
   static async open(nc: NatsConnection, options: AuditStreamOptions = {}): Promise<AuditStream> {
     const name = options.stream ?? 'MATRIX_AUDIT';
-    const limits = { max_age: nanos(options.maxAgeMs ?? 7 * DAY_MS), max_bytes: options.maxBytes ?? 2 ** 30, num_replicas: options.replicas ?? 1 };
+    const limits = {
+      max_age: nanos(options.maxAgeMs ?? 7 * DAY_MS),
+      max_bytes: options.maxBytes ?? 2 ** 30,
+      num_replicas: options.replicas ?? 1,
+    };
     try {
       const jsm = await jetstreamManager(nc);
       const index = await ensureTrail(jsm, name, limits, Shards.create().describe(name));
       await jsm.consumers.delete(name, OLD_INDEXER).catch(() => undefined);
       return new AuditStream(nc, jetstream(nc), jsm, name, Shards.fromDescription(index.description), limits);
     } catch (err) {
-      throw new UnavailableError(`cannot open the audit stream ${name} (is JetStream enabled?): ${(err as Error).message}`, { cause: err });
+      throw new UnavailableError(
+        `cannot open the audit stream ${name} (is JetStream enabled?): ${(err as Error).message}`,
+        { cause: err },
+      );
     }
   }
 
@@ -131,7 +146,9 @@ export class AuditStream {
   async startIndexer(logger?: Logger): Promise<() => void> {
     await ensureIndexer(this.jsm, this.name);
     const writer = new StreamWriter(this.nc);
-    const indexer = new TraceIndexer(this.nc, this.js, this.jsm, writer, this.name, this.shards, logger, () => this.restore());
+    const indexer = new TraceIndexer(this.nc, this.js, this.jsm, writer, this.name, this.shards, logger, () =>
+      this.restore(),
+    );
     indexer.start();
     return () => {
       indexer.stop();
@@ -157,7 +174,12 @@ export class AuditStream {
 }
 
 /** The trail, its index (created with `indexDescription`) and the indexer's consumer, each created when missing; the index's config back. */
-async function ensureTrail(jsm: JetStreamManager, name: string, limits: StreamLimits, indexDescription: string): Promise<StreamConfig> {
+async function ensureTrail(
+  jsm: JetStreamManager,
+  name: string,
+  limits: StreamLimits,
+  indexDescription: string,
+): Promise<StreamConfig> {
   await ensureStream(jsm, name, CALL_EVENTS, limits);
   const index = await ensureStream(jsm, `${name}_INDEX`, indexSubjects(name), limits, indexDescription);
   await ensureIndexer(jsm, name);
@@ -169,7 +191,13 @@ async function ensureTrail(jsm: JetStreamManager, name: string, limits: StreamLi
  * one's age and size to them; its config back, the description another instance gave it when
  * that one created it first.
  */
-async function ensureStream(jsm: JetStreamManager, name: string, subject: string, limits: StreamLimits, description?: string): Promise<StreamConfig> {
+async function ensureStream(
+  jsm: JetStreamManager,
+  name: string,
+  subject: string,
+  limits: StreamLimits,
+  description?: string,
+): Promise<StreamConfig> {
   const info = await jsm.streams.info(name).catch(() => undefined);
   if (info === undefined) {
     const config = {
@@ -191,7 +219,8 @@ async function ensureStream(jsm: JetStreamManager, name: string, subject: string
     }
   }
   if (info.config.max_age !== limits.max_age || info.config.max_bytes !== limits.max_bytes) {
-    return (await jsm.streams.update(name, { ...info.config, max_age: limits.max_age, max_bytes: limits.max_bytes })).config;
+    return (await jsm.streams.update(name, { ...info.config, max_age: limits.max_age, max_bytes: limits.max_bytes }))
+      .config;
   }
   return info.config;
 }

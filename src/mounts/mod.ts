@@ -1,5 +1,13 @@
 export { agentsMount, describeMounts, type MountDescription } from './agents.js';
-export { type ApprovalPolicyFile, type ApprovalRule, type Asker, approvalsMount, decideByPolicy, loadPolicy, terminalAsker } from './approvals.js';
+export {
+  type ApprovalPolicyFile,
+  type ApprovalRule,
+  type Asker,
+  approvalsMount,
+  decideByPolicy,
+  loadPolicy,
+  terminalAsker,
+} from './approvals.js';
 export { type BatchSource, queryBatches, type TraceQueryReply } from './audit-query.js';
 export { AuditStream, type AuditStreamOptions, eventsOfBatch, type StoredBatch } from './audit-stream.js';
 export { packagesMount, type SpecVerdict, validateSpecs } from './packages.js';

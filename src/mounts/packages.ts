@@ -28,7 +28,8 @@ export function validateSpecs(specs: readonly unknown[]): { valid: boolean; resu
     if (violations.length === 0) violations.push(...forbiddenParts(spec as ToolContextSpec));
     if (key !== undefined) {
       const first = seen.get(key);
-      if (first !== undefined) violations.push({ path: '/key', message: `repeats the key of spec ${first}`, keyword: 'uniqueKey' });
+      if (first !== undefined)
+        violations.push({ path: '/key', message: `repeats the key of spec ${first}`, keyword: 'uniqueKey' });
       else seen.set(key, index);
     }
     const verdict: SpecVerdict = { index, valid: violations.length === 0, violations };

@@ -17,8 +17,17 @@ function readableBy(ctx: OpContext): string[] {
  * `read` one its grant lists), else the caller's own; `forbidden` for any other. Undefined when
  * neither names one.
  */
-export function sessionInScope(given: string | undefined, ctx: OpContext, action: 'read' | 'write'): string | undefined {
-  if (given !== undefined && ctx.session !== undefined && given !== ctx.session && !(action === 'read' && readableBy(ctx).includes(given))) {
+export function sessionInScope(
+  given: string | undefined,
+  ctx: OpContext,
+  action: 'read' | 'write',
+): string | undefined {
+  if (
+    given !== undefined &&
+    ctx.session !== undefined &&
+    given !== ctx.session &&
+    !(action === 'read' && readableBy(ctx).includes(given))
+  ) {
     throw new ForbiddenError(
       `session ${ctx.session} may not ${action} session ${given}: only its own${action === 'read' ? ', and those its grant names in readSessions' : ''}`,
     );

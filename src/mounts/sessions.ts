@@ -37,7 +37,10 @@ export async function sessionsMount(nc: NatsConnection, options: { bucket?: stri
         handle: async (request: { session?: string; keys?: string[] }, ctx: OpContext) => {
           const session = sessionOf(request.session, ctx, 'read');
           const { state, revision } = await read(session);
-          const picked = request.keys === undefined ? state : Object.fromEntries(request.keys.filter((k) => Object.hasOwn(state, k)).map((k) => [k, state[k]]));
+          const picked =
+            request.keys === undefined
+              ? state
+              : Object.fromEntries(request.keys.filter((k) => Object.hasOwn(state, k)).map((k) => [k, state[k]]));
           return { session, state: picked, revision };
         },
       },
@@ -59,7 +62,8 @@ export async function sessionsMount(nc: NatsConnection, options: { bucket?: stri
             }
             const bytes = new TextEncoder().encode(JSON.stringify(state));
             try {
-              const next = revision === 0 ? await bucket.create(session, bytes) : await bucket.update(session, bytes, revision);
+              const next =
+                revision === 0 ? await bucket.create(session, bytes) : await bucket.update(session, bytes, revision);
               return { session, revision: next };
             } catch (err) {
               if (!(err instanceof ConflictError) || request.expectedRevision !== undefined || attempt >= 4) throw err;
@@ -75,9 +79,16 @@ export async function sessionsMount(nc: NatsConnection, options: { bucket?: stri
 function sessionOf(given: string | undefined, ctx: OpContext, action: 'read' | 'write'): string {
   const session = sessionInScope(given, ctx, action);
   if (session === undefined || !/^[A-Za-z0-9_-]{1,128}$/.test(session)) {
-    throw new BadRequestError('name the session: give `session`, or send the Matrix-Session header (letters, digits, _ and -)', {
-      details: { violations: [{ path: '/session', message: 'is required when no Matrix-Session header names a valid session' }] },
-    });
+    throw new BadRequestError(
+      'name the session: give `session`, or send the Matrix-Session header (letters, digits, _ and -)',
+      {
+        details: {
+          violations: [
+            { path: '/session', message: 'is required when no Matrix-Session header names a valid session' },
+          ],
+        },
+      },
+    );
   }
   return session;
 }

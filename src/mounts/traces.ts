@@ -141,7 +141,14 @@ export function eventsIn(bytes: Uint8Array): number | undefined {
 export function tracesMount(nc: NatsConnection, options: { capacity?: number } = {}): { mount: Mount; stop(): void } {
   const buffer = new TraceBuffer(options.capacity);
   const stop = subscribeEventData(nc, CALL_EVENTS, (data) => buffer.addEncoded(data));
-  return { mount: tracesMountOver(nc, (q) => buffer.query(q), 'Recent tool calls made through the dispatcher, as this instance heard them.'), stop };
+  return {
+    mount: tracesMountOver(
+      nc,
+      (q) => buffer.query(q),
+      'Recent tool calls made through the dispatcher, as this instance heard them.',
+    ),
+    stop,
+  };
 }
 
 /**
@@ -160,17 +167,30 @@ export async function durableTracesMount(
     return tracesMount(nc, options);
   }
   const stop = await audit.startIndexer(options.logger);
-  return { mount: tracesMountOver(nc, (q) => queryBatches(audit, q), 'Tool calls made through the dispatcher, from the durable audit trail.'), stop, audit };
+  return {
+    mount: tracesMountOver(
+      nc,
+      (q) => queryBatches(audit, q),
+      'Tool calls made through the dispatcher, from the durable audit trail.',
+    ),
+    stop,
+    audit,
+  };
 }
 
-function tracesMountOver(nc: NatsConnection, query: (q: TraceQuery) => TraceQueryReply | Promise<TraceQueryReply>, description: string): Mount {
+function tracesMountOver(
+  nc: NatsConnection,
+  query: (q: TraceQuery) => TraceQueryReply | Promise<TraceQueryReply>,
+  description: string,
+): Mount {
   return new Mount(nc, {
     name: Mounts.Traces,
     version: '0.2.0',
     description,
     ops: {
       $query: {
-        description: 'Tool calls, newest first, by trace id, tool, session, principal, outcome or time; a page at a time.',
+        description:
+          'Tool calls, newest first, by trace id, tool, session, principal, outcome or time; a page at a time.',
         request: SchemaId.TraceQueryRequest,
         response: SchemaId.TraceQueryReply,
         // A session sees its own calls (and those its grant lets it read); an operator, all.

@@ -27,12 +27,17 @@ export const MATRIX_INVOKE = 'matrix_invoke';
 
 const matrixIntrospect: MatrixToolProjection = {
   name: 'matrix_introspect',
-  description: 'Describe the live mounts on the bus: each mount, its ops and their request schemas. Give `mount` to describe one mount only.',
+  description:
+    'Describe the live mounts on the bus: each mount, its ops and their request schemas. Give `mount` to describe one mount only.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
     properties: {
-      mount: { type: 'string', description: 'A mount name such as system.tools; omit for all mounts.', pattern: '^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$' },
+      mount: {
+        type: 'string',
+        description: 'A mount name such as system.tools; omit for all mounts.',
+        pattern: '^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$',
+      },
     },
   },
   target: Mounts.Agents,
@@ -44,13 +49,24 @@ const matrixIntrospect: MatrixToolProjection = {
 
 const sessionStateRead: MatrixToolProjection = {
   name: 'session_state_read',
-  description: 'Read the state of a session: its keys and values. Defaults to the calling session; give `keys` to read only some.',
+  description:
+    'Read the state of a session: its keys and values. Defaults to the calling session; give `keys` to read only some.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
     properties: {
-      session: { type: 'string', minLength: 1, maxLength: 256, description: 'Session id; default: the calling session.' },
-      keys: { type: 'array', maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 256 }, description: 'Only these keys.' },
+      session: {
+        type: 'string',
+        minLength: 1,
+        maxLength: 256,
+        description: 'Session id; default: the calling session.',
+      },
+      keys: {
+        type: 'array',
+        maxItems: 100,
+        items: { type: 'string', minLength: 1, maxLength: 256 },
+        description: 'Only these keys.',
+      },
     },
   },
   target: Mounts.Sessions,
@@ -81,7 +97,8 @@ const matrixInvoke: MatrixToolProjection = {
 
 const traceQuery: MatrixToolProjection = {
   name: 'trace_query',
-  description: 'Find tool calls made through the dispatcher, by trace id, tool, session, principal, outcome or time; newest first, a page at a time.',
+  description:
+    'Find tool calls made through the dispatcher, by trace id, tool, session, principal, outcome or time; newest first, a page at a time.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -106,7 +123,8 @@ const traceQuery: MatrixToolProjection = {
 
 const packageValidate: MatrixToolProjection = {
   name: 'package_validate',
-  description: 'Validate tool context specs (ToolContextSpec) against the contracts; lists every violation with its path.',
+  description:
+    'Validate tool context specs (ToolContextSpec) against the contracts; lists every violation with its path.',
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -148,7 +166,8 @@ export const builtinContexts: readonly ToolContextSpec[] = [
   {
     key: BuiltinKey.RepoCoding,
     title: 'Repository coding',
-    description: "Work in a code repository with the worker's own file and shell tools, plus traces and package validation.",
+    description:
+      "Work in a code repository with the worker's own file and shell tools, plus traces and package validation.",
     instructions:
       'Read before you edit; keep changes small. Validate any tool context spec you write with package_validate. Use trace_query to see what earlier tool calls did. Run the verification commands before you say you are done.',
     matrixTools: [traceQuery, packageValidate],
@@ -163,7 +182,8 @@ export const builtinContexts: readonly ToolContextSpec[] = [
     key: BuiltinKey.TestRunner,
     title: 'Test running',
     description: 'Evaluate work by its tests and by the traces of the tool calls it made.',
-    instructions: 'Judge by evidence: run the tests, read the traces with trace_query, and report what passed and what failed with the output that shows it.',
+    instructions:
+      'Judge by evidence: run the tests, read the traces with trace_query, and report what passed and what failed with the output that shows it.',
     matrixTools: [traceQuery],
     permissions: { approval: 'never' },
     verification: { checks: ['tests-pass'] },
@@ -173,7 +193,9 @@ export const builtinContexts: readonly ToolContextSpec[] = [
 ];
 
 /** Names of the built-in tools: reserved, no registered context may define one (PROTOCOL 6.2). */
-export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(builtinContexts.flatMap((c) => (c.matrixTools ?? []).map((t) => t.name)));
+export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(
+  builtinContexts.flatMap((c) => (c.matrixTools ?? []).map((t) => t.name)),
+);
 
 /** The workers for which `propose` gets `repo-coding`. */
 const codingWorkers: ReadonlySet<string> = new Set(['claude-code', 'codex']);

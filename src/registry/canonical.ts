@@ -40,5 +40,7 @@ const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 
 
 /** SHA-256, hex, of a string. */
 export function sha256Hex(text: string): string {
-  return oneShot !== undefined ? oneShot('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex');
+  return oneShot !== undefined
+    ? oneShot('sha256', text, 'hex')
+    : crypto.createHash('sha256').update(text).digest('hex');
 }

@@ -32,7 +32,11 @@ const renderings: ReadonlyArray<{ format: ProviderFormat; strict: boolean }> = [
  * well under the limit is not rendered at all: loading a bucket of 100,000 small contexts
  * must not resolve each one five times.
  */
-export function resolutionOverflow(spec: ToolContextSpec, maxPayload: number, storedBytes?: number): Overflow | undefined {
+export function resolutionOverflow(
+  spec: ToolContextSpec,
+  maxPayload: number,
+  storedBytes?: number,
+): Overflow | undefined {
   if (storedBytes !== undefined && replyBound(spec, storedBytes) < maxPayload) return undefined;
   // Alone: capabilities it requires are other contexts' tools, not its own size.
   const store = soleContextStore({ ...spec, requires: undefined });

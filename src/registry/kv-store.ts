@@ -9,7 +9,14 @@ import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import { type Logger, silentLogger } from '../bus/log.js';
 import { builtinContexts } from './builtins.js';
 import { insertSorted, ProviderIndex, removeSorted } from './sorted-keys.js';
-import { compareKeys, type LeftOutEntry, type StoreChange, type StoredContext, storedBuiltin, type ToolContextStore } from './store.js';
+import {
+  compareKeys,
+  type LeftOutEntry,
+  type StoreChange,
+  type StoredContext,
+  storedBuiltin,
+  type ToolContextStore,
+} from './store.js';
 import type { ToolContextSpec } from './types.js';
 import { registrationError } from './validate.js';
 
@@ -62,7 +69,11 @@ export class KvContextStore implements ToolContextStore {
   /** Opens (or creates) the bucket and resolves once every context in it is loaded. */
   static async open(nc: NatsConnection, options: KvStoreOptions = {}): Promise<KvContextStore> {
     const bucket = await Bucket.open(nc, options.bucket ?? DEFAULT_BUCKET, { replicas: options.replicas });
-    const store = new KvContextStore(bucket, options.logger ?? silentLogger, nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
+    const store = new KvContextStore(
+      bucket,
+      options.logger ?? silentLogger,
+      nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD,
+    );
     const last = await bucket.lastRevision();
     store.watch = bucket.watch(
       (entry) => store.apply(entry),
@@ -104,7 +115,8 @@ export class KvContextStore implements ToolContextStore {
    * context is at revision n. Resolves once this instance serves the change.
    */
   async register(spec: ToolContextSpec, expectedRevision?: number): Promise<StoreChange> {
-    if (this.isBuiltin(spec.key)) throw new ForbiddenError(`${spec.key} is a built-in context and cannot be registered over`);
+    if (this.isBuiltin(spec.key))
+      throw new ForbiddenError(`${spec.key} is a built-in context and cannot be registered over`);
     const value = new TextEncoder().encode(JSON.stringify(spec));
     const existed = this.registered.has(spec.key);
     const revision =
@@ -122,7 +134,10 @@ export class KvContextStore implements ToolContextStore {
   /** What `expectedRevision: 0` (only if new) meets on a key that exists. */
   private alreadyExists(key: string, cause: ConflictError): ConflictError {
     const at = this.registered.get(key)?.revision;
-    return new ConflictError(`${key} already exists${at === undefined ? '' : ` at revision ${at}`}: expectedRevision 0 registers only a new key`, { cause });
+    return new ConflictError(
+      `${key} already exists${at === undefined ? '' : ` at revision ${at}`}: expectedRevision 0 registers only a new key`,
+      { cause },
+    );
   }
 
   /** Removes a registered context, only at `expectedRevision` when given. */
@@ -154,7 +169,11 @@ export class KvContextStore implements ToolContextStore {
       const timer = setTimeout(() => {
         const i = this.waiters.indexOf(waiter);
         if (i >= 0) this.waiters.splice(i, 1);
-        reject(new TimeoutError(`the registry did not reach revision ${revision} within ${timeoutMs} ms (at ${this.applied})`));
+        reject(
+          new TimeoutError(
+            `the registry did not reach revision ${revision} within ${timeoutMs} ms (at ${this.applied})`,
+          ),
+        );
       }, timeoutMs);
       const waiter = {
         revision,
@@ -233,8 +252,15 @@ export class KvContextStore implements ToolContextStore {
       const spec: unknown = JSON.parse(new TextDecoder().decode(entry.value));
       const problem =
         (spec as ToolContextSpec | null)?.key === entry.key
-          ? registrationError(spec, { prefix: '', compile: false, maxPayload: this.maxPayload, storedBytes: entry.value.length })
-          : new BadRequestError(`its spec's key is ${JSON.stringify((spec as ToolContextSpec | null)?.key)}, not the entry's key`);
+          ? registrationError(spec, {
+              prefix: '',
+              compile: false,
+              maxPayload: this.maxPayload,
+              storedBytes: entry.value.length,
+            })
+          : new BadRequestError(
+              `its spec's key is ${JSON.stringify((spec as ToolContextSpec | null)?.key)}, not the entry's key`,
+            );
       if (problem === undefined) return spec as ToolContextSpec;
       error = `${problem.code}: ${problem.message}`;
     } catch (err) {
@@ -242,7 +268,12 @@ export class KvContextStore implements ToolContextStore {
     }
     // Violation paths carry the entry's own property names: an attacker's could be huge.
     if (error.length > MAX_ERROR_CHARS) error = `${error.slice(0, MAX_ERROR_CHARS - 3)}...`;
-    this.logger.error('left out a KV entry that $register would refuse', { bucket: this.bucket.name, key: entry.key, revision: entry.revision, error });
+    this.logger.error('left out a KV entry that $register would refuse', {
+      bucket: this.bucket.name,
+      key: entry.key,
+      revision: entry.revision,
+      error,
+    });
     this.leftOut.set(entry.key, { key: entry.key, revision: entry.revision, error });
     return undefined;
   }

@@ -5,16 +5,30 @@
  * unions of environment requirements and verification.
  */
 import { canonicalJson } from './canonical.js';
-import type { Diagnostic, EnvironmentRequirements, MatrixToolProjection, ResolvedTool, ResolvedToolContext, ToolContextSpec, Verification } from './types.js';
+import type {
+  Diagnostic,
+  EnvironmentRequirements,
+  MatrixToolProjection,
+  ResolvedTool,
+  ResolvedToolContext,
+  ToolContextSpec,
+  Verification,
+} from './types.js';
 
 /** What the merged contexts give: the reply's fields of that name (`timeoutMs` Infinity when no context or tool sets one). */
-export type Merged = Pick<ResolvedToolContext, 'matrixTools' | 'sdkTools' | 'instructions' | 'timeoutMs' | 'environmentRequirements' | 'verification'>;
+export type Merged = Pick<
+  ResolvedToolContext,
+  'matrixTools' | 'sdkTools' | 'instructions' | 'timeoutMs' | 'environmentRequirements' | 'verification'
+>;
 
 /** Merges contexts one at a time, in selection order; what it drops or shadows goes to `diagnostics`. */
 export class ContextMerge {
   private readonly tools: ResolvedTool[] = [];
   // Each tool's canonical text is made only when a second tool of its name comes (rarely).
-  private readonly byName = new Map<string, { tool: ResolvedTool; projection: MatrixToolProjection; at: number; canonical?: string }>();
+  private readonly byName = new Map<
+    string,
+    { tool: ResolvedTool; projection: MatrixToolProjection; at: number; canonical?: string }
+  >();
   private readonly sdkTools: string[] = [];
   private readonly instructions: string[] = [];
   private timeoutMs = Number.POSITIVE_INFINITY;
@@ -37,7 +51,8 @@ export class ContextMerge {
     this.requirements.add(spec.environmentRequirements);
     this.verification.add(spec.verification);
     const tools = resolvedTools(spec);
-    for (const [i, projection] of (spec.matrixTools ?? []).entries()) this.addTool(projection, spec, tools[i] as ResolvedTool);
+    for (const [i, projection] of (spec.matrixTools ?? []).entries())
+      this.addTool(projection, spec, tools[i] as ResolvedTool);
     for (const name of spec.sdkTools ?? []) this.addSdkTool(name, spec.key);
   }
 
@@ -68,7 +83,9 @@ export class ContextMerge {
       this.byName.set(tool.name, { tool, projection, at: this.tools.length });
       this.tools.push(tool);
       if (tool.timeoutMs !== undefined) this.timeoutMs = Math.min(this.timeoutMs, tool.timeoutMs);
-    } else if ((held.canonical ??= canonicalProjection(held.projection, held.tool)) === canonicalProjection(projection, tool)) {
+    } else if (
+      (held.canonical ??= canonicalProjection(held.projection, held.tool)) === canonicalProjection(projection, tool)
+    ) {
       // The same projection from two contexts: one tool, gated if either context gates it (a
       // copy: the resolved tools of a context are shared by every resolution that merges it).
       if (tool.requiresApproval && !held.tool.requiresApproval) {
@@ -88,7 +105,12 @@ export class ContextMerge {
 
   private addSdkTool(name: string, context: string): void {
     if (this.byName.has(name)) {
-      this.warn('sdk_tool_shadowed', `SDK tool '${name}' of context '${context}' has the name of a bus tool; the bus tool is kept`, context, name);
+      this.warn(
+        'sdk_tool_shadowed',
+        `SDK tool '${name}' of context '${context}' has the name of a bus tool; the bus tool is kept`,
+        context,
+        name,
+      );
     } else if (!this.sdkTools.includes(name)) {
       this.sdkTools.push(name);
     }
@@ -134,7 +156,8 @@ export function knownToolText(value: object): string | undefined {
 
 function resolvedTool(projection: MatrixToolProjection, spec: ToolContextSpec): ResolvedTool {
   const approval = spec.permissions.approval;
-  const requiresApproval = approval === 'always' || (typeof approval === 'object' && approval.tools.includes(projection.name));
+  const requiresApproval =
+    approval === 'always' || (typeof approval === 'object' && approval.tools.includes(projection.name));
   const tool: ResolvedTool = {
     ...projection,
     resultMode: projection.resultMode ?? 'json',

@@ -9,7 +9,15 @@ export { PRESENCE_BOUNDS, Presence, type PresenceSnapshot } from './presence.js'
 export { renderProviderTools } from './provider-formats.js';
 export { DEFAULT_RESOLUTION_CACHE, Registry, type WritableToolContextStore } from './registry.js';
 export { DEFAULT_TIMEOUT_MS, type ResolveOptions, resolveToolContext, unmetRequirements } from './resolver.js';
-export { compareKeys, type LeftOutEntry, StaticStore, type StoreChange, type StoredContext, storedBuiltin, type ToolContextStore } from './store.js';
+export {
+  compareKeys,
+  type LeftOutEntry,
+  StaticStore,
+  type StoreChange,
+  type StoredContext,
+  storedBuiltin,
+  type ToolContextStore,
+} from './store.js';
 export { ToolProvider, type ToolProviderOptions } from './tool-provider.js';
 export * from './types.js';
 export {

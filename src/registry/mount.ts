@@ -14,7 +14,14 @@ import { traceResolve } from '../telemetry/calls.js';
 import { CHANGED_EVENTS, watchRegistry } from './events.js';
 import { Registry } from './registry.js';
 import type { StoreChange } from './store.js';
-import type { ChangedEvent, ListRequest, RegisterReply, RegisterRequest, ResolveRequest, UnregisterRequest } from './types.js';
+import type {
+  ChangedEvent,
+  ListRequest,
+  RegisterReply,
+  RegisterRequest,
+  ResolveRequest,
+  UnregisterRequest,
+} from './types.js';
 
 /** Version of the registry implementation, as `$introspect` and `$SRV.INFO` report it. */
 export const REGISTRY_VERSION = '0.2.0';
@@ -55,7 +62,10 @@ class ChangeAnnouncer {
 
   start(): void {
     if (this.stops.length > 0) return;
-    this.stops = [watchRegistry(this.nc, (event) => this.hear(Number(event?.revision))), this.registry.onChange((change) => this.schedule(change))];
+    this.stops = [
+      watchRegistry(this.nc, (event) => this.hear(Number(event?.revision))),
+      this.registry.onChange((change) => this.schedule(change)),
+    ];
   }
 
   stop(): void {

@@ -40,7 +40,8 @@ export class Presence {
   }
 
   private async refresh(mounts: readonly string[]): Promise<PresenceSnapshot> {
-    const live = mounts.length > PRESENCE_BOUNDS.maxEntries ? undefined : await pingServices(this.nc, mounts, this.waitMs);
+    const live =
+      mounts.length > PRESENCE_BOUNDS.maxEntries ? undefined : await pingServices(this.nc, mounts, this.waitMs);
     const snapshot = { version: ++this.version, at: Date.now(), of: mounts, isLive: kept(live) };
     this.snapshot = snapshot;
     return snapshot;

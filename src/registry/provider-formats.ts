@@ -20,7 +20,11 @@ export function renderProviderTools(
       return undefined;
     case ProviderFormat.OpenAI:
       return tools.map((t) => {
-        if (!strict) return { type: 'function', function: { name: t.name, description: t.description, parameters: t.inputSchema } };
+        if (!strict)
+          return {
+            type: 'function',
+            function: { name: t.name, description: t.description, parameters: t.inputSchema },
+          };
         const made = toStrictSchema(t.inputSchema);
         if (!made.strict) {
           diagnostics.push({
@@ -30,7 +34,10 @@ export function renderProviderTools(
             context: t.context,
             tool: t.name,
           });
-          return { type: 'function', function: { name: t.name, description: t.description, parameters: t.inputSchema, strict: false } };
+          return {
+            type: 'function',
+            function: { name: t.name, description: t.description, parameters: t.inputSchema, strict: false },
+          };
         }
         if (made.removed.length > 0) {
           diagnostics.push({
@@ -41,7 +48,10 @@ export function renderProviderTools(
             tool: t.name,
           });
         }
-        return { type: 'function', function: { name: t.name, description: t.description, parameters: made.schema, strict: true } };
+        return {
+          type: 'function',
+          function: { name: t.name, description: t.description, parameters: made.schema, strict: true },
+        };
       });
     case ProviderFormat.Anthropic:
       return tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema }));

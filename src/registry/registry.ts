@@ -10,7 +10,16 @@ import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
 import { StaticStore, type StoreChange, type ToolContextStore } from './store.js';
-import type { Diagnostic, ListReply, ListRequest, RegisterRequest, ResolvedToolContext, ResolveRequest, ToolContextSpec, UnregisterRequest } from './types.js';
+import type {
+  Diagnostic,
+  ListReply,
+  ListRequest,
+  RegisterRequest,
+  ResolvedToolContext,
+  ResolveRequest,
+  ToolContextSpec,
+  UnregisterRequest,
+} from './types.js';
 import { assertRegistrable } from './validate.js';
 
 /** A store that can take registrations. */
@@ -59,7 +68,9 @@ export class Registry {
   resolve(request: ResolveRequest): ResolvedToolContext | Promise<ResolvedToolContext> {
     const key = this.keyOf(request);
     if (request.onlyAvailable && this.presence !== undefined) {
-      return this.presence.current(this.targets()).then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
+      return this.presence
+        .current(this.targets())
+        .then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
     }
     return this.cached(key, request, {});
   }
@@ -76,7 +87,10 @@ export class Registry {
   async register(request: RegisterRequest, maxPayload?: number): Promise<StoreChange> {
     const store = this.writable();
     // The size as stored lets the size check skip rendering a context far too small to matter.
-    assertRegistrable(request.spec, maxPayload === undefined ? {} : { maxPayload, storedBytes: Buffer.byteLength(JSON.stringify(request.spec)) });
+    assertRegistrable(
+      request.spec,
+      maxPayload === undefined ? {} : { maxPayload, storedBytes: Buffer.byteLength(JSON.stringify(request.spec)) },
+    );
     return store.register(request.spec, request.expectedRevision);
   }
 
@@ -92,7 +106,11 @@ export class Registry {
 
   /** What `$introspect` adds for the registry: revision, counts, and the stored contexts left out. */
   describe(): { revision: number; contexts: number; tools: number; diagnostics?: Diagnostic[] } {
-    const described: ReturnType<Registry['describe']> = { revision: this.store.revision, contexts: this.store.keys().length, tools: this.toolNames.size };
+    const described: ReturnType<Registry['describe']> = {
+      revision: this.store.revision,
+      contexts: this.store.keys().length,
+      tools: this.toolNames.size,
+    };
     const leftOut = this.store.leftOutEntries?.() ?? [];
     if (leftOut.length > 0) {
       described.diagnostics = leftOut.slice(0, MAX_LEFT_OUT_LISTED).map((e) => ({
@@ -157,7 +175,9 @@ export class Registry {
 
   private writable(): WritableToolContextStore {
     if (!isWritable(this.store)) {
-      throw new UnavailableError('this registry serves the built-in contexts only (it runs without JetStream): registration is unavailable');
+      throw new UnavailableError(
+        'this registry serves the built-in contexts only (it runs without JetStream): registration is unavailable',
+      );
     }
     return this.store;
   }

@@ -23,14 +23,19 @@ export interface ResolveOptions {
 }
 
 /** Resolves a request against a store; throws `NotFoundError` for unknown refs or unmet capabilities. */
-export function resolveToolContext(request: ResolveRequest, store: ToolContextStore, options: ResolveOptions = {}): ResolvedToolContext {
+export function resolveToolContext(
+  request: ResolveRequest,
+  store: ToolContextStore,
+  options: ResolveOptions = {},
+): ResolvedToolContext {
   const diagnostics: Diagnostic[] = [];
   const selected = selectContexts(request, store, diagnostics);
   const merge = new ContextMerge(diagnostics, request.onlyAvailable ? options.isLive : undefined);
   for (const { spec } of selected) merge.add(spec);
   const merged = merge.result();
   // Built field by field, not spread: the reply's keys in this order, one shape for every reply.
-  const reply: Omit<ResolvedToolContext, 'revision' | 'digest'> & Partial<Pick<ResolvedToolContext, 'revision' | 'digest'>> = {
+  const reply: Omit<ResolvedToolContext, 'revision' | 'digest'> &
+    Partial<Pick<ResolvedToolContext, 'revision' | 'digest'>> = {
     contexts: selected.map((c) => c.spec.key),
     matrixTools: merged.matrixTools,
     sdkTools: merged.sdkTools,
@@ -47,7 +52,12 @@ export function resolveToolContext(request: ResolveRequest, store: ToolContextSt
       message: 'onlyAvailable: this registry cannot see which mounts are live, so no tool was left out',
     });
   }
-  const providerTools = renderProviderTools(merged.matrixTools, request.format ?? ProviderFormat.Matrix, request.strict === true, diagnostics);
+  const providerTools = renderProviderTools(
+    merged.matrixTools,
+    request.format ?? ProviderFormat.Matrix,
+    request.strict === true,
+    diagnostics,
+  );
   if (providerTools !== undefined) reply.providerTools = providerTools;
   // The digest is of the reply before it has one (PROTOCOL 5.2: without `revision` and `digest`).
   const digest = digestOf(reply, knownToolText);

@@ -10,7 +10,11 @@ import type { StoredContext, ToolContextStore } from './store.js';
 import type { Diagnostic, Environment, EnvironmentRequirements, ResolveRequest } from './types.js';
 
 /** The contexts to merge, in order; throws `NotFoundError` for unknown refs or unmet capabilities. */
-export function selectContexts(request: ResolveRequest, store: ToolContextStore, diagnostics: Diagnostic[]): StoredContext[] {
+export function selectContexts(
+  request: ResolveRequest,
+  store: ToolContextStore,
+  diagnostics: Diagnostic[],
+): StoredContext[] {
   const refs = requestedRefs(request, diagnostics);
   const unknown = [...new Set(refs.filter((key) => store.get(key) === undefined))];
   if (unknown.length > 0) {
@@ -82,7 +86,12 @@ class Selection {
  * Capabilities: the request's, its skills', and those of every context selected so far (a
  * provider's own `requires` pull in further providers, until nothing is missing).
  */
-function addProviders(request: ResolveRequest, store: ToolContextStore, selection: Selection, diagnostics: Diagnostic[]): void {
+function addProviders(
+  request: ResolveRequest,
+  store: ToolContextStore,
+  selection: Selection,
+  diagnostics: Diagnostic[],
+): void {
   const wanted: string[] = [];
   addNew(wanted, request.requires);
   for (const skill of request.skills ?? []) addNew(wanted, skill.requires);
@@ -96,7 +105,12 @@ function addProviders(request: ResolveRequest, store: ToolContextStore, selectio
     if (provider === undefined) {
       unmet.push(capability);
     } else {
-      diagnostics.push({ level: 'info', code: 'capability_provided', message: `context '${provider}' added: it provides '${capability}'`, context: provider });
+      diagnostics.push({
+        level: 'info',
+        code: 'capability_provided',
+        message: `context '${provider}' added: it provides '${capability}'`,
+        context: provider,
+      });
     }
   }
   if (unmet.length > 0) {
@@ -111,9 +125,14 @@ function addProviders(request: ResolveRequest, store: ToolContextStore, selectio
  * key; providers the environment cannot serve are skipped. It stops at the first admissible
  * one: with thousands of providers, a resolve reads as few as it must.
  */
-function pickProvider(store: ToolContextStore, capability: string, admit: (key: string) => boolean): string | undefined {
+function pickProvider(
+  store: ToolContextStore,
+  capability: string,
+  admit: (key: string) => boolean,
+): string | undefined {
   for (const builtin of builtinContexts) {
-    if (builtin.provides?.includes(capability) && store.get(builtin.key)?.source === 'built-in' && admit(builtin.key)) return builtin.key;
+    if (builtin.provides?.includes(capability) && store.get(builtin.key)?.source === 'built-in' && admit(builtin.key))
+      return builtin.key;
   }
   for (const key of store.providersOf(capability)) {
     if (store.get(key)?.source !== 'built-in' && admit(key)) return key;
@@ -122,7 +141,10 @@ function pickProvider(store: ToolContextStore, capability: string, admit: (key: 
 }
 
 /** What of `requirements` the environment lacks, by name; none when no environment is given. */
-export function unmetRequirements(requirements: EnvironmentRequirements | undefined, environment: Environment | undefined): string[] {
+export function unmetRequirements(
+  requirements: EnvironmentRequirements | undefined,
+  environment: Environment | undefined,
+): string[] {
   if (requirements === undefined || environment === undefined) return [];
   const unmet: string[] = [];
   if (requirements.cwd && !environment.cwd) unmet.push('cwd');

@@ -32,7 +32,9 @@ const unsupported = new Set([
 ]);
 
 /** The outcome of making one schema strict. */
-export type StrictResult = { strict: true; schema: Record<string, unknown>; removed: string[] } | { strict: false; reason: string };
+export type StrictResult =
+  | { strict: true; schema: Record<string, unknown>; removed: string[] }
+  | { strict: false; reason: string };
 
 /** Makes a tool's parameters schema strict, or says why it cannot be. */
 export function toStrictSchema(schema: Record<string, unknown>): StrictResult {
@@ -59,7 +61,9 @@ function strictNode(node: unknown, path: string, removed: string[]): unknown {
   if (out.items !== undefined) out.items = strictNode(out.items, `${path}/items`, removed);
   for (const defs of ['$defs', 'definitions'] as const) {
     if (out[defs] && typeof out[defs] === 'object') {
-      out[defs] = Object.fromEntries(Object.entries(out[defs] as object).map(([k, s]) => [k, strictNode(s, `${path}/${defs}/${k}`, removed)]));
+      out[defs] = Object.fromEntries(
+        Object.entries(out[defs] as object).map(([k, s]) => [k, strictNode(s, `${path}/${defs}/${k}`, removed)]),
+      );
     }
   }
   const isObject = out.type === 'object' || (Array.isArray(out.type) && out.type.includes('object'));
@@ -84,7 +88,8 @@ function strictNode(node: unknown, path: string, removed: string[]): unknown {
 function nullable(schema: unknown): unknown {
   if (schema === null || typeof schema !== 'object') return schema;
   const s = schema as Record<string, unknown>;
-  if (typeof s.type === 'string') return { ...s, type: [s.type, 'null'], ...(Array.isArray(s.enum) ? { enum: [...s.enum, null] } : {}) };
+  if (typeof s.type === 'string')
+    return { ...s, type: [s.type, 'null'], ...(Array.isArray(s.enum) ? { enum: [...s.enum, null] } : {}) };
   if (Array.isArray(s.type)) return s.type.includes('null') ? s : { ...s, type: [...s.type, 'null'] };
   return { anyOf: [s, { type: 'null' }] };
 }

@@ -224,7 +224,12 @@ export interface ListReply {
 export interface IntrospectReply {
   mount: string;
   version: string;
-  ops: Array<{ op: string; description: string; requestSchema: Record<string, unknown>; responseSchema: Record<string, unknown> }>;
+  ops: Array<{
+    op: string;
+    description: string;
+    requestSchema: Record<string, unknown>;
+    responseSchema: Record<string, unknown>;
+  }>;
   revision?: number;
   contexts?: number;
   tools?: number;

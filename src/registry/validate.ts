@@ -5,7 +5,13 @@
  * a resolution that fits in a reply.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { BadRequestError, ForbiddenError, type MatrixError, PayloadTooLargeError, type Violation } from '../bus/errors.js';
+import {
+  BadRequestError,
+  ForbiddenError,
+  type MatrixError,
+  PayloadTooLargeError,
+  type Violation,
+} from '../bus/errors.js';
 import { isReservedSubject, opSubject } from '../bus/subjects.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
 import { BoundedCache } from './bounded-cache.js';
@@ -84,7 +90,8 @@ function metaViolations(schema: Record<string, unknown>, at: string): Violation[
   const byPath = new Map<string, Violation>();
   for (const e of metaValidator.errors ?? []) {
     const path = `${at}${e.instancePath}`;
-    if (!byPath.has(path)) byPath.set(path, { path, message: `is not valid JSON Schema: ${e.message ?? e.keyword}`, keyword: 'schema' });
+    if (!byPath.has(path))
+      byPath.set(path, { path, message: `is not valid JSON Schema: ${e.message ?? e.keyword}`, keyword: 'schema' });
   }
   return [...byPath.values()];
 }
@@ -93,7 +100,11 @@ function metaViolations(schema: Record<string, unknown>, at: string): Violation[
  * Every violation of a spec, with paths under `prefix`; empty when the spec is valid. With
  * `compiler` null, input schemas are checked against the meta-schema but not compiled.
  */
-export function specViolations(spec: unknown, prefix = '', compiler: SchemaCompiler | null = sharedCompiler): Violation[] {
+export function specViolations(
+  spec: unknown,
+  prefix = '',
+  compiler: SchemaCompiler | null = sharedCompiler,
+): Violation[] {
   const schemaViolations = contracts().check(SchemaId.ToolContextSpec)(spec);
   if (schemaViolations !== undefined) return schemaViolations.map((v) => ({ ...v, path: prefix + v.path }));
   const s = spec as ToolContextSpec;
@@ -103,7 +114,12 @@ export function specViolations(spec: unknown, prefix = '', compiler: SchemaCompi
     const at = `${prefix}/matrixTools/${i}`;
     const first = firstByName.get(tool.name);
     if (first === undefined) firstByName.set(tool.name, i);
-    else violations.push({ path: `${at}/name`, message: `repeats the name of ${prefix}/matrixTools/${first}`, keyword: 'uniqueName' });
+    else
+      violations.push({
+        path: `${at}/name`,
+        message: `repeats the name of ${prefix}/matrixTools/${first}`,
+        keyword: 'uniqueName',
+      });
     const size = JSON.stringify(tool.inputSchema).length;
     if (size > MAX_INPUT_SCHEMA_CHARS) {
       // Compiling is the costly part of a check (a 720 KB schema held an instance for ~3 s): not past the bound.
@@ -120,7 +136,11 @@ export function specViolations(spec: unknown, prefix = '', compiler: SchemaCompi
       try {
         compiler.compile(tool.inputSchema);
       } catch (err) {
-        violations.push({ path: `${at}/inputSchema`, message: `is not a JSON Schema that compiles: ${(err as Error).message}`, keyword: 'compile' });
+        violations.push({
+          path: `${at}/inputSchema`,
+          message: `is not a JSON Schema that compiles: ${(err as Error).message}`,
+          keyword: 'compile',
+        });
       }
     }
   });
@@ -128,7 +148,11 @@ export function specViolations(spec: unknown, prefix = '', compiler: SchemaCompi
   if (typeof approval === 'object') {
     approval.tools.forEach((name, i) => {
       if (!firstByName.has(name)) {
-        violations.push({ path: `${prefix}/permissions/approval/tools/${i}`, message: `names no tool of this context ('${name}')`, keyword: 'knownTool' });
+        violations.push({
+          path: `${prefix}/permissions/approval/tools/${i}`,
+          message: `names no tool of this context ('${name}')`,
+          keyword: 'knownTool',
+        });
       }
     });
   }
@@ -139,7 +163,13 @@ export function specViolations(spec: unknown, prefix = '', compiler: SchemaCompi
 export function reservedTargets(spec: ToolContextSpec, prefix = ''): Violation[] {
   return (spec.matrixTools ?? []).flatMap((tool, i) =>
     isReservedTarget(tool.target, tool.op)
-      ? [{ path: `${prefix}/matrixTools/${i}/target`, message: `${tool.target} is reserved: no registered tool may target it`, keyword: 'reserved' }]
+      ? [
+          {
+            path: `${prefix}/matrixTools/${i}/target`,
+            message: `${tool.target} is reserved: no registered tool may target it`,
+            keyword: 'reserved',
+          },
+        ]
       : [],
   );
 }
@@ -166,7 +196,8 @@ export function reservedNames(spec: ToolContextSpec, prefix = ''): Violation[] {
 /** What policy forbids in a spec that is otherwise valid: a built-in key, reserved targets, reserved tool names. */
 export function forbiddenParts(spec: ToolContextSpec, prefix = ''): Violation[] {
   const found = [...reservedTargets(spec, prefix), ...reservedNames(spec, prefix)];
-  if (BUILTIN_KEYS.has(spec.key)) found.unshift({ path: `${prefix}/key`, message: `${spec.key} is a built-in context's key`, keyword: 'builtin' });
+  if (BUILTIN_KEYS.has(spec.key))
+    found.unshift({ path: `${prefix}/key`, message: `${spec.key} is a built-in context's key`, keyword: 'builtin' });
   return found;
 }
 
@@ -198,16 +229,22 @@ export function registrationError(spec: unknown, check: RegistrationCheck = {}):
       .slice(0, 3)
       .map((v) => `${v.path} ${v.message}`)
       .join('; ');
-    return new BadRequestError(`invalid tool context spec: ${first}${violations.length > 3 ? ` (and ${violations.length - 3} more)` : ''}`, {
-      details: { violations },
-    });
+    return new BadRequestError(
+      `invalid tool context spec: ${first}${violations.length > 3 ? ` (and ${violations.length - 3} more)` : ''}`,
+      {
+        details: { violations },
+      },
+    );
   }
   const valid = spec as ToolContextSpec;
   const forbidden = forbiddenParts(valid, prefix);
   if (forbidden.length > 0) {
-    return new ForbiddenError(`tool context ${valid.key} may not be registered: ${forbidden.map((v) => `${v.path} ${v.message}`).join('; ')}`, {
-      details: { violations: forbidden },
-    });
+    return new ForbiddenError(
+      `tool context ${valid.key} may not be registered: ${forbidden.map((v) => `${v.path} ${v.message}`).join('; ')}`,
+      {
+        details: { violations: forbidden },
+      },
+    );
   }
   if (check.maxPayload === undefined) return undefined;
   const overflow = resolutionOverflow(valid, check.maxPayload, check.storedBytes);

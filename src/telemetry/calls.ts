@@ -84,10 +84,18 @@ export function countApproval(approved: boolean): void {
  * Runs `answer` (a `$resolve`) inside a `resolve_tools <profile>` span, a child of the
  * request's `traceparent`; runs it bare while no SDK is registered.
  */
-export function traceResolve<T>(traceparent: string | undefined, profile: string | undefined, answer: () => T | Promise<T>): T | Promise<T> {
+export function traceResolve<T>(
+  traceparent: string | undefined,
+  profile: string | undefined,
+  answer: () => T | Promise<T>,
+): T | Promise<T> {
   const tracer = activeTracer();
   if (tracer === undefined) return answer();
-  const span = tracer.startSpan(`resolve_tools ${profile ?? ''}`.trimEnd(), { kind: SpanKind.SERVER }, parentContext(traceparent));
+  const span = tracer.startSpan(
+    `resolve_tools ${profile ?? ''}`.trimEnd(),
+    { kind: SpanKind.SERVER },
+    parentContext(traceparent),
+  );
   if (profile !== undefined && span.isRecording()) span.setAttribute('matrix.profile', profile);
   const failed = (err: unknown): never => {
     span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error)?.message });

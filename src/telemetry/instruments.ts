@@ -115,10 +115,16 @@ export function activeInstruments(): Instruments | undefined {
 
 /** The instruments of `meter`, with the gauges read at collection; undefined for a no-op meter. */
 function makeInstruments(meter: Meter): Instruments | undefined {
-  const calls = meter.createCounter(MetricName.Calls, { description: 'Tool calls through the dispatcher, by tool and outcome.', unit: '{call}' });
+  const calls = meter.createCounter(MetricName.Calls, {
+    description: 'Tool calls through the dispatcher, by tool and outcome.',
+    unit: '{call}',
+  });
   if (calls === NOOP_COUNTER) return undefined;
   meter
-    .createObservableUpDownCounter(MetricName.InFlight, { description: 'Tool calls waiting for their target, by target.', unit: '{call}' })
+    .createObservableUpDownCounter(MetricName.InFlight, {
+      description: 'Tool calls waiting for their target, by target.',
+      unit: '{call}',
+    })
     .addCallback((result) => {
       for (const [target, n] of inFlightByTarget()) result.observe(n, { 'matrix.target': target });
     });
@@ -138,8 +144,13 @@ function makeInstruments(meter: Meter): Instruments | undefined {
     callDuration: meter.createHistogram(MetricName.CallDuration, {
       description: 'Time from a tool call to its result.',
       unit: 's',
-      advice: { explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] },
+      advice: {
+        explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      },
     }),
-    approvals: meter.createCounter(MetricName.Approvals, { description: 'Approval decisions of gated tool calls.', unit: '{decision}' }),
+    approvals: meter.createCounter(MetricName.Approvals, {
+      description: 'Approval decisions of gated tool calls.',
+      unit: '{decision}',
+    }),
   };
 }

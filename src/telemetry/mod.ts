@@ -1,4 +1,11 @@
 export { type CacheName, cacheLookups, type LookupCount } from './caches.js';
 export { Attr, countApproval, observeCall, parentContext, traceResolve } from './calls.js';
-export { activeInstruments, activeTracer, type Instruments, MetricName, observeInFlight, SCOPE } from './instruments.js';
+export {
+  activeInstruments,
+  activeTracer,
+  type Instruments,
+  MetricName,
+  observeInFlight,
+  SCOPE,
+} from './instruments.js';
 export { startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';

@@ -48,7 +48,10 @@ export async function startTelemetry(options: TelemetryOptions = {}): Promise<Te
     tracerProvider = new TracerProvider({
       resource,
       spanProcessors: [
-        new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: `${base}/v1/traces` }), scheduledDelayMillis: options.exportIntervalMs ?? 5000 }),
+        new BatchSpanProcessor({
+          exporter: new OTLPTraceExporter({ url: `${base}/v1/traces` }),
+          scheduledDelayMillis: options.exportIntervalMs ?? 5000,
+        }),
       ],
     });
     trace.setGlobalTracerProvider(tracerProvider);
@@ -61,7 +64,11 @@ export async function startTelemetry(options: TelemetryOptions = {}): Promise<Te
     parts.push(`OTLP ${base}`);
   }
   if (options.metricsPort !== undefined) {
-    const prometheus = new PrometheusExporter({ port: options.metricsPort, host: options.metricsHost, preventServerStart: true });
+    const prometheus = new PrometheusExporter({
+      port: options.metricsPort,
+      host: options.metricsHost,
+      preventServerStart: true,
+    });
     await prometheus.startServer().catch((err: Error) => {
       throw new Error(`cannot serve metrics on port ${options.metricsPort}: ${err.message}`, { cause: err });
     });

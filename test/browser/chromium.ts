@@ -11,7 +11,9 @@ export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /** Whether the browser tests can run here; when not, says why once on stderr. */
 export function chromiumAvailable(): boolean {
   if (existsSync(CHROMIUM_PATH)) return true;
-  process.stderr.write(`browser tests SKIPPED: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)\n`);
+  process.stderr.write(
+    `browser tests SKIPPED: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)\n`,
+  );
   return false;
 }
 
@@ -42,12 +44,18 @@ export async function launchChromium(): Promise<{ context: BrowserContext; close
   };
 }
 
-const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS ? fileURLToPath(new URL('../../docs/console/', import.meta.url)) : undefined;
+const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS
+  ? fileURLToPath(new URL('../../docs/console/', import.meta.url))
+  : undefined;
 
 /** Saves the top `height` px of the page as docs/console/<name>.png when `CONSOLE_SCREENSHOTS` is set (the README shows them). */
 export async function screenshot(page: Page, name: string, height = 1000): Promise<void> {
   if (SCREENSHOTS === undefined) return;
   mkdirSync(SCREENSHOTS, { recursive: true });
   const full = (await page.evaluate('document.documentElement.scrollHeight')) as number;
-  await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true, clip: { x: 0, y: 0, width: 1360, height: Math.min(height, full) } });
+  await page.screenshot({
+    path: `${SCREENSHOTS}${name}.png`,
+    fullPage: true,
+    clip: { x: 0, y: 0, width: 1360, height: Math.min(height, full) },
+  });
 }

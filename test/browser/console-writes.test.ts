@@ -12,7 +12,11 @@ import { chromiumAvailable, launchChromium, screenshot } from './chromium.js';
 import { type ConsoleStack, startConsoleStack } from './stack.js';
 
 /** A POST of form fields, as a browser (or a page on another site) would send it. */
-async function post(url: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+async function post(
+  url: string,
+  fields: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
   const res = await fetch(url, { method: 'POST', body: new URLSearchParams(fields), headers, redirect: 'manual' });
   return { status: res.status, text: await res.text() };
 }
@@ -56,7 +60,11 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     await page.click('a.chip:has-text("forecast")');
     const form = page.locator('#call-form');
     await form.waitFor();
-    expect(await form.locator('select[name="arg.units"] option').allTextContents()).toEqual(['(absent)', 'metric', 'imperial']);
+    expect(await form.locator('select[name="arg.units"] option').allTextContents()).toEqual([
+      '(absent)',
+      'metric',
+      'imperial',
+    ]);
     expect(await form.locator('label:has(input[name="arg.city"])').textContent()).toContain('required');
 
     await page.fill('input[name="arg.city"]', 'Oslo');
@@ -74,7 +82,11 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     await page.fill('input[name=callSession]', 's-try');
     await page.click('button:has-text("Call forecast")');
     await page.locator('#call-result h2:has-text("ok")').waitFor();
-    expect(JSON.parse((await page.locator('#call-result pre.content-model').textContent()) as string)).toEqual({ city: 'Oslo', days: 3, sky: 'clear' });
+    expect(JSON.parse((await page.locator('#call-result pre.content-model').textContent()) as string)).toEqual({
+      city: 'Oslo',
+      days: 3,
+      sky: 'clear',
+    });
     await screenshot(page, 'try', 1300);
     spy.unsubscribe();
     expect(seen.at(-1)?.headers?.get('Matrix-Grant')).toBe('eyJ0eXAiOiJKV1QifQ.pasted.grant');
@@ -93,7 +105,12 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     await problem.waitFor();
     expect(await problem.textContent()).toMatch(/bad_request[\s\S]*permissions/);
 
-    const spec = { key: 'from-form', title: 'From the form', description: 'Registered in a browser', permissions: { approval: 'never' } };
+    const spec = {
+      key: 'from-form',
+      title: 'From the form',
+      description: 'Registered in a browser',
+      permissions: { approval: 'never' },
+    };
     await page.fill('textarea[name=spec]', JSON.stringify(spec));
     await page.click('button:has-text("Register")');
     await page.waitForURL(/\/contexts\/from-form\?registered=\d+/);
@@ -102,7 +119,11 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     await page.click('button:has-text("Unregister from-form")');
     await page.waitForURL(/unregistered=from-form/);
     await expect
-      .poll(() => stack.client.request<{ contexts: unknown[] }>('system.tools', '$list', { keys: ['from-form'] }).then((r) => r.contexts.length))
+      .poll(() =>
+        stack.client
+          .request<{ contexts: unknown[] }>('system.tools', '$list', { keys: ['from-form'] })
+          .then((r) => r.contexts.length),
+      )
       .toBe(0);
   });
 
@@ -122,13 +143,25 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
       const res = await fetch(`${stack.base}${path}`);
       return { status: res.status, text: await res.text() };
     };
-    expect(await get('calls?trace=not-hex')).toMatchObject({ status: 200, text: expect.stringContaining('bad_request') });
-    expect(await get('resolve?profile=p&environment=%7Boops')).toMatchObject({ text: expect.stringContaining('not valid JSON') });
-    expect(await get('resolve?profile=p&refs=no-such-context')).toMatchObject({ text: expect.stringMatching(/not_found[\s\S]*no-such-context/) });
+    expect(await get('calls?trace=not-hex')).toMatchObject({
+      status: 200,
+      text: expect.stringContaining('bad_request'),
+    });
+    expect(await get('resolve?profile=p&environment=%7Boops')).toMatchObject({
+      text: expect.stringContaining('not valid JSON'),
+    });
+    expect(await get('resolve?profile=p&refs=no-such-context')).toMatchObject({
+      text: expect.stringMatching(/not_found[\s\S]*no-such-context/),
+    });
     expect((await get('contexts/%E0%A4%A')).status).toBe(404);
     expect((await get('contexts/no-such-context')).status).toBe(404);
-    expect((await post(`${stack.base}contexts`, { spec: 'x'.repeat(2 * 1024 * 1024) }, { 'X-Console-Token': stack.token })).status).toBe(413);
-    expect((await post(`${stack.base}contexts`, { spec: '{oops' }, { 'X-Console-Token': stack.token })).text).toContain('the spec is not JSON');
+    expect(
+      (await post(`${stack.base}contexts`, { spec: 'x'.repeat(2 * 1024 * 1024) }, { 'X-Console-Token': stack.token }))
+        .status,
+    ).toBe(413);
+    expect((await post(`${stack.base}contexts`, { spec: '{oops' }, { 'X-Console-Token': stack.token })).text).toContain(
+      'the spec is not JSON',
+    );
     expect((await get('contexts')).status).toBe(200);
   });
 
@@ -137,7 +170,11 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
     try {
       expect(readOnly.token).toBeUndefined();
       expect(readOnly.process.output()).toContain('read-only');
-      const refused = await post(`${readOnly.base}try`, { profile: 'default', tool: 'matrix_introspect', token: stack.token });
+      const refused = await post(`${readOnly.base}try`, {
+        profile: 'default',
+        tool: 'matrix_introspect',
+        token: stack.token,
+      });
       expect(refused.status).toBe(403);
       expect(refused.text).toContain('read-only');
       await page.goto(`${readOnly.base}try?profile=default&tool=matrix_introspect`);

@@ -40,7 +40,10 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     const total = /([\d,]+) contexts/.exec((await page.locator('#live p.muted').textContent()) ?? '')?.[1] as string;
     expect(Number(total.replaceAll(',', ''))).toBeGreaterThan(10_000);
     // The browser's own navigation timing (the test's tsconfig has no DOM types, hence the string).
-    const timing = (await page.evaluate("performance.getEntriesByType('navigation')[0].toJSON()")) as Record<string, number>;
+    const timing = (await page.evaluate("performance.getEntriesByType('navigation')[0].toJSON()")) as Record<
+      string,
+      number
+    >;
     const loaded = (timing.loadEventEnd as number) - (timing.startTime as number);
     report(
       `/contexts with ${total} contexts: response ${((timing.responseEnd as number) - (timing.startTime as number)).toFixed(0)} ms, loaded ${loaded.toFixed(0)} ms`,
@@ -98,7 +101,12 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
         ],
       }),
     );
-    for (const path of ['contexts?q=xss-probe', 'contexts/xss-probe', 'resolve?profile=p&refs=xss-probe', 'try?profile=p&refs=xss-probe&tool=probe']) {
+    for (const path of [
+      'contexts?q=xss-probe',
+      'contexts/xss-probe',
+      'resolve?profile=p&refs=xss-probe',
+      'try?profile=p&refs=xss-probe&tool=probe',
+    ]) {
       const response = await page.goto(`${stack.base}${path}`);
       expect(response?.headers()['content-security-policy']).toContain("script-src 'self'");
       await page.locator('main').getByText(hostile).first().waitFor({ timeout: 5_000 });
@@ -114,7 +122,10 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     const result = await stack.client.request<ToolResult>(
       'system.dispatcher',
       '$call',
-      { session: { profile: 'default', toolContextRefs: ['console-weather'] }, call: { id: 'browser-call-1', name: 'forecast', arguments: { city: 'Oslo' } } },
+      {
+        session: { profile: 'default', toolContextRefs: ['console-weather'] },
+        call: { id: 'browser-call-1', name: 'forecast', arguments: { city: 'Oslo' } },
+      },
       { traceparent: newTraceparent(), session: 's-42', principal: 'agent:alpha' },
     );
     const replied = Date.now();
@@ -122,7 +133,9 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     const row = page.locator('tr[data-call-id="browser-call-1"]');
     await row.waitFor({ timeout: 5_000 });
     const shown = Date.now();
-    report(`call to Calls row: ${shown - started} ms from sending the call, ${shown - replied} ms after its reply (call ${result.durationMs.toFixed(1)} ms)`);
+    report(
+      `call to Calls row: ${shown - started} ms from sending the call, ${shown - replied} ms after its reply (call ${result.durationMs.toFixed(1)} ms)`,
+    );
     expect(shown - started).toBeLessThan(5_000);
     expect(await row.textContent()).toMatch(/forecast[\s\S]*ok[\s\S]*s-42[\s\S]*agent:alpha/);
 
@@ -147,7 +160,14 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     const denied = await stack.client.request<ToolResult>(
       'system.dispatcher',
       '$call',
-      { session: { profile: 'edit' }, call: { id: 'browser-denied', name: 'matrix_invoke', arguments: { target: 'app.notes', op: '$delete', args: {} } } },
+      {
+        session: { profile: 'edit' },
+        call: {
+          id: 'browser-denied',
+          name: 'matrix_invoke',
+          arguments: { target: 'app.notes', op: '$delete', args: {} },
+        },
+      },
       { session: 's-43', principal: 'agent:beta' },
     );
     expect(denied.error?.code).toBe('approval_denied');
@@ -183,7 +203,8 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     const tools = page.locator('section[data-mount="system.tools"]');
     await tools.waitFor();
     expect(await tools.textContent()).toMatch(/\$list[\s\S]*\$resolve/);
-    const requests = async () => Number((await tools.locator('tr:has-text("$list") td.num').first().textContent())?.replaceAll(',', ''));
+    const requests = async () =>
+      Number((await tools.locator('tr:has-text("$list") td.num').first().textContent())?.replaceAll(',', ''));
     const before = await requests();
     expect(before).toBeGreaterThan(0);
     await stack.client.request('system.tools', '$list', { limit: 1 });

@@ -52,7 +52,8 @@ export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
   const bucket = uniqueBucket();
   const kv = await new Kvm(nc).create(bucket, { history: 1 });
   const keys = Array.from({ length: contexts }, (_, i) => `ctx-${String(i).padStart(5, '0')}`);
-  for (let i = 0; i < keys.length; i += 500) await Promise.all(keys.slice(i, i + 500).map((key) => kv.put(key, JSON.stringify(contextSpec(key)))));
+  for (let i = 0; i < keys.length; i += 500)
+    await Promise.all(keys.slice(i, i + 500).map((key) => kv.put(key, JSON.stringify(contextSpec(key)))));
 
   const target = uniqueMount('console');
   const mount = await new Mount(nc, {
@@ -72,16 +73,31 @@ export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
     title: 'Weather',
     description: 'Forecasts from the test mount.',
     provides: ['weather.read'],
-    matrixTools: [{ name: 'forecast', description: 'The forecast for a city.', inputSchema: FORECAST_SCHEMA, target, op: '$forecast' }],
+    matrixTools: [
+      {
+        name: 'forecast',
+        description: 'The forecast for a city.',
+        inputSchema: FORECAST_SCHEMA,
+        target,
+        op: '$forecast',
+      },
+    ],
   });
 
-  const service = await startScript('dist/src/cli/main.js', natsUrl, ' ready ', { MATRIX_TOOLS_BUCKET: bucket }, ['serve']);
+  const service = await startScript('dist/src/cli/main.js', natsUrl, ' ready ', { MATRIX_TOOLS_BUCKET: bucket }, [
+    'serve',
+  ]);
   const register = async (spec: ToolContextSpec) => {
     await client.request('system.tools', '$register', { spec });
   };
   await register(weather);
   const startConsole = async (...flags: string[]) => {
-    const proc = await startScript('dist/src/cli/main.js', natsUrl, 'console ready on', {}, ['console', '--port', '0', ...flags]);
+    const proc = await startScript('dist/src/cli/main.js', natsUrl, 'console ready on', {}, [
+      'console',
+      '--port',
+      '0',
+      ...flags,
+    ]);
     const base = /console ready on (\S+)/.exec(proc.output())?.[1] as string;
     const token = /write token: (\S+)/.exec(proc.output())?.[1];
     return { process: proc, base, token };
@@ -103,7 +119,8 @@ export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
       await mount.stop();
       client.close();
       await (await new Kvm(nc).open(bucket)).destroy();
-      if (consoleExit !== 0 || serviceExit !== 0) throw new Error(`console exited ${consoleExit}, service ${serviceExit}`);
+      if (consoleExit !== 0 || serviceExit !== 0)
+        throw new Error(`console exited ${consoleExit}, service ${serviceExit}`);
     },
   };
 }

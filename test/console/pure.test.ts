@@ -62,8 +62,20 @@ describe('forms from input schemas', () => {
   });
 
   it('converts each field by its type, leaving empty ones out', () => {
-    const form = new URLSearchParams({ 'arg.city': 'Oslo', 'arg.days': '3', 'arg.metric': 'false', 'arg.units': '"f"', 'arg.where': '{"lat":1}' });
-    expect(argumentsFrom(schema, form)).toEqual({ city: 'Oslo', days: 3, metric: false, units: 'f', where: { lat: 1 } });
+    const form = new URLSearchParams({
+      'arg.city': 'Oslo',
+      'arg.days': '3',
+      'arg.metric': 'false',
+      'arg.units': '"f"',
+      'arg.where': '{"lat":1}',
+    });
+    expect(argumentsFrom(schema, form)).toEqual({
+      city: 'Oslo',
+      days: 3,
+      metric: false,
+      units: 'f',
+      where: { lat: 1 },
+    });
     expect(argumentsFrom(schema, new URLSearchParams({ 'arg.city': '', 'arg.days': ' ' }))).toEqual({});
   });
 
@@ -73,7 +85,9 @@ describe('forms from input schemas', () => {
   });
 
   it('takes the JSON override as text, as a model sends arguments', () => {
-    expect(argumentsFrom(schema, new URLSearchParams({ [ARGS_JSON]: '{"city":"Rome"}', 'arg.city': 'Oslo' }))).toBe('{"city":"Rome"}');
+    expect(argumentsFrom(schema, new URLSearchParams({ [ARGS_JSON]: '{"city":"Rome"}', 'arg.city': 'Oslo' }))).toBe(
+      '{"city":"Rome"}',
+    );
   });
 });
 

@@ -15,7 +15,11 @@ const repo = fileURLToPath(new URL('../..', import.meta.url));
 const project = 'matrix-tool-registry-test';
 
 /** Runs a command to its end, its output in the test log; resolves with its exit code and stdout. */
-function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(command, args, { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -26,7 +30,13 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{
 
 /** The host's call as the `agent` of deploy/nats.conf: its own inbox prefix, and its grant when it has one. */
 function agentEnv(url: string, grant: string | undefined, password = 'agent-secret'): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, NATS_URL: url, NATS_USER: 'agent', NATS_PASSWORD: password, NATS_INBOX_PREFIX: '_INBOX_agent' };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    NATS_URL: url,
+    NATS_USER: 'agent',
+    NATS_PASSWORD: password,
+    NATS_INBOX_PREFIX: '_INBOX_agent',
+  };
   delete env.MATRIX_GRANT;
   if (grant !== undefined) env.MATRIX_GRANT = grant;
   return env;
@@ -44,7 +54,20 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
     if (key.code !== 0) throw new Error(`keys exited with ${key.code}: ${key.stderr}`);
     const minted = await run(
       process.execPath,
-      ['dist/src/cli/main.js', 'grant', '--issuer', seed, '--principal', 'agent:compose', '--session', 's-compose', '--profile', 'default', '--ttl', '15m'],
+      [
+        'dist/src/cli/main.js',
+        'grant',
+        '--issuer',
+        seed,
+        '--principal',
+        'agent:compose',
+        '--session',
+        's-compose',
+        '--profile',
+        'default',
+        '--ttl',
+        '15m',
+      ],
       process.env,
     );
     if (minted.code !== 0) throw new Error(`grant exited with ${minted.code}: ${minted.stderr}`);
@@ -78,7 +101,11 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
   });
 
   it('calls matrix_introspect through the dispatcher from the host, as the agent with its grant', async () => {
-    const call = await run(process.execPath, ['dist/src/cli/main.js', 'call', 'matrix_introspect', '--json'], agentEnv(url, grant));
+    const call = await run(
+      process.execPath,
+      ['dist/src/cli/main.js', 'call', 'matrix_introspect', '--json'],
+      agentEnv(url, grant),
+    );
     expect(call.stderr).not.toMatch(/error/i);
     expect(call.code).toBe(0);
     const result = JSON.parse(call.stdout) as { isError: boolean; content: string };
@@ -88,14 +115,22 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
   });
 
   it('refuses the same call without a grant: the stack trusts grants only', async () => {
-    const call = await run(process.execPath, ['dist/src/cli/main.js', 'call', 'matrix_introspect', '--profile', 'default'], agentEnv(url, undefined));
+    const call = await run(
+      process.execPath,
+      ['dist/src/cli/main.js', 'call', 'matrix_introspect', '--profile', 'default'],
+      agentEnv(url, undefined),
+    );
     expect(call.code).not.toBe(0);
     expect(call.stderr).toMatch(/forbidden/);
     expect(call.stderr).toMatch(/grant/i);
   });
 
   it('refuses a caller with a wrong password', async () => {
-    const call = await run(process.execPath, ['dist/src/cli/main.js', 'list'], agentEnv(url, grant, 'not-the-password'));
+    const call = await run(
+      process.execPath,
+      ['dist/src/cli/main.js', 'list'],
+      agentEnv(url, grant, 'not-the-password'),
+    );
     expect(call.code).not.toBe(0);
     expect(call.stderr).toMatch(/authoriz/i);
   });

@@ -44,6 +44,8 @@ describe('the test harness with a container engine', () => {
   });
 
   it('fails when a container is demanded and cannot be had', async () => {
-    await expect(start({ MATRIX_TEST_NATS: 'container', NATS_IMAGE: 'localhost/matrix-no-such-nats:0' })).rejects.toThrow(/did not start/);
+    await expect(
+      start({ MATRIX_TEST_NATS: 'container', NATS_IMAGE: 'localhost/matrix-no-such-nats:0' }),
+    ).rejects.toThrow(/did not start/);
   });
 });

@@ -28,6 +28,7 @@ export function keepFailure(err: unknown): void {
 afterEach(() => {
   const [first, ...rest] = failures.splice(0);
   if (first === undefined) return;
-  if (rest.length > 0 && first instanceof Error) first.message += ` (and ${rest.length} more failures in NATS callbacks)`;
+  if (rest.length > 0 && first instanceof Error)
+    first.message += ` (and ${rest.length} more failures in NATS callbacks)`;
   throw first;
 });

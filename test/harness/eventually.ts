@@ -13,7 +13,10 @@ export interface EventuallyOptions {
  * then gives that value back. On time-out it throws the check's last error, so an `expect`
  * inside it fails the test with its own message.
  */
-export async function eventually<T>(check: () => T | Promise<T>, options: EventuallyOptions = {}): Promise<Exclude<T, false>> {
+export async function eventually<T>(
+  check: () => T | Promise<T>,
+  options: EventuallyOptions = {},
+): Promise<Exclude<T, false>> {
   const { timeoutMs = 10_000, intervalMs = 10 } = options;
   const end = Date.now() + timeoutMs;
   for (;;) {

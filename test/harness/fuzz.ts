@@ -24,10 +24,18 @@ const text = new TextEncoder();
 
 /** The case generators; each takes the PRNG and a sample of a valid request for the op. */
 const kinds: Record<string, (r: () => number, valid: Record<string, unknown>) => FuzzCase> = {
-  'random bytes': (r) => ({ kind: 'random bytes', json: false, body: Uint8Array.from({ length: 1 + Math.floor(r() * 300) }, () => Math.floor(r() * 256)) }),
+  'random bytes': (r) => ({
+    kind: 'random bytes',
+    json: false,
+    body: Uint8Array.from({ length: 1 + Math.floor(r() * 300) }, () => Math.floor(r() * 256)),
+  }),
   'truncated msgpack': (r, valid) => {
     const full = encode({ ...valid, pad: 'x'.repeat(20) });
-    return { kind: 'truncated msgpack', json: false, body: full.subarray(0, Math.max(1, Math.floor(r() * (full.length - 1)))) };
+    return {
+      kind: 'truncated msgpack',
+      json: false,
+      body: full.subarray(0, Math.max(1, Math.floor(r() * (full.length - 1)))),
+    };
   },
   'random JSON text': (r) => ({
     kind: 'random JSON text',
@@ -46,7 +54,11 @@ const kinds: Record<string, (r: () => number, valid: Record<string, unknown>) =>
         open += array ? '[' : '{"d":';
         close = (array ? ']' : '}') + close;
       }
-      return { kind: 'deep nesting', json: true, body: text.encode(`{${JSON.stringify(key)}:${open}"bottom"${close}}`) };
+      return {
+        kind: 'deep nesting',
+        json: true,
+        body: text.encode(`{${JSON.stringify(key)}:${open}"bottom"${close}}`),
+      };
     }
     // MessagePack, by hand (encoders stop at depth 100): {key: [[[…nil…]]]}.
     const keyBytes = encode(key);
@@ -65,7 +77,10 @@ const kinds: Record<string, (r: () => number, valid: Record<string, unknown>) =>
   'huge array': (r, valid) => ({
     kind: 'huge array',
     json: false,
-    body: encode({ ...valid, [firstKey(valid, r)]: Array.from({ length: 10_000 + Math.floor(r() * 50_000) }, (_, i) => i) }),
+    body: encode({
+      ...valid,
+      [firstKey(valid, r)]: Array.from({ length: 10_000 + Math.floor(r() * 50_000) }, (_, i) => i),
+    }),
   }),
   'wrong types': (r, valid) => {
     const wrong = [42, -1.5, true, null, [], 'text', { nested: 1 }, new Uint8Array([1, 2])];
@@ -85,7 +100,11 @@ const kinds: Record<string, (r: () => number, valid: Record<string, unknown>) =>
       .join(',')}}`;
     return { kind: 'prototype keys', json: true, body: text.encode(json) };
   },
-  'not a map': (r) => ({ kind: 'not a map', json: false, body: encode([[1, 2], 'string', 12, null, true][Math.floor(r() * 5)]) }),
+  'not a map': (r) => ({
+    kind: 'not a map',
+    json: false,
+    body: encode([[1, 2], 'string', 12, null, true][Math.floor(r() * 5)]),
+  }),
 };
 
 function firstKey(valid: Record<string, unknown>, r: () => number): string {
@@ -96,6 +115,9 @@ function firstKey(valid: Record<string, unknown>, r: () => number): string {
 /** The case for draw `i` of a run seeded with `seed`. */
 export function fuzzCase(r: () => number, valid: Record<string, unknown>): FuzzCase {
   const names = Object.keys(kinds);
-  const make = kinds[names[Math.floor(r() * names.length)] as string] as (r: () => number, v: Record<string, unknown>) => FuzzCase;
+  const make = kinds[names[Math.floor(r() * names.length)] as string] as (
+    r: () => number,
+    v: Record<string, unknown>,
+  ) => FuzzCase;
   return make(r, valid);
 }

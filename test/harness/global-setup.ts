@@ -30,7 +30,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
     process.stderr.write(`test NATS (${project.name}, lane ${lane + 1}): ${nats.url} (${nats.kind}: ${nats.reason})\n`);
   project.provide(
     'natsLanes',
-    started.map(({ url, user, pass }) => ({ url, ...(user !== undefined && { user }), ...(pass !== undefined && { pass }) })),
+    started.map(({ url, user, pass }) => ({
+      url,
+      ...(user !== undefined && { user }),
+      ...(pass !== undefined && { pass }),
+    })),
   );
   return stop;
 }

@@ -44,7 +44,9 @@ export const spyContext = {
   key: 'spy-tools',
   title: 'Spy',
   description: 'a tool that reaches app.spy',
-  matrixTools: [{ name: 'spy_run', description: 'runs on app.spy', inputSchema: { type: 'object' }, target: 'app.spy', op: '$run' }],
+  matrixTools: [
+    { name: 'spy_run', description: 'runs on app.spy', inputSchema: { type: 'object' }, target: 'app.spy', op: '$run' },
+  ],
   permissions: { approval: 'never' },
 };
 
@@ -72,7 +74,11 @@ export async function startSecuredBus(options: { trust?: boolean } = {}): Promis
   const issuer = createAccount();
   const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();
-  const service = await startScript('dist/src/cli/main.js', server.url, ' ready ', env, ['serve', '--policy', policyFile]);
+  const service = await startScript('dist/src/cli/main.js', server.url, ' ready ', env, [
+    'serve',
+    '--policy',
+    policyFile,
+  ]);
   const opened: NatsConnection[] = [];
   const connect = async (user: keyof typeof users) => {
     const nc = await connectBus({ servers: server.url, ...users[user], name: `test-${user}` });
@@ -96,7 +102,8 @@ export async function startSecuredBus(options: { trust?: boolean } = {}): Promis
     spy,
     secret,
     connect,
-    grant: (spec, by = issuer, now = Date.now()) => mintGrant(by, { principal: 'agent:alpha', session: 'sess-alpha', ttlSeconds: 3600, ...spec }, now),
+    grant: (spec, by = issuer, now = Date.now()) =>
+      mintGrant(by, { principal: 'agent:alpha', session: 'sess-alpha', ttlSeconds: 3600, ...spec }, now),
     stop: async () => {
       operator.close();
       for (const nc of opened) if (!nc.isClosed()) await nc.close();
@@ -111,19 +118,28 @@ export function refusals(nc: NatsConnection): string[] {
   const refused: string[] = [];
   void (async () => {
     for await (const s of nc.status()) {
-      if (s.type === 'error' && s.error instanceof PermissionViolationError) refused.push(`${s.error.operation} ${s.error.subject}`);
+      if (s.type === 'error' && s.error instanceof PermissionViolationError)
+        refused.push(`${s.error.operation} ${s.error.subject}`);
     }
   })();
   return refused;
 }
 
 /** A context whose one tool reaches `<target>.<op>`, called without approval; `more` adds to the tool. */
-export function oneToolContext(key: string, tool: string, target: string, op: string, more: Record<string, unknown> = {}) {
+export function oneToolContext(
+  key: string,
+  tool: string,
+  target: string,
+  op: string,
+  more: Record<string, unknown> = {},
+) {
   return {
     key,
     title: key,
     description: `${tool} on ${target}`,
-    matrixTools: [{ name: tool, description: `runs ${op} on ${target}`, inputSchema: { type: 'object' }, target, op, ...more }],
+    matrixTools: [
+      { name: tool, description: `runs ${op} on ${target}`, inputSchema: { type: 'object' }, target, op, ...more },
+    ],
     permissions: { approval: 'never' },
   };
 }

@@ -9,7 +9,8 @@
 export function testLanes(env: NodeJS.ProcessEnv = process.env): number {
   if (env.TEST_LANES) {
     const lanes = Number(env.TEST_LANES);
-    if (!Number.isInteger(lanes) || lanes < 1) throw new Error(`TEST_LANES must be a whole number ≥ 1, not ${JSON.stringify(env.TEST_LANES)}`);
+    if (!Number.isInteger(lanes) || lanes < 1)
+      throw new Error(`TEST_LANES must be a whole number ≥ 1, not ${JSON.stringify(env.TEST_LANES)}`);
     if (lanes > 1 && env.NATS_URL) throw new Error('TEST_LANES > 1 needs a server per lane: unset NATS_URL');
     return lanes;
   }

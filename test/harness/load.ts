@@ -26,7 +26,12 @@ export function startLoad(op: () => Promise<unknown>, inFlight: number): Load {
         await op();
         records.push({ started, ended: performance.now(), ok: true });
       } catch (err) {
-        records.push({ started, ended: performance.now(), ok: false, code: err instanceof MatrixError ? err.code : (err as Error).name });
+        records.push({
+          started,
+          ended: performance.now(),
+          ok: false,
+          code: err instanceof MatrixError ? err.code : (err as Error).name,
+        });
         await new Promise((r) => setTimeout(r, 5)); // no hot loop while a server is away
       }
     }
@@ -50,4 +55,5 @@ export function startLoad(op: () => Promise<unknown>, inFlight: number): Load {
 export const STAGE_CALLS = Number(process.env.SYSTEM_TEST_CALLS) || 200;
 
 /** The calls of `load` that `pick` selects and that succeeded. */
-export const okCalls = (load: Load, pick: (r: CallRecord) => boolean = () => true): number => load.records.filter((r) => r.ok && pick(r)).length;
+export const okCalls = (load: Load, pick: (r: CallRecord) => boolean = () => true): number =>
+  load.records.filter((r) => r.ok && pick(r)).length;

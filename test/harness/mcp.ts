@@ -40,7 +40,10 @@ export interface RawBridge {
 /** Starts `matrix-tools mcp <args>` against `natsUrl`; resolves once it says it is ready. */
 export async function startRawBridge(natsUrl: string, args: string[]): Promise<RawBridge> {
   const child = tracked(
-    spawn(process.execPath, [CLI_MAIN, 'mcp', ...args], { env: { ...process.env, ...sharedNatsEnv(natsUrl), NATS_URL: natsUrl }, stdio: 'pipe' }),
+    spawn(process.execPath, [CLI_MAIN, 'mcp', ...args], {
+      env: { ...process.env, ...sharedNatsEnv(natsUrl), NATS_URL: natsUrl },
+      stdio: 'pipe',
+    }),
   );
   const received: JsonRpcMessage[] = [];
   let stderr = '';
@@ -57,7 +60,8 @@ export async function startRawBridge(natsUrl: string, args: string[]): Promise<R
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('close', (code, signal) => resolve({ code, signal })),
   );
-  const send = (message: object | string) => child.stdin.write(`${typeof message === 'string' ? message : JSON.stringify(message)}\n`);
+  const send = (message: object | string) =>
+    child.stdin.write(`${typeof message === 'string' ? message : JSON.stringify(message)}\n`);
   await eventually(() => {
     if (child.exitCode !== null) throw new Error(`the bridge exited with ${child.exitCode}: ${stderr}`);
     return /mcp bridge:? ready/.test(stderr);
@@ -76,7 +80,11 @@ export async function startRawBridge(natsUrl: string, args: string[]): Promise<R
 }
 
 /** The `initialize` request every client sends first. */
-export const initializeParams = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw-json-rpc', version: '1.0.0' } };
+export const initializeParams = {
+  protocolVersion: '2025-06-18',
+  capabilities: {},
+  clientInfo: { name: 'raw-json-rpc', version: '1.0.0' },
+};
 
 /**
  * Is a process with this pid still running? A zombie is not: it has exited and waits for its

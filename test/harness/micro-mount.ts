@@ -10,7 +10,11 @@ import { serviceName } from '../../src/bus/subjects.js';
 
 /** Starts the micro mount; `stop()` it after. */
 export async function startJsonMicroMount(nc: NatsConnection, mount: string): Promise<Service> {
-  const service = await new Svcm(nc).add({ name: serviceName(mount), version: '1.0.0', description: 'a JSON micro service, as Go writes them' });
+  const service = await new Svcm(nc).add({
+    name: serviceName(mount),
+    version: '1.0.0',
+    description: 'a JSON micro service, as Go writes them',
+  });
   const group = service.addGroup(mount);
   group.addEndpoint('echo', (err, msg) => {
     if (err !== null) return;

@@ -37,16 +37,26 @@ export async function startNatsContainer(image = process.env.NATS_IMAGE || DEFAU
     // The module's default waits 120 s for the ready line; a server that starts does so in ~1 s.
     started = await new NatsContainer(image).withJetStream().withStartupTimeout(30_000).start();
   } catch (cause) {
-    throw new ContainerUnavailableError(`a container engine answers, but ${image} did not start: ${firstLine(cause)}`, { cause });
+    throw new ContainerUnavailableError(`a container engine answers, but ${image} did not start: ${firstLine(cause)}`, {
+      cause,
+    });
   }
   return { ...natsConnection(started.getConnectionOptions()), stop: async () => void (await started.stop()) };
 }
 
 /** URL and credentials from the module's connection options (`servers` is `host:port`). */
-function natsConnection(options: { servers?: string | string[]; user?: string; pass?: string }): Omit<StartedNats, 'stop'> {
+function natsConnection(options: {
+  servers?: string | string[];
+  user?: string;
+  pass?: string;
+}): Omit<StartedNats, 'stop'> {
   const server = String(Array.isArray(options.servers) ? options.servers[0] : options.servers);
   const url = server.startsWith('nats://') ? server : `nats://${server}`;
-  return { url, ...(options.user !== undefined && { user: options.user }), ...(options.pass !== undefined && { pass: options.pass }) };
+  return {
+    url,
+    ...(options.user !== undefined && { user: options.user }),
+    ...(options.pass !== undefined && { pass: options.pass }),
+  };
 }
 
 function firstLine(err: unknown): string {

@@ -87,7 +87,9 @@ export async function startNatsProcess(extraArgs: string[] = []): Promise<Proces
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const failed = new Promise<never>((_, reject) => {
-      child?.once('error', (err) => reject(new Error(`cannot run nats-server (install it: apt-get install nats-server): ${err.message}`)));
+      child?.once('error', (err) =>
+        reject(new Error(`cannot run nats-server (install it: apt-get install nats-server): ${err.message}`)),
+      );
       child?.once('exit', (code) => reject(new Error(`nats-server exited with ${code}: ${stderr}`)));
     });
     await Promise.race([waitForPort(port), failed]);

@@ -4,7 +4,10 @@ import { sharedNats } from './bus.js';
 import { eventually } from './eventually.js';
 
 /** Connects, subscribes `subject` (sid 1) and waits for the server's PONG; `onData` sees everything the server sends after. */
-export async function rawNatsClient(subject: string, onData: (chunk: string) => void = () => {}): Promise<{ socket: Socket; received: () => string }> {
+export async function rawNatsClient(
+  subject: string,
+  onData: (chunk: string) => void = () => {},
+): Promise<{ socket: Socket; received: () => string }> {
   const { servers, user, pass } = sharedNats();
   const url = new URL(String(servers).split(',')[0] as string);
   const socket = tcpConnect(Number(url.port), url.hostname);
@@ -17,7 +20,9 @@ export async function rawNatsClient(subject: string, onData: (chunk: string) => 
   });
   await eventually(() => text.startsWith('INFO '));
   const auth = user === undefined ? {} : { user, pass };
-  socket.write(`CONNECT ${JSON.stringify({ verbose: false, pedantic: false, headers: true, no_responders: true, protocol: 1, ...auth })}\r\n`);
+  socket.write(
+    `CONNECT ${JSON.stringify({ verbose: false, pedantic: false, headers: true, no_responders: true, protocol: 1, ...auth })}\r\n`,
+  );
   socket.write(`SUB ${subject} 1\r\nPING\r\n`);
   await eventually(() => text.includes('PONG'));
   connected = true;

@@ -52,7 +52,13 @@ export function contextSpec(key: string, extra: Partial<ToolContextSpec> = {}): 
     title: `Title of ${key}`,
     description: `The ${key} context`,
     matrixTools: [
-      { name: `${key.replaceAll(/[^a-z0-9_]/g, '_')}_tool`, description: 'a tool', inputSchema: { type: 'object' }, target: 'app.things', op: '$do' },
+      {
+        name: `${key.replaceAll(/[^a-z0-9_]/g, '_')}_tool`,
+        description: 'a tool',
+        inputSchema: { type: 'object' },
+        target: 'app.things',
+        op: '$do',
+      },
     ],
     permissions: { approval: 'never' },
     ...extra,

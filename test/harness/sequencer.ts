@@ -51,7 +51,9 @@ export default class LongestFirst extends BaseSequencer {
     const random = prng(seed ?? 0);
     const weight = new Map(files.map((spec) => [spec, shuffle ? random() : -this.seconds(spec)]));
     return [...files].sort(
-      (a, b) => a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder || (weight.get(a) ?? 0) - (weight.get(b) ?? 0),
+      (a, b) =>
+        a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder ||
+        (weight.get(a) ?? 0) - (weight.get(b) ?? 0),
     );
   }
 

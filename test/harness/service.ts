@@ -86,6 +86,9 @@ export async function startScript(
 }
 
 /** Runs the CLI (`matrix-tools <args>`) to its end. */
-export function cli(natsUrl: string, ...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function cli(
+  natsUrl: string,
+  ...args: string[]
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return runScript('dist/src/cli/main.js', natsUrl, 30_000, args);
 }

@@ -27,6 +27,8 @@ export default class SummaryReporter implements Reporter {
       ...(unhandledErrors.length > 0 ? [`${unhandledErrors.length} unhandled error(s)`] : []),
     ];
     const total = failed + failedFiles + unhandledErrors.length;
-    process.stdout.write(`\nTests: ${passed} passed, ${total} failed, ${skipped} skipped${outside.length > 0 ? ` (${outside.join(', ')})` : ''}\n`);
+    process.stdout.write(
+      `\nTests: ${passed} passed, ${total} failed, ${skipped} skipped${outside.length > 0 ? ` (${outside.join(', ')})` : ''}\n`,
+    );
   }
 }

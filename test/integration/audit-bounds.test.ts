@@ -56,10 +56,20 @@ describe('audit events under oversized headers', () => {
   it('refuses a Matrix-Principal or Matrix-Session longer than 256 characters as a bad request', async () => {
     const long = 'p'.repeat(257);
     await expect(
-      client.request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: 'p-long', name: 'x' } }, { principal: long }),
+      client.request(
+        'system.dispatcher',
+        '$call',
+        { session: { profile: 'default' }, call: { id: 'p-long', name: 'x' } },
+        { principal: long },
+      ),
     ).rejects.toThrow(BadRequestError);
     await expect(
-      client.request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: 's-long', name: 'x' } }, { session: long }),
+      client.request(
+        'system.dispatcher',
+        '$call',
+        { session: { profile: 'default' }, call: { id: 's-long', name: 'x' } },
+        { session: long },
+      ),
     ).rejects.toThrow(/header Matrix-Session is longer than 256 characters/);
   });
 
@@ -67,7 +77,15 @@ describe('audit events under oversized headers', () => {
     const log = new AuditLog(nc);
     const wide = 'w'.repeat(Math.ceil((nc.info?.max_payload ?? 1_048_576) / 100));
     const ids = Array.from({ length: 256 }, (_, i) => `wide-${i}`);
-    for (const id of ids) log.record({ callId: id, name: 'wide', principal: wide, outcome: 'ok', durationMs: 0, at: new Date().toISOString() });
+    for (const id of ids)
+      log.record({
+        callId: id,
+        name: 'wide',
+        principal: wide,
+        outcome: 'ok',
+        durationMs: 0,
+        at: new Date().toISOString(),
+      });
     log.flush();
     await eventually(() =>
       expect(
@@ -86,11 +104,19 @@ describe('audit events under oversized headers', () => {
       return nc.request('system.dispatcher.$call', encode(body), { headers: h, timeout: 5_000 });
     };
     const trace = '00-0123456789abcdef0123456789abcdef-0123456789abcdef-01';
-    await send({ session: { profile: 'default' }, call: { id: 'late', name: 'x' } }, { 'Matrix-Deadline': '1', traceparent: trace });
+    await send(
+      { session: { profile: 'default' }, call: { id: 'late', name: 'x' } },
+      { 'Matrix-Deadline': '1', traceparent: trace },
+    );
     await send({ session: 7, call: { id: 'bad-body', name: 'x' } }, {});
-    await send({ session: { profile: 'default' }, call: { id: 'long-principal', name: 'x' } }, { 'Matrix-Principal': 'p'.repeat(300) });
+    await send(
+      { session: { profile: 'default' }, call: { id: 'long-principal', name: 'x' } },
+      { 'Matrix-Principal': 'p'.repeat(300) },
+    );
     await eventually(() =>
-      expect(events.filter((e) => ['late', 'bad-body', 'long-principal'].includes(e.callId)).map((e) => [e.callId, e.code])).toEqual([
+      expect(
+        events.filter((e) => ['late', 'bad-body', 'long-principal'].includes(e.callId)).map((e) => [e.callId, e.code]),
+      ).toEqual([
         ['late', 'timeout'],
         ['bad-body', 'bad_request'],
         ['long-principal', 'bad_request'],

@@ -102,7 +102,9 @@ describe('the durable audit trail', () => {
     });
     log.flush();
     await eventually(async () =>
-      expect((await queryBatches(a, { traceId: traceIds[3], limit: 500 })).events).toHaveLength(expected(events, { traceId: traceIds[3] }).length),
+      expect((await queryBatches(a, { traceId: traceIds[3], limit: 500 })).events).toHaveLength(
+        expected(events, { traceId: traceIds[3] }).length,
+      ),
     );
 
     const t = (i: number) => (events[i] as CallEvent).at;
@@ -141,7 +143,11 @@ describe('the durable audit trail', () => {
     const log = new AuditLog(await connect());
     const traceId = traceIdOf(newTraceparent()) as string;
     const at = Date.now() - 5_000;
-    const call = (session: string, i: number): CallEvent => ({ ...(makeEvents(1, [traceId], at + i)[0] as CallEvent), callId: `${session}-${i}`, session });
+    const call = (session: string, i: number): CallEvent => ({
+      ...(makeEvents(1, [traceId], at + i)[0] as CallEvent),
+      callId: `${session}-${i}`,
+      session,
+    });
     log.record(call('victim', 0));
     log.flush();
     // The KV index kept the newest 1,000 batches per trace id: these pushed the victim's out.
@@ -154,7 +160,9 @@ describe('the durable audit trail', () => {
       expect((await audit.batch(last))?.events[0]?.callId).toBe('attacker-1100');
       return last;
     });
-    await eventually(async () => expect(await audit.indexedThrough()).toBeGreaterThanOrEqual(last), { timeoutMs: 20_000 });
+    await eventually(async () => expect(await audit.indexedThrough()).toBeGreaterThanOrEqual(last), {
+      timeoutMs: 20_000,
+    });
     // A page reads at most TRACE_BUDGET batches: the victim's call is on a later page, not gone.
     const { events: found } = await allPages(audit, { traceId, session: 'victim' });
     expect(found.map((e) => e.callId)).toEqual(['victim-0']);
@@ -241,7 +249,11 @@ describe('the trace-id index', () => {
     await jsm.streams.add({ name: 'SLOW_READ_INDEX', subjects: ['system.dispatcher.audit.SLOW_READ.>'] });
     const writer = new StreamWriter(nc);
     for (let from = 0; from < 3_000; from += 500) {
-      await Promise.all(Array.from({ length: 500 }, (_, i) => writer.append(shardSubject('SLOW_READ', 9), Buffer.from(`{"x":[${from + i + 1}]}`))));
+      await Promise.all(
+        Array.from({ length: 500 }, (_, i) =>
+          writer.append(shardSubject('SLOW_READ', 9), Buffer.from(`{"x":[${from + i + 1}]}`)),
+        ),
+      );
     }
     expect(await readShard(nc, jsm, 'SLOW_READ', 9)).toHaveLength(3_000);
     await expect(readShard(nc, jsm, 'SLOW_READ', 9, { timeoutMs: 1 })).rejects.toBeInstanceOf(UnavailableError);
@@ -306,7 +318,9 @@ describe('the audit trail across restarts', () => {
         { traceparent },
       );
     const callIds = async (): Promise<string[]> =>
-      (await client.request<TraceQueryReply>('system.traces', '$query', { traceId, limit: 500 })).events.map((e) => e.callId);
+      (await client.request<TraceQueryReply>('system.traces', '$query', { traceId, limit: 500 })).events.map(
+        (e) => e.callId,
+      );
 
     service = await startService(server.url);
     for (const id of ['c1', 'c2', 'c3']) expect((await call(id)).isError).toBe(false);
@@ -316,7 +330,14 @@ describe('the audit trail across restarts', () => {
     await service.stop();
     service = undefined;
     const log = new AuditLog(nc);
-    log.record({ callId: 'while-down', name: 'trace_query', traceparent, outcome: 'ok', durationMs: 1, at: new Date().toISOString() });
+    log.record({
+      callId: 'while-down',
+      name: 'trace_query',
+      traceparent,
+      outcome: 'ok',
+      durationMs: 1,
+      at: new Date().toISOString(),
+    });
     log.flush();
     await nc.flush();
     service = await startService(server.url);
@@ -326,6 +347,8 @@ describe('the audit trail across restarts', () => {
     await server.kill();
     await server.restart();
     await eventually(async () => expect((await call('c4')).isError).toBe(false), { timeoutMs: 20_000 });
-    await eventually(async () => expect(await callIds()).toEqual(['c4', 'while-down', 'c3', 'c2', 'c1']), { timeoutMs: 20_000 });
+    await eventually(async () => expect(await callIds()).toEqual(['c4', 'while-down', 'c3', 'c2', 'c1']), {
+      timeoutMs: 20_000,
+    });
   });
 });

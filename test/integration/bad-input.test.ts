@@ -42,7 +42,11 @@ describe('system.tools answering bad input', () => {
 
   it('refuses an undecodable MessagePack body with bad_request', async () => {
     const e = errorOf(await send('$resolve', new Uint8Array([0xc1, 0xff, 0x00])));
-    expect(e).toMatchObject({ status: 400, code: 'bad_request', message: expect.stringContaining('not valid MessagePack') });
+    expect(e).toMatchObject({
+      status: 400,
+      code: 'bad_request',
+      message: expect.stringContaining('not valid MessagePack'),
+    });
     await stillAnswers();
   });
 
@@ -58,7 +62,9 @@ describe('system.tools answering bad input', () => {
   });
 
   it('lists every violation of wrong types and unknown fields, each with its path', async () => {
-    const e = errorOf(await send('$resolve', encode({ profile: 7, skills: [{ toolContextRefs: 'x' }], format: 'xml', colour: 'red' })));
+    const e = errorOf(
+      await send('$resolve', encode({ profile: 7, skills: [{ toolContextRefs: 'x' }], format: 'xml', colour: 'red' })),
+    );
     expect(e.code).toBe('bad_request');
     const paths = e.details?.violations?.map((v) => v.path).sort();
     expect(paths).toEqual(['/colour', '/format', '/profile', '/skills/0/name', '/skills/0/toolContextRefs']);
@@ -67,12 +73,19 @@ describe('system.tools answering bad input', () => {
   });
 
   it('refuses the keys __proto__ and constructor', async () => {
-    const proto = errorOf(await send('$list', new TextEncoder().encode('{"__proto__": {"polluted": true}}'), true), true);
-    expect(proto.details?.violations).toEqual([expect.objectContaining({ path: '/__proto__', message: expect.stringContaining('not a known field') })]);
+    const proto = errorOf(
+      await send('$list', new TextEncoder().encode('{"__proto__": {"polluted": true}}'), true),
+      true,
+    );
+    expect(proto.details?.violations).toEqual([
+      expect.objectContaining({ path: '/__proto__', message: expect.stringContaining('not a known field') }),
+    ]);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     const ctor = errorOf(await send('$list', encode({ constructor: 1 })));
     expect(ctor.details?.violations?.[0]?.path).toBe('/constructor');
-    const packed = errorOf(await send('$list', new Uint8Array([0x81, 0xa9, ...new TextEncoder().encode('__proto__'), 0x01])));
+    const packed = errorOf(
+      await send('$list', new Uint8Array([0x81, 0xa9, ...new TextEncoder().encode('__proto__'), 0x01])),
+    );
     expect(packed.code).toBe('bad_request');
   });
 
@@ -102,7 +115,10 @@ describe('system.tools answering bad input', () => {
   it('reads the Content-Type header whatever its case', async () => {
     const h = headers();
     h.set('content-type', 'application/json');
-    const reply = await nc.request('system.tools.$list', new TextEncoder().encode('{"limit":1}'), { timeout: 5_000, headers: h });
+    const reply = await nc.request('system.tools.$list', new TextEncoder().encode('{"limit":1}'), {
+      timeout: 5_000,
+      headers: h,
+    });
     expect(JSON.parse(new TextDecoder().decode(reply.data)).contexts).toHaveLength(1);
   });
 

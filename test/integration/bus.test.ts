@@ -3,7 +3,13 @@ import { Svcm } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { type CallContext, newTraceparent } from '../../src/bus/context.js';
-import { InternalError, NotFoundError, PayloadTooLargeError, TimeoutError, UnavailableError } from '../../src/bus/errors.js';
+import {
+  InternalError,
+  NotFoundError,
+  PayloadTooLargeError,
+  TimeoutError,
+  UnavailableError,
+} from '../../src/bus/errors.js';
 import { Mount, type OpContext } from '../../src/bus/mount.js';
 import { SchemaId } from '../../src/contracts/schemas.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
@@ -63,7 +69,12 @@ describe('a mount and the bus client', () => {
   });
 
   it('passes every context header on to the op', async () => {
-    const ctx: CallContext = { traceparent: newTraceparent(), session: 's-1', principal: 'agent:7', deadline: Date.now() + 60_000 };
+    const ctx: CallContext = {
+      traceparent: newTraceparent(),
+      session: 's-1',
+      principal: 'agent:7',
+      deadline: Date.now() + 60_000,
+    };
     await client.request(name, '$echo', {}, { ...ctx, timeoutMs: 120_000 });
     expect(seen.at(-1)).toMatchObject({ ...ctx, mount: name, op: '$echo', encoding: 'msgpack' });
   });
@@ -95,7 +106,9 @@ describe('a mount and the bus client', () => {
 
   it('fails with unavailable, without waiting for its deadline, when nothing serves the subject', async () => {
     const started = performance.now();
-    await expect(client.request(uniqueMount('nobody'), '$echo', {}, { timeoutMs: 10_000 })).rejects.toBeInstanceOf(UnavailableError);
+    await expect(client.request(uniqueMount('nobody'), '$echo', {}, { timeoutMs: 10_000 })).rejects.toBeInstanceOf(
+      UnavailableError,
+    );
     // Expected: a round trip (~1 ms); the bound only tells "at once" from "at the 10 s deadline".
     expect(performance.now() - started).toBeLessThan(2_000);
   });
@@ -148,7 +161,9 @@ describe('a mount and the bus client', () => {
   });
 
   it('keeps 1,000 requests in flight apart', async () => {
-    const replies = await Promise.all(Array.from({ length: 1_000 }, (_, i) => client.request(name, '$echo', {}, { session: `s${i}` })));
+    const replies = await Promise.all(
+      Array.from({ length: 1_000 }, (_, i) => client.request(name, '$echo', {}, { session: `s${i}` })),
+    );
     expect(replies).toHaveLength(1_000);
     expect(new Set(seen.slice(-1_000).map((c) => c.session)).size).toBe(1_000);
     expect(client.inFlight).toBe(0);
@@ -162,7 +177,12 @@ describe('a mount and the bus client', () => {
       version: '2.0.0',
       description: 'a measured mount',
       ops: {
-        $echo: { description: 'answers {}', request: SchemaId.IntrospectRequest, response: SchemaId.IntrospectRequest, handle: () => ({}) },
+        $echo: {
+          description: 'answers {}',
+          request: SchemaId.IntrospectRequest,
+          response: SchemaId.IntrospectRequest,
+          handle: () => ({}),
+        },
         $crash: {
           description: 'throws',
           request: SchemaId.IntrospectRequest,
@@ -183,7 +203,9 @@ describe('a mount and the bus client', () => {
       expect(pings).toEqual([expect.objectContaining({ name: serviceName, id: measured.id, version: '2.0.0' })]);
       const infos = [];
       for await (const i of await svc.info(serviceName)) infos.push(i);
-      expect(infos[0]?.endpoints.map((e) => e.subject)).toEqual(['$introspect', '$echo', '$crash'].map((op) => `${own}.${op}`));
+      expect(infos[0]?.endpoints.map((e) => e.subject)).toEqual(
+        ['$introspect', '$echo', '$crash'].map((op) => `${own}.${op}`),
+      );
       expect(infos[0]?.endpoints[1]?.queue_group).toBe(serviceName);
       const stats = [];
       for await (const s of await svc.stats(serviceName, measured.id)) stats.push(s);

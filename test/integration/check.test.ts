@@ -29,7 +29,14 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
     nc = await testConnection();
     const traces = tracesMount(nc);
     stops.push(traces.stop);
-    mounts.push(registryMount(nc), dispatcherMount(nc), agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc));
+    mounts.push(
+      registryMount(nc),
+      dispatcherMount(nc),
+      agentsMount(nc),
+      traces.mount,
+      packagesMount(nc),
+      approvalsMount(nc),
+    );
     mounts.push(await sessionsMount(nc, { bucket }));
     await Promise.all(mounts.map((m) => m.start()));
     micro = await startJsonMicroMount(nc, microMount);
@@ -41,7 +48,15 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
     await (await new Kvm(nc).open(bucket)).destroy();
   });
 
-  for (const mount of ['system.tools', 'system.dispatcher', 'system.agents', 'system.sessions', 'system.traces', 'system.packages', 'system.approvals']) {
+  for (const mount of [
+    'system.tools',
+    'system.dispatcher',
+    'system.agents',
+    'system.sessions',
+    'system.traces',
+    'system.packages',
+    'system.approvals',
+  ]) {
     it(`finds every check holding on the reference mount ${mount}`, async () => {
       const outcomes = await checkConformance(nc, mount);
       expect(misses(outcomes)).toEqual([]);
@@ -77,8 +92,12 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
     expect(byCheck['JSON request (Content-Type: application/json)']?.detail).toBe(
       `${microMount}.echo answered JSON without the header Content-Type: application/json`,
     );
-    expect(byCheck['error model: unknown op']?.detail).toMatch(new RegExp(`^no responders on ${microMount.replace('.', '\\.')}\\.\\$noSuchOp`));
-    expect(byCheck['error model: undecodable body']?.detail).toBe('body is not {error: {code: "bad_request", message}}');
+    expect(byCheck['error model: unknown op']?.detail).toMatch(
+      new RegExp(`^no responders on ${microMount.replace('.', '\\.')}\\.\\$noSuchOp`),
+    );
+    expect(byCheck['error model: undecodable body']?.detail).toBe(
+      'body is not {error: {code: "bad_request", message}}',
+    );
     expect(byCheck['past Matrix-Deadline']?.detail).toBe('answered without an error (want 504 timeout)');
   });
 

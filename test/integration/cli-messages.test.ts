@@ -39,7 +39,9 @@ describe('what the CLI says about itself and its failures', () => {
     const revision = /at revision (\d+)/.exec(first.stdout)?.[1];
     const again = await cli(url, 'register', file, '--expected-revision', '0');
     expect(again.code).toBe(1);
-    expect(again.stderr).toContain(`error (conflict): ${key} already exists at revision ${revision}: expectedRevision 0 registers only a new key`);
+    expect(again.stderr).toContain(
+      `error (conflict): ${key} already exists at revision ${revision}: expectedRevision 0 registers only a new key`,
+    );
     expect((await cli(url, 'unregister', key)).code).toBe(0);
   });
 });

@@ -27,20 +27,35 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     const routeList = routes.map((p) => `nats://127.0.0.1:${p}`).join(',');
     for (const [i, port] of routes.entries()) {
       nodes.push(
-        await startNatsProcess(['--server_name', `n${i}`, '--cluster_name', 'matrix-test', '--cluster', `nats://127.0.0.1:${port}`, '--routes', routeList]),
+        await startNatsProcess([
+          '--server_name',
+          `n${i}`,
+          '--cluster_name',
+          'matrix-test',
+          '--cluster',
+          `nats://127.0.0.1:${port}`,
+          '--routes',
+          routeList,
+        ]),
       );
     }
     const all = nodes.map((n) => n.url).join(',');
     const setup = await connectBus({ servers: all });
     connections.push(setup);
     // JetStream elects its meta leader after the routes form: retry until the R3 bucket exists.
-    await eventually(() => new Kvm(setup).create('cluster-tools', { replicas: 3, history: 5 }), { timeoutMs: 30_000, intervalMs: 250 });
+    await eventually(() => new Kvm(setup).create('cluster-tools', { replicas: 3, history: 5 }), {
+      timeoutMs: 30_000,
+      intervalMs: 250,
+    });
 
     // The service knows only node 0: losing it, it must fail over to what the cluster told it.
-    service = await startScript('dist/src/cli/main.js', nodes[0]?.url ?? '', ' ready ', { MATRIX_TOOLS_BUCKET: 'cluster-tools', MATRIX_TOOLS_REPLICAS: '3' }, [
-      'serve',
-      '--no-reference',
-    ]);
+    service = await startScript(
+      'dist/src/cli/main.js',
+      nodes[0]?.url ?? '',
+      ' ready ',
+      { MATRIX_TOOLS_BUCKET: 'cluster-tools', MATRIX_TOOLS_REPLICAS: '3' },
+      ['serve', '--no-reference'],
+    );
     const targetNc = await connectBus({
       servers: nodes
         .slice(1)
@@ -54,7 +69,15 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     for (let i = 0; i < 20; i++) {
       await client.request('system.tools', '$register', {
         spec: contextSpec(`cl-${i}`, {
-          matrixTools: [{ name: `echo_${i}`, description: 'echo', inputSchema: { type: 'object' }, target: 'app.echo', op: '$echo' }],
+          matrixTools: [
+            {
+              name: `echo_${i}`,
+              description: 'echo',
+              inputSchema: { type: 'object' },
+              target: 'app.echo',
+              op: '$echo',
+            },
+          ],
         }),
       });
     }
@@ -62,19 +85,25 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     // A 1 s deadline: calls the dead node held free their callers after 1 s.
     const loadClient = new BusClient(clientNc, { timeoutMs: 1_000 });
     const load = startLoad(async () => {
-      const r = await loadClient.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'c', name: 'echo_7', arguments: {} } });
+      const r = await loadClient.request<ToolResult>('system.dispatcher', '$call', {
+        session,
+        call: { id: 'c', name: 'echo_7', arguments: {} },
+      });
       if (r.isError) throw Object.assign(new Error(r.content), { name: r.error?.code ?? 'tool_error' });
     }, 32);
     await eventually(() => expect(okCalls(load)).toBeGreaterThanOrEqual(STAGE_CALLS));
     const killedAt = performance.now();
     await nodes[0]?.kill();
     // Judged once calls have resumed and enough more have been made since.
-    const firstOkAfter = () => load.records.filter((r) => r.ok && r.started >= killedAt).sort((a, b) => a.ended - b.ended)[0];
+    const firstOkAfter = () =>
+      load.records.filter((r) => r.ok && r.started >= killedAt).sort((a, b) => a.ended - b.ended)[0];
     await eventually(
       () => {
         const first = firstOkAfter();
         expect(first).toBeDefined();
-        expect(load.records.filter((r) => r.started > (first?.ended ?? Infinity)).length).toBeGreaterThanOrEqual(STAGE_CALLS);
+        expect(load.records.filter((r) => r.started > (first?.ended ?? Infinity)).length).toBeGreaterThanOrEqual(
+          STAGE_CALLS,
+        );
       },
       { timeoutMs: 30_000 },
     );
@@ -98,10 +127,17 @@ describe('a 3-node NATS cluster losing a node under load', () => {
     const errors = new Set<string>();
     const more = await eventually(
       () =>
-        client.request<{ revision: number }>('system.tools', '$register', { spec: contextSpec('cl-after') }, { timeoutMs: 6_000 }).catch((err: unknown) => {
-          errors.add((err as { code?: string }).code ?? String(err));
-          throw err;
-        }),
+        client
+          .request<{ revision: number }>(
+            'system.tools',
+            '$register',
+            { spec: contextSpec('cl-after') },
+            { timeoutMs: 6_000 },
+          )
+          .catch((err: unknown) => {
+            errors.add((err as { code?: string }).code ?? String(err));
+            throw err;
+          }),
       { timeoutMs: 30_000, intervalMs: 100 },
     );
     console.info(

@@ -38,7 +38,14 @@ describe('discovery answers a mount user forges', () => {
   beforeAll(async () => {
     // The real instance answers $SRV.PING.<service> as every mount does.
     const nc = await testConnection();
-    serveDiscovery(nc, { mount: service, id: 'real', version: '1.0.0', description: 'real', startedAt: new Date(), endpoints: () => [] });
+    serveDiscovery(nc, {
+      mount: service,
+      id: 'real',
+      version: '1.0.0',
+      description: 'real',
+      startedAt: new Date(),
+      endpoints: () => [],
+    });
     await nc.flush();
   });
   afterAll(() => {
@@ -46,16 +53,22 @@ describe('discovery answers a mount user forges', () => {
   });
 
   it('skip a header block nats.js cannot decode, and the connection goes on reading', async () => {
-    sockets.push(await rawResponder(`$SRV.PING.${service}`, (reply) => emptyWithHeaders(reply, 'NATS/1.0\r\nBad Name: x\r\n\r\n')));
+    sockets.push(
+      await rawResponder(`$SRV.PING.${service}`, (reply) => emptyWithHeaders(reply, 'NATS/1.0\r\nBad Name: x\r\n\r\n')),
+    );
     const nc = await testConnection();
     const found = await discoverService<{ name: string; id: string }>(nc, 'PING', service, 300);
     expect(found.map((f) => f.id)).toEqual(['real']);
     // The reader still runs: a round trip to the server completes.
-    await expect(Promise.race([nc.flush().then(() => 'read'), new Promise((r) => setTimeout(() => r('wedged'), 3_000))])).resolves.toBe('read');
+    await expect(
+      Promise.race([nc.flush().then(() => 'read'), new Promise((r) => setTimeout(() => r('wedged'), 3_000))]),
+    ).resolves.toBe('read');
   });
 
   it('wait for the real answers past a forged "no responders"', async () => {
-    sockets.push(await rawResponder(`$SRV.PING.${service}`, (reply) => emptyWithHeaders(reply, 'NATS/1.0 503\r\n\r\n')));
+    sockets.push(
+      await rawResponder(`$SRV.PING.${service}`, (reply) => emptyWithHeaders(reply, 'NATS/1.0 503\r\n\r\n')),
+    );
     const nc = await testConnection();
     // The forger answers at once; the real instance a moment later (its connection is another).
     for (let i = 0; i < 5; i++) {
@@ -66,7 +79,13 @@ describe('discovery answers a mount user forges', () => {
 
   it('describe only well-formed INFO answers, each bounded', () => {
     const described = describeMounts([
-      { name: 'app-ok', id: '1', version: '1', metadata: { mount: 'app.ok' }, endpoints: [{ name: 'x', subject: 'app.ok.$x' }] },
+      {
+        name: 'app-ok',
+        id: '1',
+        version: '1',
+        metadata: { mount: 'app.ok' },
+        endpoints: [{ name: 'x', subject: 'app.ok.$x' }],
+      },
       { name: 'app-bad', id: '2', version: '1', endpoints: 'not a list' },
       {
         name: 'app-long',

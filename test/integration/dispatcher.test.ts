@@ -77,7 +77,10 @@ const testContexts: ToolContextSpec[] = [
     title: 'Narrow invoke',
     description: 'matrix_invoke to one op only',
     matrixTools: [matrixInvoke],
-    permissions: { approval: { tools: ['matrix_invoke'] }, allowTargets: [`${T}.$echo`, `${BUSY}.$work`, 'system.tools.>'] },
+    permissions: {
+      approval: { tools: ['matrix_invoke'] },
+      allowTargets: [`${T}.$echo`, `${BUSY}.$work`, 'system.tools.>'],
+    },
   },
 ];
 
@@ -118,7 +121,9 @@ describe('the dispatcher', () => {
       $decide: guarded((args) => {
         if (mode === 'slow') return new Promise((resolve) => setTimeout(() => resolve({ decision: 'approve' }), 1_000));
         expect(contracts().check(SchemaId.ApprovalRequest)(args)).toBeUndefined();
-        return mode === 'approve' ? { decision: 'approve', by: 'tester' } : { decision: 'reject', reason: 'too risky', by: 'tester' };
+        return mode === 'approve'
+          ? { decision: 'approve', by: 'tester' }
+          : { decision: 'reject', reason: 'too risky', by: 'tester' };
       }),
     });
   };
@@ -126,7 +131,10 @@ describe('the dispatcher', () => {
   beforeAll(async () => {
     nc = await testConnection();
     const store = new StaticStore(
-      [...builtinContexts.map(storedBuiltin), ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 }))],
+      [
+        ...builtinContexts.map(storedBuiltin),
+        ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 })),
+      ],
       1,
     );
     registry = await registryMount(nc, { registry: new Registry(store) }).start();
@@ -138,7 +146,14 @@ describe('the dispatcher', () => {
         session: seen.headers['Matrix-Session'],
       }),
       $text: () => ({ text: 'plain words', extra: 1 }),
-      $nested: () => ({ rows: Array.from({ length: 2_000 }, (_, i) => ({ i, name: `row ${i}`, tags: ['x', 'y'], deep: { a: { b: { c: i } } } })) }),
+      $nested: () => ({
+        rows: Array.from({ length: 2_000 }, (_, i) => ({
+          i,
+          name: `row ${i}`,
+          tags: ['x', 'y'],
+          deep: { a: { b: { c: i } } },
+        })),
+      }),
       $throw: () => new TargetError(500, 'internal', 'the database is down'),
       $never: () => silence,
       $flaky: () => (flakyFailures-- > 0 ? new TargetError(500, 'internal', 'transient') : { ok: true }),
@@ -222,7 +237,11 @@ describe('the dispatcher', () => {
     });
 
     it('tells the model that an SDK tool is its own to call', async () => {
-      expect(await call('run_shell')).toMatchObject({ isError: true, error: { code: 'forbidden' }, content: expect.stringContaining('SDK tool') });
+      expect(await call('run_shell')).toMatchObject({
+        isError: true,
+        error: { code: 'forbidden' },
+        content: expect.stringContaining('SDK tool'),
+      });
     });
 
     it('refuses invalid arguments, naming each field', async () => {
@@ -238,14 +257,21 @@ describe('the dispatcher', () => {
     });
 
     it('accepts arguments as JSON text, as providers send them', async () => {
-      expect(await call('search', '{"q":"dogs"}')).toMatchObject({ isError: false, structured: { args: { q: 'dogs' } } });
+      expect(await call('search', '{"q":"dogs"}')).toMatchObject({
+        isError: false,
+        structured: { args: { q: 'dogs' } },
+      });
     });
 
     it('refuses JSON text nested deeper than 64 levels before anything else, as a result', async () => {
       const before = target.count('$echo');
       for (const levels of [64, 5_000]) {
         const r = await call('search', deepSpec(levels));
-        expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' }, content: expect.stringContaining('nest deeper than 64 levels') });
+        expect(r).toMatchObject({
+          isError: true,
+          error: { code: 'bad_request' },
+          content: expect.stringContaining('nest deeper than 64 levels'),
+        });
       }
       expect(target.count('$echo')).toBe(before);
     });
@@ -267,7 +293,8 @@ describe('the dispatcher', () => {
   });
 
   describe('approval', () => {
-    const gatedCalls = () => target.seen.filter((s) => s.op === '$echo' && (s.args as { who?: string }).who === 'gated').length;
+    const gatedCalls = () =>
+      target.seen.filter((s) => s.op === '$echo' && (s.args as { who?: string }).who === 'gated').length;
 
     it('forwards an approved call', async () => {
       await useApprover('approve');
@@ -297,7 +324,11 @@ describe('the dispatcher', () => {
     it('reports a target that throws, without retrying a non-idempotent tool', async () => {
       const before = target.count('$throw');
       const r = await call('boom');
-      expect(r).toMatchObject({ isError: true, error: { code: 'internal' }, content: expect.stringContaining('the database is down') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'internal' },
+        content: expect.stringContaining('the database is down'),
+      });
       expect(target.count('$throw')).toBe(before + 1);
     });
 
@@ -311,7 +342,11 @@ describe('the dispatcher', () => {
     it('sends a non-idempotent call to a mount that answers its own 503 once, keeping its message', async () => {
       const before = busy.count;
       const r = await call('busy');
-      expect(r).toMatchObject({ isError: true, error: { code: 'unavailable' }, content: expect.stringContaining('busy') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'unavailable' },
+        content: expect.stringContaining('busy'),
+      });
       expect(busy.count - before).toBe(1);
     });
 
@@ -333,7 +368,11 @@ describe('the dispatcher', () => {
     it('answers at once when the target has no responders', async () => {
       const started = performance.now();
       const r = await call('nobody');
-      expect(r).toMatchObject({ isError: true, error: { code: 'unavailable' }, content: expect.stringContaining('no responders') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'unavailable' },
+        content: expect.stringContaining('no responders'),
+      });
       expect(performance.now() - started).toBeLessThan(250);
     });
 
@@ -346,12 +385,20 @@ describe('the dispatcher', () => {
 
     it('answers a reply too deep to show as text with a result, not a throw', async () => {
       const r = await call('abyss');
-      expect(r).toMatchObject({ isError: true, error: { code: 'internal' }, content: expect.stringContaining('cannot be shown as text') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'internal' },
+        content: expect.stringContaining('cannot be shown as text'),
+      });
     });
 
     it('blames the target, not the arguments, for a reply nothing can decode', async () => {
       const r = await call('garbage');
-      expect(r).toMatchObject({ isError: true, error: { code: 'internal' }, content: expect.stringContaining('cannot be read') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'internal' },
+        content: expect.stringContaining('cannot be read'),
+      });
       expect(r.content).not.toContain('refused its arguments');
     });
   });
@@ -359,7 +406,10 @@ describe('the dispatcher', () => {
   describe('a mount built on @nats-io/services that speaks JSON', () => {
     it('gets its request as JSON when the projection says encoding json, and its JSON reply read right', async () => {
       const r = await call('widget', { size: 3 });
-      expect(r).toMatchObject({ isError: false, structured: { ok: true, got: { size: 3 }, contentType: 'application/json' } });
+      expect(r).toMatchObject({
+        isError: false,
+        structured: { ok: true, got: { size: 3 }, contentType: 'application/json' },
+      });
     });
 
     it('is read right when it answers JSON without a Content-Type to a MessagePack request', async () => {
@@ -368,7 +418,11 @@ describe('the dispatcher', () => {
 
     it('keeps the message of its micro error reply', async () => {
       const r = await call('widget', { size: -1 });
-      expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' }, content: expect.stringContaining('bad widget') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'bad_request' },
+        content: expect.stringContaining('bad widget'),
+      });
     });
   });
 
@@ -393,20 +447,32 @@ describe('the dispatcher', () => {
       await useApprover('approve');
       const before = target.count('$text');
       const r = await call('matrix_invoke', { target: T, op: '$text' }, invokeSession);
-      expect(r).toMatchObject({ isError: true, error: { code: 'forbidden' }, content: expect.stringContaining(`allows only ${T}.$echo`) });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'forbidden' },
+        content: expect.stringContaining(`allows only ${T}.$echo`),
+      });
       expect(target.count('$text')).toBe(before);
       expect(approvals?.count()).toBe(0);
     });
 
     it('refuses a reserved subject even when allowTargets match it', async () => {
       const r = await call('matrix_invoke', { target: 'system.tools', op: '$list' }, invokeSession);
-      expect(r).toMatchObject({ isError: true, error: { code: 'forbidden' }, content: expect.stringContaining('reserved') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'forbidden' },
+        content: expect.stringContaining('reserved'),
+      });
     });
 
     it('refuses a __proto__ key in its args as refused arguments, never asking or blaming the approver', async () => {
       await useApprover('approve');
       const before = target.count('$echo');
-      const r = await call('matrix_invoke', `{"target":"${T}","op":"$echo","args":{"__proto__":{"admin":true}}}`, invokeSession);
+      const r = await call(
+        'matrix_invoke',
+        `{"target":"${T}","op":"$echo","args":{"__proto__":{"admin":true}}}`,
+        invokeSession,
+      );
       expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' } });
       expect(r.content).toMatch(/The arguments of "matrix_invoke" were refused: they hold a key "__proto__"/);
       expect(r.content).not.toMatch(/approver/);
@@ -417,22 +483,32 @@ describe('the dispatcher', () => {
 
   describe('the session', () => {
     it('throws not_found for a session with unknown refs (the oracle’s fault, not the model’s)', async () => {
-      await expect(dispatcher.call({ profile: 'p', toolContextRefs: ['nope'] }, { id: '1', name: 'x' })).rejects.toBeInstanceOf(NotFoundError);
+      await expect(
+        dispatcher.call({ profile: 'p', toolContextRefs: ['nope'] }, { id: '1', name: 'x' }),
+      ).rejects.toBeInstanceOf(NotFoundError);
     });
   });
 
   describe('under load', () => {
     it('answers 1,000 calls in flight at once through the library', async () => {
       const results = await Promise.all(
-        Array.from({ length: 1_000 }, (_, i) => dispatcher.call(session, { id: `l${i}`, name: 'search', arguments: { q: `q${i}` } })),
+        Array.from({ length: 1_000 }, (_, i) =>
+          dispatcher.call(session, { id: `l${i}`, name: 'search', arguments: { q: `q${i}` } }),
+        ),
       );
       expect(results.filter((r) => !r.isError)).toHaveLength(1_000);
-      expect(results.map((r) => (r.structured as { args: { q: string } }).args.q)).toEqual(results.map((_, i) => `q${i}`));
+      expect(results.map((r) => (r.structured as { args: { q: string } }).args.q)).toEqual(
+        results.map((_, i) => `q${i}`),
+      );
     });
 
     it('fails fast past the bound of calls in flight per target', async () => {
       const tight = new Dispatcher(nc, { maxInFlightPerTarget: 10, audit: false });
-      const results = await Promise.all(Array.from({ length: 30 }, (_, i) => tight.call(session, { id: `t${i}`, name: 'search', arguments: { q: 'x' } })));
+      const results = await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          tight.call(session, { id: `t${i}`, name: 'search', arguments: { q: 'x' } }),
+        ),
+      );
       tight.close();
       const refused = results.filter((r) => r.isError);
       expect(refused.length).toBeGreaterThan(0);
@@ -443,13 +519,17 @@ describe('the dispatcher', () => {
     it("holds one principal to its share of a target's slots, so another principal's calls still go through", async () => {
       const fair = new Dispatcher(nc, { maxInFlightPerTarget: 40, maxInFlightPerPrincipal: 10, audit: false });
       const calls = (principal: string, n: number) =>
-        Array.from({ length: n }, (_, i) => fair.call(session, { id: `${principal}${i}`, name: 'slow', arguments: {} }, { principal }));
+        Array.from({ length: n }, (_, i) =>
+          fair.call(session, { id: `${principal}${i}`, name: 'slow', arguments: {} }, { principal }),
+        );
       // 'greedy' asks for 30 at once (each answered after 100 ms), 'other' for 10 at the same time.
       const [greedy, other] = await Promise.all([Promise.all(calls('greedy', 30)), Promise.all(calls('other', 10))]);
       fair.close();
       expect(greedy.filter((r) => !r.isError)).toHaveLength(10);
       expect(greedy.filter((r) => r.isError).map((r) => r.error?.code)).toEqual(Array(20).fill('unavailable'));
-      expect(greedy.find((r) => r.isError)?.content).toMatch(/you already have 10 calls in flight to .*, the most one caller may have/);
+      expect(greedy.find((r) => r.isError)?.content).toMatch(
+        /you already have 10 calls in flight to .*, the most one caller may have/,
+      );
       expect(other.filter((r) => !r.isError)).toHaveLength(10);
       // Every slot was given back: the greedy principal gets its share again.
       expect(fair.inFlight(T)).toBe(0);
@@ -473,17 +553,25 @@ describe('the dispatcher', () => {
         // 250 at a time: within a principal's share (256) of the bound of 1,024, so none is refused for the bound itself.
         for (let i = 0; i < 2_000; i += 250) {
           const ctx = context();
-          outcomes.push(...(await Promise.all(Array.from({ length: 250 }, (_, j) => outcome(name, args, ctx, `w${i + j}`)))));
+          outcomes.push(
+            ...(await Promise.all(Array.from({ length: 250 }, (_, j) => outcome(name, args, ctx, `w${i + j}`)))),
+          );
         }
         return new Set(outcomes);
       };
-      expect(await own.call(session, { id: 'warm', name: 'search', arguments: { q: 'warm' } })).toMatchObject({ isError: false });
+      expect(await own.call(session, { id: 'warm', name: 'search', arguments: { q: 'warm' } })).toMatchObject({
+        isError: false,
+      });
       // A throw inside the request: a header's (a line break in it), the encoder's (a value MessagePack has no form for).
-      expect.soft(await run('read_text', {}, () => ({ principal: 'agent\r\nInjected: yes' }))).toEqual(new Set(['bad_request']));
+      expect
+        .soft(await run('read_text', {}, () => ({ principal: 'agent\r\nInjected: yes' })))
+        .toEqual(new Set(['bad_request']));
       expect.soft(await run('read_text', { n: 10n })).toEqual(new Set(['bad_request']));
       expect.soft(await run('boom', {})).toEqual(new Set(['internal']));
       expect.soft(await run('stall', {}, () => ({ deadline: Date.now() + 50 }))).toEqual(new Set(['timeout']));
-      expect(await own.call(session, { id: 'good', name: 'search', arguments: { q: 'after' } })).toMatchObject({ isError: false });
+      expect(await own.call(session, { id: 'good', name: 'search', arguments: { q: 'after' } })).toMatchObject({
+        isError: false,
+      });
       expect(own.inFlight(T)).toBe(0);
       own.close();
     });
@@ -494,7 +582,14 @@ describe('the dispatcher', () => {
       const traceparent = newTraceparent();
       await call('search', { q: 'secret-password-123' }, session, { traceparent, principal: 'agent:1' });
       const event = await eventually(() => events.find((e) => e.traceparent === traceparent) ?? false);
-      expect(event).toMatchObject({ name: 'search', target: T, op: '$echo', outcome: 'ok', principal: 'agent:1', attempts: 1 });
+      expect(event).toMatchObject({
+        name: 'search',
+        target: T,
+        op: '$echo',
+        outcome: 'ok',
+        principal: 'agent:1',
+        attempts: 1,
+      });
       expect(JSON.stringify(event)).not.toContain('secret-password-123');
     });
 
@@ -510,20 +605,30 @@ describe('the dispatcher', () => {
       const traceparent = newTraceparent();
       expect((await call('search', deepSpec(5_000), session, { traceparent })).error?.code).toBe('bad_request');
       const event = await eventually(() => events.find((e) => e.traceparent === traceparent) ?? false);
-      expect(event).toMatchObject({ outcome: 'error', code: 'bad_request', argumentsDigest: expect.stringMatching(/^[0-9a-f]{64}$/) });
+      expect(event).toMatchObject({
+        outcome: 'error',
+        code: 'bad_request',
+        argumentsDigest: expect.stringMatching(/^[0-9a-f]{64}$/),
+      });
     });
   });
 
   describe('as system.dispatcher', () => {
     it('closes the dispatcher it created when it stops: its registry watch ends, its unsent audit events go out', async () => {
       const own = await connectBus({ ...sharedNats(), name: 'test-stop' });
-      const subscriptions = () => (own as unknown as { protocol: { subscriptions: { size(): number } } }).protocol.subscriptions.size();
+      const subscriptions = () =>
+        (own as unknown as { protocol: { subscriptions: { size(): number } } }).protocol.subscriptions.size();
       const before = subscriptions();
       const mount = await dispatcherMount(own).start();
       const client = new BusClient(nc);
       const traceparent = newTraceparent();
       const slowCalls = target.count('$slow');
-      const pending = client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'stop-1', name: 'slow' } }, { traceparent });
+      const pending = client.request<ToolResult>(
+        'system.dispatcher',
+        '$call',
+        { session, call: { id: 'stop-1', name: 'slow' } },
+        { traceparent },
+      );
       await eventually(() => expect(target.count('$slow')).toBe(slowCalls + 1));
       // Stopped while the call is in flight: stop() answers it, then closes the dispatcher.
       await mount.stop();
@@ -532,7 +637,9 @@ describe('the dispatcher', () => {
       await own.close();
       expect(await pending).toMatchObject({ callId: 'stop-1', isError: false });
       client.close();
-      await eventually(() => expect(events.find((e) => e.traceparent === traceparent)).toMatchObject({ name: 'slow', outcome: 'ok' }));
+      await eventually(() =>
+        expect(events.find((e) => e.traceparent === traceparent)).toMatchObject({ name: 'slow', outcome: 'ok' }),
+      );
     });
   });
 });
@@ -558,7 +665,11 @@ async function startBusyMount(nc: NatsConnection, name: string): Promise<{ count
  * JSON with no Content-Type, and fails with `respondError(400, "bad widget", <json>)`.
  */
 async function startJsonMicroMount(nc: NatsConnection, name: string): Promise<Service> {
-  const service = await new Svcm(nc).add({ name: name.replaceAll('.', '-'), version: '1.0.0', queue: name.replaceAll('.', '-') });
+  const service = await new Svcm(nc).add({
+    name: name.replaceAll('.', '-'),
+    version: '1.0.0',
+    queue: name.replaceAll('.', '-'),
+  });
   service.addEndpoint('widget', {
     subject: `${name}.$widget`,
     handler: guarded((_err, msg) => {
@@ -567,7 +678,10 @@ async function startJsonMicroMount(nc: NatsConnection, name: string): Promise<Se
       else msg.respond(JSON.stringify({ ok: true, got: request, contentType: msg.headers?.get('Content-Type') }));
     }),
   });
-  service.addEndpoint('status', { subject: `${name}.$status`, handler: (_err, msg) => msg.respond(JSON.stringify({ ok: true })) });
+  service.addEndpoint('status', {
+    subject: `${name}.$status`,
+    handler: (_err, msg) => msg.respond(JSON.stringify({ ok: true })),
+  });
   await nc.flush();
   return service;
 }
@@ -581,11 +695,21 @@ describe('system.dispatcher', () => {
   beforeAll(async () => {
     nc = await testConnection();
     const store = new StaticStore(
-      [...builtinContexts.map(storedBuiltin), ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 }))],
+      [
+        ...builtinContexts.map(storedBuiltin),
+        ...testContexts.map((spec) => ({ spec, source: 'registered' as const, revision: 1 })),
+      ],
       1,
     );
-    target = await startTarget(nc, T, { $echo: (args, seen) => ({ args, traceparent: seen.headers.traceparent }), $deep: () => nestedArrays(80) });
-    mounts = await Promise.all([registryMount(nc, { registry: new Registry(store) }).start(), dispatcherMount(nc).start(), packagesMount(nc).start()]);
+    target = await startTarget(nc, T, {
+      $echo: (args, seen) => ({ args, traceparent: seen.headers.traceparent }),
+      $deep: () => nestedArrays(80),
+    });
+    mounts = await Promise.all([
+      registryMount(nc, { registry: new Registry(store) }).start(),
+      dispatcherMount(nc).start(),
+      packagesMount(nc).start(),
+    ]);
     client = new BusClient(nc, { timeoutMs: 10_000 });
   });
   afterAll(async () => {
@@ -617,20 +741,29 @@ describe('system.dispatcher', () => {
   });
 
   it('leaves out a structured reply too deep to travel, keeping its text', async () => {
-    const r = await client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'w3', name: 'deep' } });
+    const r = await client.request<ToolResult>('system.dispatcher', '$call', {
+      session,
+      call: { id: 'w3', name: 'deep' },
+    });
     expect(r).toMatchObject({ isError: false, content: JSON.stringify(nestedArrays(80)) });
     expect(r).not.toHaveProperty('structured');
   });
 
   it('answers a failed tool as a result, not an error', async () => {
-    const r = await client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'w2', name: 'nope' } });
+    const r = await client.request<ToolResult>('system.dispatcher', '$call', {
+      session,
+      call: { id: 'w2', name: 'nope' },
+    });
     expect(r).toMatchObject({ isError: true, error: { code: 'not_found' } });
   });
 
   it('answers 1,000 calls in flight at once', async () => {
     const results = await Promise.all(
       Array.from({ length: 1_000 }, (_, i) =>
-        client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: `m${i}`, name: 'search', arguments: { q: `m${i}` } } }),
+        client.request<ToolResult>('system.dispatcher', '$call', {
+          session,
+          call: { id: `m${i}`, name: 'search', arguments: { q: `m${i}` } },
+        }),
       ),
     );
     expect(results.filter((r) => !r.isError)).toHaveLength(1_000);
@@ -640,11 +773,15 @@ describe('system.dispatcher', () => {
   it('reports per-op figures in $SRV.STATS', async () => {
     const callStats = async () => {
       const stats = [];
-      for await (const s of await new Svcm(nc).client({ strategy: 'timer', maxWait: 300 }).stats('system-dispatcher')) stats.push(s);
+      for await (const s of await new Svcm(nc).client({ strategy: 'timer', maxWait: 300 }).stats('system-dispatcher'))
+        stats.push(s);
       return stats[0]?.endpoints?.find((e) => e.name === 'call');
     };
     const before = await callStats();
-    await client.request('system.dispatcher', '$call', { session, call: { id: 's1', name: 'search', arguments: { q: 'a' } } });
+    await client.request('system.dispatcher', '$call', {
+      session,
+      call: { id: 's1', name: 'search', arguments: { q: 'a' } },
+    });
     await client.request('system.dispatcher', '$call', { session, call: { id: 's2', name: 'nope' } });
     await client.request('system.dispatcher', '$call', { call: {} }).catch(() => undefined);
     const after = await callStats();
@@ -657,11 +794,16 @@ describe('system.dispatcher', () => {
   describe('under the attack of issue 12', () => {
     const packagesSession: ResolveRequest = { profile: 'test', toolContextRefs: ['repo-coding'] };
     const validate = (id: string, args: string | Record<string, unknown>) =>
-      client.request<ToolResult>('system.dispatcher', '$call', { session: packagesSession, call: { id, name: 'package_validate', arguments: args } });
+      client.request<ToolResult>('system.dispatcher', '$call', {
+        session: packagesSession,
+        call: { id, name: 'package_validate', arguments: args },
+      });
 
     it('answers ~1,030 calls with arguments as JSON text 110 levels deep as results, and still serves a good call', async () => {
       for (let i = 0; i < 1_030; i += 103) {
-        const results = await Promise.all(Array.from({ length: 103 }, (_, j) => validate(`deep${i + j}`, deepSpec(110))));
+        const results = await Promise.all(
+          Array.from({ length: 103 }, (_, j) => validate(`deep${i + j}`, deepSpec(110))),
+        );
         for (const r of results) expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' } });
       }
       const good = await validate('good', { spec: { key: 'fine' } });
@@ -671,7 +813,11 @@ describe('system.dispatcher', () => {
     it('answers arguments 5,000 levels deep with a result, not a protocol error', async () => {
       const r = await validate('abyss', deepSpec(5_000));
       expect(contracts().check(SchemaId.ToolResult)(r)).toBeUndefined();
-      expect(r).toMatchObject({ isError: true, error: { code: 'bad_request' }, content: expect.stringContaining('nest deeper than 64 levels') });
+      expect(r).toMatchObject({
+        isError: true,
+        error: { code: 'bad_request' },
+        content: expect.stringContaining('nest deeper than 64 levels'),
+      });
     });
   });
 });
@@ -691,7 +837,9 @@ describe('the bus client under the dispatcher', () => {
       }
     };
     expect(await outcome(() => client.request(uniqueMount('x'), '$op', { n: 1n }))).toBe('UnsendableRequestError');
-    expect(await outcome(() => client.request(uniqueMount('x'), '$op', {}, { session: 'a\nb' }))).toBe('UnsendableRequestError');
+    expect(await outcome(() => client.request(uniqueMount('x'), '$op', {}, { session: 'a\nb' }))).toBe(
+      'UnsendableRequestError',
+    );
     await own.close();
     expect(await outcome(() => client.request(uniqueMount('x'), '$op', {}))).toBe('UnavailableError');
   });

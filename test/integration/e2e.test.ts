@@ -17,7 +17,9 @@ describe('the whole system, as a user runs it', () => {
 
   beforeAll(async () => {
     url = sharedNatsUrl();
-    served = await startScript('dist/src/cli/main.js', url, ' ready ', { MATRIX_TOOLS_BUCKET: `e2e-${process.pid}` }, ['serve']);
+    served = await startScript('dist/src/cli/main.js', url, ' ready ', { MATRIX_TOOLS_BUCKET: `e2e-${process.pid}` }, [
+      'serve',
+    ]);
   });
   afterAll(async () => {
     expect(await served.stop('SIGTERM')).toBe(0);
@@ -37,13 +39,30 @@ describe('the whole system, as a user runs it', () => {
     const result = JSON.parse(call.stdout) as { isError: boolean; structured: { mounts: Array<{ mount: string }> } };
     expect(result.isError).toBe(false);
     expect(result.structured.mounts.map((m) => m.mount)).toEqual(
-      expect.arrayContaining(['system.agents', 'system.approvals', 'system.dispatcher', 'system.packages', 'system.sessions', 'system.tools', 'system.traces']),
+      expect.arrayContaining([
+        'system.agents',
+        'system.approvals',
+        'system.dispatcher',
+        'system.packages',
+        'system.sessions',
+        'system.tools',
+        'system.traces',
+      ]),
     );
 
     // trace_query finds that call by its trace id.
     const traceId = /trace ([0-9a-f]{32})/.exec(call.stderr)?.[1];
     expect(traceId).toBeDefined();
-    const trace = await cli(url, 'call', 'trace_query', '--profile', 'evaluate', '--args', JSON.stringify({ traceId }), '--json');
+    const trace = await cli(
+      url,
+      'call',
+      'trace_query',
+      '--profile',
+      'evaluate',
+      '--args',
+      JSON.stringify({ traceId }),
+      '--json',
+    );
     expect(trace.code).toBe(0);
     const found = JSON.parse(trace.stdout) as { content: string };
     expect(found.content).toContain('matrix_introspect');
@@ -61,7 +80,12 @@ describe('the whole system, as a user runs it', () => {
 
   it('serves the tools over MCP, calls them, and says when the list changes', async () => {
     const file = join(dir, 'extra.json');
-    const extra = { key: 'e2e-extra', title: 'Extra', description: 'added at run time', permissions: { approval: 'never' } };
+    const extra = {
+      key: 'e2e-extra',
+      title: 'Extra',
+      description: 'added at run time',
+      permissions: { approval: 'never' },
+    };
     writeFileSync(file, JSON.stringify(extra));
     const registered = await cli(url, 'register', file);
     expect(registered.code).toBe(0);
@@ -69,7 +93,14 @@ describe('the whole system, as a user runs it', () => {
 
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url)), 'mcp', '--profile', 'default', '--refs', 'actor-readonly,e2e-extra'],
+      args: [
+        fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url)),
+        'mcp',
+        '--profile',
+        'default',
+        '--refs',
+        'actor-readonly,e2e-extra',
+      ],
       env: { ...process.env, ...sharedNatsEnv(url), NATS_URL: url } as Record<string, string>,
       stderr: 'ignore',
     });
@@ -91,7 +122,13 @@ describe('the whole system, as a user runs it', () => {
     expect((refused.content as Array<{ text: string }>)[0]?.text).toContain('argument "mount" must be string');
 
     // A change to a context this session uses changes its tools: the client is told.
-    const tool = { name: 'e2e_extra', description: 'an extra tool', inputSchema: { type: 'object' }, target: 'app.extra', op: '$do' };
+    const tool = {
+      name: 'e2e_extra',
+      description: 'an extra tool',
+      inputSchema: { type: 'object' },
+      target: 'app.extra',
+      op: '$do',
+    };
     writeFileSync(file, JSON.stringify({ ...extra, matrixTools: [tool] }));
     expect((await cli(url, 'register', file)).code).toBe(0);
     await eventually(() => expect(changed).toBe(1));

@@ -31,13 +31,19 @@ describe('a mount the project did not write, as matrix_introspect sees it', () =
   });
 
   it('names it by the subjects its endpoints serve, and describes it when asked by that name', async () => {
-    const one = await dispatcher.call({ profile: 'default' }, { id: 'intro-1', name: 'matrix_introspect', arguments: { mount } });
+    const one = await dispatcher.call(
+      { profile: 'default' },
+      { id: 'intro-1', name: 'matrix_introspect', arguments: { mount } },
+    );
     expect(one.isError, one.content).toBe(false);
     const [described] = (one.structured as { mounts: MountDescription[] }).mounts;
     expect(described).toMatchObject({ mount, instances: 1, version: '1.0.0' });
     expect(described?.ops.map((o) => o.op)).toEqual(['echo', 'fail']);
 
-    const all = await dispatcher.call({ profile: 'default' }, { id: 'intro-2', name: 'matrix_introspect', arguments: {} });
+    const all = await dispatcher.call(
+      { profile: 'default' },
+      { id: 'intro-2', name: 'matrix_introspect', arguments: {} },
+    );
     const names = (all.structured as { mounts: MountDescription[] }).mounts.map((m) => m.mount);
     expect(names).toContain(mount);
     expect(names).not.toContain(mount.replace('.', '-'));

@@ -31,10 +31,18 @@ const ops: Array<{ subject: string; valid: Record<string, unknown>; schema?: str
   { subject: 'system.dispatcher.$introspect', valid: {}, schema: SchemaId.IntrospectRequest },
   { subject: 'system.agents.$introspect', valid: { mount: 'system.tools' }, schema: SchemaId.AgentsIntrospectRequest },
   { subject: 'system.sessions.$read', valid: { session: 'fuzz' }, schema: SchemaId.SessionReadRequest },
-  { subject: 'system.sessions.$write', valid: { session: 'fuzz', values: { a: 1 } }, schema: SchemaId.SessionWriteRequest },
+  {
+    subject: 'system.sessions.$write',
+    valid: { session: 'fuzz', values: { a: 1 } },
+    schema: SchemaId.SessionWriteRequest,
+  },
   { subject: 'system.traces.$query', valid: { limit: 5 }, schema: SchemaId.TraceQueryRequest },
   { subject: 'system.packages.$validate', valid: { spec }, schema: SchemaId.PackageValidateRequest },
-  { subject: 'system.approvals.$decide', valid: { callId: '1', tool: 't', target: 'app.x', op: '$y', arguments: {} }, schema: SchemaId.ApprovalRequest },
+  {
+    subject: 'system.approvals.$decide',
+    valid: { callId: '1', tool: 't', target: 'app.x', op: '$y', arguments: {} },
+    schema: SchemaId.ApprovalRequest,
+  },
   { subject: 'system.tools.$nope', valid: {} },
   { subject: 'system.sessions.$drop', valid: { session: 'fuzz' } },
 ];
@@ -48,7 +56,8 @@ function expectation(c: FuzzCase, schema: string | undefined): 'error' | 'either
   } catch {
     return 'error';
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array) return 'error';
+  if (value === null || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array)
+    return 'error';
   return contracts().check(schema)(value) === undefined ? 'either' : 'error';
 }
 
@@ -80,7 +89,16 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, { timeout: TIMEOUT_MS
     const failures: string[] = [];
     const rss: number[] = [];
     const pid = served.child.pid as number;
-    const codes = new Set(['bad_request', 'not_found', 'forbidden', 'conflict', 'payload_too_large', 'unavailable', 'timeout', 'internal']);
+    const codes = new Set([
+      'bad_request',
+      'not_found',
+      'forbidden',
+      'conflict',
+      'payload_too_large',
+      'unavailable',
+      'timeout',
+      'internal',
+    ]);
 
     const one = async () => {
       const op = ops[Math.floor(r() * ops.length)] as (typeof ops)[number];
@@ -102,12 +120,19 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, { timeout: TIMEOUT_MS
         if (expected === 'error') failures.push(`${op.subject} ${c.kind}: accepted a body its contract refuses`);
         return;
       }
-      const body = (msg.headers?.get('Content-Type') === 'application/json' ? JSON.parse(new TextDecoder().decode(msg.data)) : decode(msg.data)) as {
+      const body = (
+        msg.headers?.get('Content-Type') === 'application/json'
+          ? JSON.parse(new TextDecoder().decode(msg.data))
+          : decode(msg.data)
+      ) as {
         error?: { code?: string; message?: string };
       };
-      if (!codes.has(String(body.error?.code))) failures.push(`${op.subject} ${c.kind}: untyped error ${JSON.stringify(body).slice(0, 200)}`);
-      if (/\n\s+at |\.ts:\d+|\.js:\d+/.test(String(body.error?.message))) failures.push(`${op.subject} ${c.kind}: a stack trace in the reply`);
-      if (expected === 'error' && !['400', '404', '413'].includes(status)) failures.push(`${op.subject} ${c.kind}: ${status} for a malformed body`);
+      if (!codes.has(String(body.error?.code)))
+        failures.push(`${op.subject} ${c.kind}: untyped error ${JSON.stringify(body).slice(0, 200)}`);
+      if (/\n\s+at |\.ts:\d+|\.js:\d+/.test(String(body.error?.message)))
+        failures.push(`${op.subject} ${c.kind}: a stack trace in the reply`);
+      if (expected === 'error' && !['400', '404', '413'].includes(status))
+        failures.push(`${op.subject} ${c.kind}: ${status} for a malformed body`);
     };
 
     for (let round = 0; round < ROUNDS; round++) {
@@ -120,7 +145,9 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, { timeout: TIMEOUT_MS
       rss.push(rssMiB(pid));
     }
 
-    console.info(`fuzz seed ${SEED}: ${ROUNDS * PER_ROUND} requests; RSS after each round ${rss.map((x) => x.toFixed(0)).join(' → ')} MiB`);
+    console.info(
+      `fuzz seed ${SEED}: ${ROUNDS * PER_ROUND} requests; RSS after each round ${rss.map((x) => x.toFixed(0)).join(' → ')} MiB`,
+    );
     console.info(
       [...tally]
         .sort()
@@ -135,7 +162,10 @@ describe(`fuzzing every op of every mount (seed ${SEED})`, { timeout: TIMEOUT_MS
     const settled = (a: number, b: number) => Math.min(rss[a] as number, rss[b] as number);
     expect(settled(ROUNDS - 2, ROUNDS - 1) - settled(0, 1)).toBeLessThan(40);
 
-    const good = await nc.request('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), { timeout: 5_000, headers: jsonHeaders() });
+    const good = await nc.request('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), {
+      timeout: 5_000,
+      headers: jsonHeaders(),
+    });
     expect(good.headers?.get('Nats-Service-Error-Code')).toBe('');
     expect(JSON.parse(new TextDecoder().decode(good.data)).contexts).toEqual(['actor-readonly']);
   });

@@ -32,15 +32,26 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
     expect((await cli(server.url, 'keys', '--out', seedFile)).code).toBe(2);
 
     for (const wrong of ['AXXX', ' , ', issuer.replace(/^A/, 'S')]) {
-      const refused = await cli(server.url, 'serve', '--trust', wrong, '--user', 'service', '--password', 'service-secret');
+      const refused = await cli(
+        server.url,
+        'serve',
+        '--trust',
+        wrong,
+        '--user',
+        'service',
+        '--password',
+        'service-secret',
+      );
       expect(refused.code, wrong).toBe(2);
       expect(refused.stderr).toMatch(/^error: --trust \/ MATRIX_TRUSTED_ISSUERS: /);
     }
-    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' }, [
-      'serve',
-      '--trust',
-      issuer,
-    ]);
+    service = await startScript(
+      'dist/src/cli/main.js',
+      server.url,
+      ' ready ',
+      { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' },
+      ['serve', '--trust', issuer],
+    );
     expect(service.output()).toContain('identity: grants from 1 issuer(s)');
 
     const minted = await cli(
@@ -60,7 +71,16 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
     expect(minted.code).toBe(0);
     const grant = minted.stdout.trim();
 
-    const called = await cli(server.url, 'call', 'matrix_introspect', '--grant', grant, '--args', '{"mount":"system.tools"}', ...agent);
+    const called = await cli(
+      server.url,
+      'call',
+      'matrix_introspect',
+      '--grant',
+      grant,
+      '--args',
+      '{"mount":"system.tools"}',
+      ...agent,
+    );
     expect(called.stderr).toMatch(/^trace [0-9a-f]{32} {2}ok/);
     expect(called.code).toBe(0);
     expect(called.stdout).toContain('"mount":"system.tools"');
@@ -73,10 +93,26 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
     expect(without.stderr).toContain('error (forbidden): Matrix-Grant is missing');
     const wider = await cli(server.url, 'call', 'matrix_invoke', '--grant', grant, '--profile', 'edit', ...agent);
     expect(wider.code).toBe(1);
-    expect(wider.stderr).toContain('error (forbidden): the request asks for other authority than its Matrix-Grant: profile "edit"');
-    const noPrefix = await cli(server.url, 'call', 'matrix_introspect', '--grant', grant, '--user', 'agent', '--password', 'agent-secret', '--timeout', '2000');
+    expect(wider.stderr).toContain(
+      'error (forbidden): the request asks for other authority than its Matrix-Grant: profile "edit"',
+    );
+    const noPrefix = await cli(
+      server.url,
+      'call',
+      'matrix_introspect',
+      '--grant',
+      grant,
+      '--user',
+      'agent',
+      '--password',
+      'agent-secret',
+      '--timeout',
+      '2000',
+    );
     expect(noPrefix.code).toBe(1);
-    expect(noPrefix.stderr).toMatch(/error \(forbidden\): not permitted to receive replies on _INBOX\..*--inbox-prefix/);
+    expect(noPrefix.stderr).toMatch(
+      /error \(forbidden\): not permitted to receive replies on _INBOX\..*--inbox-prefix/,
+    );
 
     // The MCP bridge as the agent, its grant in MATRIX_GRANT: tools/list and tools/call under the grant.
     const transport = new StdioClientTransport({
@@ -117,13 +153,30 @@ describe('the oracle example under a grant (MATRIX_GRANT)', () => {
         'dist/src/cli/main.js',
         url,
         ' ready ',
-        { MATRIX_TOOLS_BUCKET: `idcli-${process.pid}`, MATRIX_SESSIONS_BUCKET: `idcli-s-${process.pid}`, MATRIX_TRUSTED_ISSUERS: issuer },
+        {
+          MATRIX_TOOLS_BUCKET: `idcli-${process.pid}`,
+          MATRIX_SESSIONS_BUCKET: `idcli-s-${process.pid}`,
+          MATRIX_TRUSTED_ISSUERS: issuer,
+        },
         ['serve'],
       ),
     );
     running.push(await startScript('dist/examples/weather-service.js', url, 'weather service ready'));
     const grant = (
-      await cli(url, 'grant', '--issuer', seedFile, '--principal', 'agent:oracle', '--session', 's-1', '--profile', 'default', '--requires', 'weather.forecast')
+      await cli(
+        url,
+        'grant',
+        '--issuer',
+        seedFile,
+        '--principal',
+        'agent:oracle',
+        '--session',
+        's-1',
+        '--profile',
+        'default',
+        '--requires',
+        'weather.forecast',
+      )
     ).stdout.trim();
     const withGrant = await runWith({ MATRIX_GRANT: grant }, () => runScript('dist/examples/oracle.js', url));
     expect(withGrant.stderr).toBe('');

@@ -43,15 +43,23 @@ describe(`seeded random calls as the agent user, with grants for random profiles
     // Every request that reaches any app.> target, with the session the dispatcher sent (seen as
     // `service`: a mount's user receives its own mount's requests only).
     const mountNc = await bus.connect('service');
-    mountNc.subscribe('app.>', { callback: (err, msg) => void (err === null && arrivals.push({ subject: msg.subject, session: sessionOf(msg.headers) })) });
+    mountNc.subscribe('app.>', {
+      callback: (err, msg) =>
+        void (err === null && arrivals.push({ subject: msg.subject, session: sessionOf(msg.headers) })),
+    });
     await mountNc.flush();
     for (const [i, authority] of authorities.entries()) {
       const session = `fuzz-${i}`;
       const grant = bus.grant({ principal: `agent:fuzz-${i}`, session, resolve: authority });
-      const tools = new Set((await agent.request<ResolvedToolContext>('system.tools', '$resolve', authority, { grant })).matrixTools.map((t) => t.name));
+      const tools = new Set(
+        (await agent.request<ResolvedToolContext>('system.tools', '$resolve', authority, { grant })).matrixTools.map(
+          (t) => t.name,
+        ),
+      );
       // The policy approves matrix_invoke on app.spy, never $delete for agent:*, nothing else.
       const allows = (subject: string) =>
-        (tools.has('spy_run') && subject === 'app.spy.$run') || (tools.has('matrix_invoke') && /^app\.spy\.\$(run|read)$/.test(subject));
+        (tools.has('spy_run') && subject === 'app.spy.$run') ||
+        (tools.has('matrix_invoke') && /^app\.spy\.\$(run|read)$/.test(subject));
       granted.set(session, { grant, authority, allows });
     }
   });
@@ -77,8 +85,20 @@ describe(`seeded random calls as the agent user, with grants for random profiles
       if (attack > 0.95) grant = undefined;
       else if (attack > 0.9) grant = `${own.grant.slice(0, -8)}AAAAAAAA`;
       const ctx = { grant, ...(r() < 0.3 ? { principal: 'user:ops-root', session: pick(sessions) } : {}) };
-      const name = pick(['spy_run', 'matrix_invoke', 'matrix_invoke', 'session_state_read', 'matrix_introspect', 'trace_query', 'nope']);
-      const invoke = { target: pick(['app.spy', 'app.secret', 'app.spy.deeper', 'system.sessions', 'app']), op: pick(['$run', '$read', '$delete']), args: {} };
+      const name = pick([
+        'spy_run',
+        'matrix_invoke',
+        'matrix_invoke',
+        'session_state_read',
+        'matrix_introspect',
+        'trace_query',
+        'nope',
+      ]);
+      const invoke = {
+        target: pick(['app.spy', 'app.secret', 'app.spy.deeper', 'system.sessions', 'app']),
+        op: pick(['$run', '$read', '$delete']),
+        args: {},
+      };
       const args = name === 'matrix_invoke' || r() < 0.1 ? invoke : {};
       if (r() < 0.05) {
         // Straight at a target or a reference mount, around the dispatcher: NATS refuses the publish.
@@ -96,11 +116,18 @@ describe(`seeded random calls as the agent user, with grants for random profiles
         return;
       }
       try {
-        const result = await agent.request<ToolResult>('system.dispatcher', '$call', { session: body, call: { id: `f${i}`, name, arguments: args } }, ctx);
+        const result = await agent.request<ToolResult>(
+          'system.dispatcher',
+          '$call',
+          { session: body, call: { id: `f${i}`, name, arguments: args } },
+          ctx,
+        );
         count(result.isError ? `result ${result.error?.code}` : 'result ok');
         if (!result.isError) succeeded++;
       } catch (err) {
-        count(`refused ${err instanceof MatrixError ? `${err.code} ${String(err.details?.grant ?? '')}` : String(err)}`);
+        count(
+          `refused ${err instanceof MatrixError ? `${err.code} ${String(err.details?.grant ?? '')}` : String(err)}`,
+        );
       }
     };
 
@@ -117,7 +144,9 @@ describe(`seeded random calls as the agent user, with grants for random profiles
       return g === undefined || !g.allows(a.subject);
     });
     console.info(
-      `identity fuzz seed ${SEED}: ${CALLS} calls as agent, ${arrivals.length} reached app.> targets, ${outside.length} outside their grant\n${[...tally]
+      `identity fuzz seed ${SEED}: ${CALLS} calls as agent, ${arrivals.length} reached app.> targets, ${outside.length} outside their grant\n${[
+        ...tally,
+      ]
         .sort()
         .map(([k, n]) => `  ${k}: ${n}`)
         .join('\n')}`,

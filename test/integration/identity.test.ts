@@ -32,7 +32,10 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     operator = new BusClient(operatorNc, { timeoutMs: 5_000 });
     watchCalls(operatorNc, (e) => void events.push(e));
     await operatorNc.flush();
-    await operator.request('system.sessions', '$write', { session: 'victim-42', values: { apiToken: 'tok-victim-secret' } });
+    await operator.request('system.sessions', '$write', {
+      session: 'victim-42',
+      values: { apiToken: 'tok-victim-secret' },
+    });
     await operator.request('system.sessions', '$write', { session: 'sess-alpha', values: { note: 'mine' } });
   });
   // What reached the targets during the test that is running (each test counts its own).
@@ -63,18 +66,29 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const refused: string[] = [];
     const watching = (async () => {
       for await (const s of agentNc.status()) {
-        if (s.type === 'error' && s.error instanceof PermissionViolationError && s.error.operation === 'subscription') refused.push(String(s.error.subject));
+        if (s.type === 'error' && s.error instanceof PermissionViolationError && s.error.operation === 'subscription')
+          refused.push(String(s.error.subject));
       }
     })();
     const heard: string[] = [];
-    for (const subject of ['_INBOX.>', '_INBOX_operator.>', '>', 'system.dispatcher.events.call', 'system.>', '$KV.>', '$JS.>']) {
+    for (const subject of [
+      '_INBOX.>',
+      '_INBOX_operator.>',
+      '>',
+      'system.dispatcher.events.call',
+      'system.>',
+      '$KV.>',
+      '$JS.>',
+    ]) {
       agentNc.subscribe(subject, { callback: (err, m) => void (err === null && heard.push(m.subject)) });
     }
     await agentNc.flush();
     // The operator's reply travels while the agent listens: it never reaches the agent.
     await operator.request('system.tools', '$list', { limit: 1 });
     await eventually(() =>
-      expect(refused.sort()).toEqual(['$JS.>', '$KV.>', '>', '_INBOX.>', '_INBOX_operator.>', 'system.>', 'system.dispatcher.events.call'].sort()),
+      expect(refused.sort()).toEqual(
+        ['$JS.>', '$KV.>', '>', '_INBOX.>', '_INBOX_operator.>', 'system.>', 'system.dispatcher.events.call'].sort(),
+      ),
     );
     expect(heard).toEqual([]);
     void watching;
@@ -85,7 +99,8 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const refused: string[] = [];
     const watching = (async () => {
       for await (const s of otherNc.status()) {
-        if (s.type === 'error' && s.error instanceof PermissionViolationError && s.error.operation === 'subscription') refused.push(String(s.error.subject));
+        if (s.type === 'error' && s.error instanceof PermissionViolationError && s.error.operation === 'subscription')
+          refused.push(String(s.error.subject));
       }
     })();
     const heard: string[] = [];
@@ -127,7 +142,9 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     }
     expect(reached()).toEqual({ spy: 0, secret: 0 });
     // What it may do still works: discovery pings, and the registry's read ops.
-    await expect(agent.request('system.tools', '$list', { limit: 1 })).resolves.toMatchObject({ revision: expect.any(Number) });
+    await expect(agent.request('system.tools', '$list', { limit: 1 })).resolves.toMatchObject({
+      revision: expect.any(Number),
+    });
     await expect(agent.request('system.tools', '$introspect', {})).resolves.toMatchObject({ mount: 'system.tools' });
   });
 
@@ -135,11 +152,15 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const serviceNc = await bus.connect('service');
     const jsm = await jetstreamManager(serviceNc);
     const shard = 'system.dispatcher.audit.MATRIX_AUDIT.7.0';
-    const stored = async () => (await jsm.streams.info('MATRIX_AUDIT_INDEX', { subjects_filter: shard })).state.subjects?.[shard] ?? 0;
+    const stored = async () =>
+      (await jsm.streams.info('MATRIX_AUDIT_INDEX', { subjects_filter: shard })).state.subjects?.[shard] ?? 0;
     const before = await stored();
     for (const client of [operator, agent]) {
       for (const subject of [shard, 'system.dispatcher.events.call']) {
-        await expect(client.requestRaw(subject, { '0123456789abcdef0123456789abcdef': [1] }), subject).rejects.toBeInstanceOf(ForbiddenError);
+        await expect(
+          client.requestRaw(subject, { '0123456789abcdef0123456789abcdef': [1] }),
+          subject,
+        ).rejects.toBeInstanceOf(ForbiddenError);
       }
     }
     expect(await stored()).toBe(before);
@@ -181,7 +202,11 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const stored = async () => (await jsm.streams.info('MATRIX_AUDIT')).state.messages;
     await eventually(async () => expect(await stored()).toBeGreaterThan(0));
     const before = await stored();
-    for (const reply of ['system.dispatcher.events.call', '$JS.API.STREAM.PURGE.MATRIX_AUDIT', '$JS.API.STREAM.DELETE.MATRIX_AUDIT_INDEX']) {
+    for (const reply of [
+      'system.dispatcher.events.call',
+      '$JS.API.STREAM.PURGE.MATRIX_AUDIT',
+      '$JS.API.STREAM.DELETE.MATRIX_AUDIT_INDEX',
+    ]) {
       operatorNc.publish('$SRV.PING.app-spy', new Uint8Array(), { reply });
     }
     await operatorNc.flush();
@@ -189,7 +214,9 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     await mountNc.flush().catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await stored()).toBe(before);
-    await expect(jsm.streams.info('MATRIX_AUDIT_INDEX')).resolves.toMatchObject({ config: { name: 'MATRIX_AUDIT_INDEX' } });
+    await expect(jsm.streams.info('MATRIX_AUDIT_INDEX')).resolves.toMatchObject({
+      config: { name: 'MATRIX_AUDIT_INDEX' },
+    });
     for (const nc of [mountNc, operatorNc, serviceNc]) await nc.close().catch(() => undefined);
   });
 
@@ -201,15 +228,21 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
       { profile: 'default', requires: ['actor.edit'] },
     ];
     for (const session of claims) {
-      await expect(call(session, 'matrix_invoke', { target: 'app.spy', op: '$run', args: {} })).rejects.toMatchObject(reject(GrantFailure.Missing));
-      await expect(call(session, 'spy_run', {}, { principal: 'user:root-admin', session: 'victim-42' }, 'no-grant')).rejects.toMatchObject(
+      await expect(call(session, 'matrix_invoke', { target: 'app.spy', op: '$run', args: {} })).rejects.toMatchObject(
         reject(GrantFailure.Missing),
       );
-      await expect(agent.request('system.tools', '$resolve', session)).rejects.toMatchObject(reject(GrantFailure.Missing));
+      await expect(
+        call(session, 'spy_run', {}, { principal: 'user:root-admin', session: 'victim-42' }, 'no-grant'),
+      ).rejects.toMatchObject(reject(GrantFailure.Missing));
+      await expect(agent.request('system.tools', '$resolve', session)).rejects.toMatchObject(
+        reject(GrantFailure.Missing),
+      );
     }
     expect(reached()).toEqual({ spy: 0, secret: 0 });
     // Each refused call has its audit event, without the identity the caller claimed.
-    await eventually(() => expect(events.filter((e) => e.callId === 'no-grant' && e.code === 'forbidden')).toHaveLength(claims.length));
+    await eventually(() =>
+      expect(events.filter((e) => e.callId === 'no-grant' && e.code === 'forbidden')).toHaveLength(claims.length),
+    );
     expect(events.some((e) => e.principal === 'user:root-admin' || e.session === 'victim-42')).toBe(false);
   });
 
@@ -225,7 +258,9 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     ];
     for (const session of asks) {
       await expect(call(session, 'spy_run', {}, { grant })).rejects.toMatchObject(reject(GrantFailure.Authority));
-      await expect(agent.request('system.tools', '$resolve', session, { grant })).rejects.toMatchObject(reject(GrantFailure.Authority));
+      await expect(agent.request('system.tools', '$resolve', session, { grant })).rejects.toMatchObject(
+        reject(GrantFailure.Authority),
+      );
     }
     // Presentation is the caller's: a format and onlyAvailable pass.
     const resolved = await agent.request<{ contexts: string[]; providerTools?: unknown[] }>(
@@ -245,7 +280,10 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const [h, c, s] = good.split('.') as [string, string, string];
     const claims = JSON.parse(Buffer.from(c, 'base64url').toString());
     const widened = Buffer.from(
-      JSON.stringify({ ...claims, nats: { ...claims.nats, resolve: { ...session, toolContextRefs: ['spy-tools', 'actor-edit'] } } }),
+      JSON.stringify({
+        ...claims,
+        nats: { ...claims.nats, resolve: { ...session, toolContextRefs: ['spy-tools', 'actor-edit'] } },
+      }),
     ).toString('base64url');
     const stranger = createAccount();
     // Signed by a stranger, claiming the trusted issuer: its claims are whole, its signature is not the issuer's.
@@ -264,22 +302,37 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     ];
     for (const [grant, failure] of cases) {
       await expect(call(session, 'spy_run', {}, { grant }), failure).rejects.toMatchObject(reject(failure));
-      await expect(agent.request('system.tools', '$resolve', session, { grant }), failure).rejects.toMatchObject(reject(failure));
+      await expect(agent.request('system.tools', '$resolve', session, { grant }), failure).rejects.toMatchObject(
+        reject(failure),
+      );
     }
     // A NATS user JWT signed by the trusted key is not a grant either.
     const userJwt = encodeGrant(
-      { sub: 'agent:alpha', exp: Math.floor(Date.now() / 1000) + 60, nats: { type: 'user', session: 's', resolve: session } as never },
+      {
+        sub: 'agent:alpha',
+        exp: Math.floor(Date.now() / 1000) + 60,
+        nats: { type: 'user', session: 's', resolve: session } as never,
+      },
       bus.issuer,
     );
-    await expect(call(session, 'spy_run', {}, { grant: userJwt })).rejects.toMatchObject(reject(GrantFailure.Malformed));
+    await expect(call(session, 'spy_run', {}, { grant: userJwt })).rejects.toMatchObject(
+      reject(GrantFailure.Malformed),
+    );
     expect(reached()).toEqual({ spy: 0, secret: 0 });
     // The control: the same grant, untouched, reaches the target.
-    expect(await call(session, 'spy_run', {}, { grant: good })).toMatchObject({ isError: false, structured: { ran: true } });
+    expect(await call(session, 'spy_run', {}, { grant: good })).toMatchObject({
+      isError: false,
+      structured: { ran: true },
+    });
     expect(reached()).toEqual({ spy: 1, secret: 0 });
   });
 
   it('sends the grant’s principal and session downstream, whatever headers the caller forged', async () => {
-    const grant = bus.grant({ principal: 'agent:beta', session: 'sess-beta', resolve: { profile: 'default', toolContextRefs: ['spy-tools'] } });
+    const grant = bus.grant({
+      principal: 'agent:beta',
+      session: 'sess-beta',
+      resolve: { profile: 'default', toolContextRefs: ['spy-tools'] },
+    });
     const before = bus.spy.seen.length;
     const result = await call(
       { profile: 'default', toolContextRefs: ['spy-tools'] },
@@ -292,7 +345,9 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     expect(seen).toHaveLength(1);
     expect(seen[0]?.headers).toMatchObject({ 'Matrix-Principal': 'agent:beta', 'Matrix-Session': 'sess-beta' });
     expect(seen[0]?.headers['Matrix-Grant']).toBeUndefined();
-    const event = await eventually(() => events.find((e) => e.callId === 'c-spy_run' && e.session === 'sess-beta') ?? false);
+    const event = await eventually(
+      () => events.find((e) => e.callId === 'c-spy_run' && e.session === 'sess-beta') ?? false,
+    );
     expect(event).toMatchObject({ principal: 'agent:beta', session: 'sess-beta', outcome: 'ok' });
     expect(events.some((e) => e.principal === 'user:root-admin' || e.session === 'victim-42')).toBe(false);
   });
@@ -302,7 +357,12 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const ops = bus.grant({ principal: 'user:ops-ann', session: 'sess-ops', resolve: edit });
     const agentGrant = bus.grant({ principal: 'agent:gamma', session: 'sess-gamma', resolve: edit });
     const before = bus.spy.count('$delete');
-    const denied = await call(edit, 'matrix_invoke', { target: 'app.spy', op: '$delete', args: {} }, { grant: agentGrant, principal: 'user:ops-root' });
+    const denied = await call(
+      edit,
+      'matrix_invoke',
+      { target: 'app.spy', op: '$delete', args: {} },
+      { grant: agentGrant, principal: 'user:ops-root' },
+    );
     expect(denied).toMatchObject({ isError: true, error: { code: 'approval_denied' } });
     expect(bus.spy.count('$delete')).toBe(before);
     const allowed = await call(edit, 'matrix_invoke', { target: 'app.spy', op: '$delete', args: {} }, { grant: ops });
@@ -315,7 +375,12 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     const grant = bus.grant({ resolve: { profile: 'default' } }); // sess-alpha
     const own = await call({ profile: 'default' }, 'session_state_read', {}, { grant, session: 'victim-42' });
     expect(own).toMatchObject({ isError: false, structured: { session: 'sess-alpha', state: { note: 'mine' } } });
-    const theirs = await call({ profile: 'default' }, 'session_state_read', { session: 'victim-42' }, { grant, session: 'victim-42' });
+    const theirs = await call(
+      { profile: 'default' },
+      'session_state_read',
+      { session: 'victim-42' },
+      { grant, session: 'victim-42' },
+    );
     expect(theirs).toMatchObject({ isError: true, error: { code: 'forbidden' } });
     expect(theirs.content).not.toContain('tok-victim-secret');
     // Through matrix_invoke (approved for app.spy only) the sessions mount is not reached at all; its own check stands anyway.
@@ -329,18 +394,30 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     expect(invoked.isError).toBe(true);
     expect(invoked.content).not.toContain('tok-victim-secret');
     const named = bus.grant({ resolve: { profile: 'default' }, readSessions: ['victim-42'] });
-    const allowed = await call({ profile: 'default' }, 'session_state_read', { session: 'victim-42' }, { grant: named });
-    expect(allowed).toMatchObject({ isError: false, structured: { session: 'victim-42', state: { apiToken: 'tok-victim-secret' } } });
+    const allowed = await call(
+      { profile: 'default' },
+      'session_state_read',
+      { session: 'victim-42' },
+      { grant: named },
+    );
+    expect(allowed).toMatchObject({
+      isError: false,
+      structured: { session: 'victim-42', state: { apiToken: 'tok-victim-secret' } },
+    });
   });
 
   it('never lets the service answer onto a subject the agent names as its reply (a confused deputy)', async () => {
     const grant = bus.grant({ resolve: { profile: 'default' } });
-    const stateBefore = await operator.request<{ revision: number }>('system.sessions', '$read', { session: 'victim-42' });
+    const stateBefore = await operator.request<{ revision: number }>('system.sessions', '$read', {
+      session: 'victim-42',
+    });
     const kvBefore = await operator.request<{ revision: number }>('system.tools', '$list', { limit: 1 });
     const json = headers();
     json.set('Content-Type', 'application/json');
     json.set('Matrix-Grant', grant);
-    const body = new TextEncoder().encode(JSON.stringify({ session: { profile: 'default' }, call: { id: 'x', name: 'matrix_introspect', arguments: {} } }));
+    const body = new TextEncoder().encode(
+      JSON.stringify({ session: { profile: 'default' }, call: { id: 'x', name: 'matrix_introspect', arguments: {} } }),
+    );
     const replies = [
       'app.spy.$run',
       'app.secret.$run',
@@ -353,7 +430,10 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     ];
     for (const reply of replies) {
       agentNc.publish('system.dispatcher.$call', body, { reply, headers: json });
-      agentNc.publish('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), { reply, headers: json });
+      agentNc.publish('system.tools.$resolve', new TextEncoder().encode('{"profile":"default"}'), {
+        reply,
+        headers: json,
+      });
       agentNc.publish('$SRV.PING', new Uint8Array(), { reply });
     }
     await agentNc.flush();
@@ -365,7 +445,11 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
       revision: stateBefore.revision,
       state: { apiToken: 'tok-victim-secret' },
     });
-    const list = await operator.request<{ revision: number; contexts: Array<{ key: string }> }>('system.tools', '$list', {});
+    const list = await operator.request<{ revision: number; contexts: Array<{ key: string }> }>(
+      'system.tools',
+      '$list',
+      {},
+    );
     expect(list.revision).toBe(kvBefore.revision);
     expect(list.contexts.map((c) => c.key)).not.toContain('planted');
   });
@@ -389,17 +473,25 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     // The control: the same ping from the operator reaches it, onto the operator's own inbox.
     await operator.requestRaw('$SRV.PING.app-spy', {}, { timeoutMs: 1_000 }).catch(() => undefined);
     await eventually(() => expect(pinged).toBe(1));
-    expect(await operator.request('system.sessions', '$read', { session: 'victim-42' })).toMatchObject({ revision: before.revision });
+    expect(await operator.request('system.sessions', '$read', { session: 'victim-42' })).toMatchObject({
+      revision: before.revision,
+    });
     await mountNc.close();
   });
 
   it('serves a library session under a grant (what examples/oracle.ts does with MATRIX_GRANT)', async () => {
     const granted = new GrantedSession(
-      bus.grant({ principal: 'agent:oracle', session: 'sess-oracle', resolve: { profile: 'default', toolContextRefs: ['spy-tools'] } }),
+      bus.grant({
+        principal: 'agent:oracle',
+        session: 'sess-oracle',
+        resolve: { profile: 'default', toolContextRefs: ['spy-tools'] },
+      }),
     );
     expect((await granted.resolve(agent)).contexts).toEqual(['spy-tools']);
     const before = bus.spy.seen.length;
-    expect(await granted.callRemote(agent, { id: 'o1', name: 'spy_run', arguments: {} })).toMatchObject({ isError: false });
+    expect(await granted.callRemote(agent, { id: 'o1', name: 'spy_run', arguments: {} })).toMatchObject({
+      isError: false,
+    });
     expect(bus.spy.seen.slice(before).map((s) => s.headers['Matrix-Principal'])).toEqual(['agent:oracle']);
   });
 });

@@ -21,14 +21,37 @@ describe("the MCP bridge as the agent user of docker-compose's nats.conf", () =>
 
   beforeAll(async () => {
     server = await startNatsProcess(['-c', fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url))]);
-    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' }, ['serve']);
+    service = await startScript(
+      'dist/src/cli/main.js',
+      server.url,
+      ' ready ',
+      { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' },
+      ['serve'],
+    );
     serviceNc = await connectBus({ servers: server.url, user: 'service', pass: 'service-secret' });
     target = await startTarget(serviceNc, 'app.echo', { $echo: (args) => ({ echoed: args }) });
-    const operatorNc = await connectBus({ servers: server.url, user: 'operator', pass: 'operator-secret', inboxPrefix: '_INBOX_operator' });
+    const operatorNc = await connectBus({
+      servers: server.url,
+      user: 'operator',
+      pass: 'operator-secret',
+      inboxPrefix: '_INBOX_operator',
+    });
     const operator = new BusClient(operatorNc, { timeoutMs: 5_000 });
-    const echo = { name: 'app_echo', description: 'echoes', inputSchema: { type: 'object' as const }, target: 'app.echo', op: '$echo' };
+    const echo = {
+      name: 'app_echo',
+      description: 'echoes',
+      inputSchema: { type: 'object' as const },
+      target: 'app.echo',
+      op: '$echo',
+    };
     await operator.request('system.tools', '$register', {
-      spec: { key: 'mcp-app', title: 'App', description: 'an app mount', matrixTools: [echo], permissions: { approval: 'never' } },
+      spec: {
+        key: 'mcp-app',
+        title: 'App',
+        description: 'an app mount',
+        matrixTools: [echo],
+        permissions: { approval: 'never' },
+      },
     });
     operator.close();
     await operatorNc.close();
@@ -46,7 +69,20 @@ describe("the MCP bridge as the agent user of docker-compose's nats.conf", () =>
     await serviceNc.flush();
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', 'mcp-app', '--user', 'agent', '--password', 'agent-secret', '--inbox-prefix', '_INBOX_agent'],
+      args: [
+        CLI_MAIN,
+        'mcp',
+        '--profile',
+        'default',
+        '--refs',
+        'mcp-app',
+        '--user',
+        'agent',
+        '--password',
+        'agent-secret',
+        '--inbox-prefix',
+        '_INBOX_agent',
+      ],
       env: { ...process.env, NATS_URL: server.url } as Record<string, string>,
       stderr: 'ignore',
     });

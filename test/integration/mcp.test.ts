@@ -78,8 +78,14 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     await b.request(1, 'initialize', initializeParams);
     b.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
     const cases: Array<[unknown, RegExp]> = [
-      [{ name: 'matrix_introspect', arguments: null }, /params\.arguments of "matrix_introspect" must be an object \(or left out\), got null/],
-      [{ name: 'matrix_introspect', arguments: '{"mount":"x"}' }, /params\.arguments of "matrix_introspect" must be an object .*got a string/],
+      [
+        { name: 'matrix_introspect', arguments: null },
+        /params\.arguments of "matrix_introspect" must be an object \(or left out\), got null/,
+      ],
+      [
+        { name: 'matrix_introspect', arguments: '{"mount":"x"}' },
+        /params\.arguments of "matrix_introspect" must be an object .*got a string/,
+      ],
       [{ arguments: {} }, /params\.name must name a tool \(a non-empty string\), got nothing/],
     ];
     let id = 10;
@@ -105,10 +111,18 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     const b = await bridge('--profile', 'default');
     b.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: initializeParams });
     b.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    b.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'matrix_introspect', arguments: { mount: 'system.tools' } } });
+    b.send({
+      jsonrpc: '2.0',
+      id: 2,
+      method: 'tools/call',
+      params: { name: 'matrix_introspect', arguments: { mount: 'system.tools' } },
+    });
     const closedAt = performance.now();
     b.child.stdin.end();
-    const exit = await Promise.race([b.exited, new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), EXIT_BOUND_MS))]);
+    const exit = await Promise.race([
+      b.exited,
+      new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), EXIT_BOUND_MS)),
+    ]);
     expect(exit).toEqual({ code: 0, signal: null });
     expect(performance.now() - closedAt).toBeLessThan(EXIT_BOUND_MS);
     expect(alive(b.child.pid as number)).toBe(false);
@@ -168,7 +182,13 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
     expect(changed).toBe(0);
 
     // A change to a context it uses: one notification.
-    const extra = { name: 'mcp_added_tool', description: 'added', inputSchema: { type: 'object' as const }, target: 'app.things', op: '$do' };
+    const extra = {
+      name: 'mcp_added_tool',
+      description: 'added',
+      inputSchema: { type: 'object' as const },
+      target: 'app.things',
+      op: '$do',
+    };
     const updated = contextSpec(key);
     updated.matrixTools = [...(updated.matrixTools ?? []), extra];
     await client.request('system.tools', '$register', { spec: updated });
@@ -191,7 +211,9 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
       const called = await mcp.callTool({ name: 'matrix_introspect', arguments: {} });
       expect(called.isError).toBe(false);
       await mcp.close();
-      const event = await eventually(() => events.find((e) => e.name === 'matrix_introspect' && !callIds.includes(e.callId)) ?? false);
+      const event = await eventually(
+        () => events.find((e) => e.name === 'matrix_introspect' && !callIds.includes(e.callId)) ?? false,
+      );
       callIds.push(event.callId);
     }
     stop();

@@ -17,7 +17,9 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     bus = await startSecuredBus();
     agent = new BusClient(await bus.connect('agent'), { timeoutMs: 10_000 });
     operator = new BusClient(await bus.connect('operator'), { timeoutMs: 5_000 });
-    await operator.request('system.tools', '$register', { spec: oneToolContext('spy-slow', 'spy_slow', 'app.spy', '$slow', { timeoutMs: 5_000 }) });
+    await operator.request('system.tools', '$register', {
+      spec: oneToolContext('spy-slow', 'spy_slow', 'app.spy', '$slow', { timeoutMs: 5_000 }),
+    });
   });
   afterAll(async () => {
     agent?.close();
@@ -29,7 +31,12 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
   const call = (refs: string[], name: string, args: Record<string, unknown>) => {
     const session = { profile: 'default', toolContextRefs: refs };
     const grant = bus.grant({ resolve: session });
-    return agent.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: `c-${name}`, name, arguments: args } }, { grant });
+    return agent.request<ToolResult>(
+      'system.dispatcher',
+      '$call',
+      { session, call: { id: `c-${name}`, name, arguments: args } },
+      { grant },
+    );
   };
 
   it('gives a mount user none of the requests of a mount nested under its name, however wide it subscribes (found by an outside attack)', async () => {
@@ -45,7 +52,8 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
       });
     await attackerNc.flush();
     const serviceNc = await bus.connect('service');
-    for (const subject of ['app.secret.alerts.$get', 'app.secret.alerts.deep.$op', 'app.secret.$own']) serviceNc.publish(subject, new Uint8Array());
+    for (const subject of ['app.secret.alerts.$get', 'app.secret.alerts.deep.$op', 'app.secret.$own'])
+      serviceNc.publish(subject, new Uint8Array());
     await serviceNc.flush();
     await eventually(() => expect(heard).toContain('app.secret.$own'));
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -76,7 +84,12 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     expect(bus.spy.count('$slow')).toBe(before + 1);
     expect(heard).toEqual([]);
     await eventually(() =>
-      expect(refused.sort()).toEqual(['subscription app.>', 'subscription app.spy.$slow', 'subscription app.spy.*', 'subscription app.spy.*']),
+      expect(refused.sort()).toEqual([
+        'subscription app.>',
+        'subscription app.spy.$slow',
+        'subscription app.spy.*',
+        'subscription app.spy.*',
+      ]),
     );
     await attackerNc.close();
   });
@@ -85,11 +98,15 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     // What a service's JetStream client listens on: the reply subject of its API requests.
     const serviceNc = await bus.connect('service');
     const apiRequests: string[] = [];
-    serviceNc.subscribe('$JS.API.>', { callback: (err, msg) => void (err === null && msg.reply && apiRequests.push(msg.reply)) });
+    serviceNc.subscribe('$JS.API.>', {
+      callback: (err, msg) => void (err === null && msg.reply && apiRequests.push(msg.reply)),
+    });
     // Everything that reaches an inbox, as the server routes it.
     const arrived: Array<{ subject: string; body: string }> = [];
     for (const inboxes of ['_INBOX.>', '_INBOX_targets.>', '_INBOX_operator.>']) {
-      serviceNc.subscribe(inboxes, { callback: (err, msg) => void (err === null && arrived.push({ subject: msg.subject, body: msg.string() })) });
+      serviceNc.subscribe(inboxes, {
+        callback: (err, msg) => void (err === null && arrived.push({ subject: msg.subject, body: msg.string() })),
+      });
     }
     await serviceNc.flush();
     const jsNc = await bus.connect('service');
@@ -100,12 +117,18 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     const mountNc = await bus.connect('spy');
     const refused = refusals(mountNc);
     const replySubjects: string[] = [];
-    mountNc.subscribe('app.spy.*', { callback: (err, msg) => void (err === null && msg.reply && replySubjects.push(msg.reply)) });
+    mountNc.subscribe('app.spy.*', {
+      callback: (err, msg) => void (err === null && msg.reply && replySubjects.push(msg.reply)),
+    });
     await mountNc.flush();
     expect(await call(['spy-tools'], 'spy_run', {})).toMatchObject({ isError: false });
     const [dispatcherReply] = await eventually(() => replySubjects.length > 0 && replySubjects);
     // Its learned root aimed at the service's own inboxes: the JetStream client's, and _INBOX under the dispatcher's.
-    const aims = [jsInbox, `${jsInbox.slice(0, jsInbox.lastIndexOf('.'))}.forged`, `_INBOX.${String(dispatcherReply).split('.').slice(1).join('.')}`];
+    const aims = [
+      jsInbox,
+      `${jsInbox.slice(0, jsInbox.lastIndexOf('.'))}.forged`,
+      `_INBOX.${String(dispatcherReply).split('.').slice(1).join('.')}`,
+    ];
     for (const subject of aims) mountNc.publish(subject, 'forged');
     const allowed = ['_INBOX_targets.allowed.x', '_INBOX_operator.allowed.x'];
     for (const subject of allowed) mountNc.publish(subject, 'answer');
@@ -129,8 +152,16 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
     try {
       // Its user may not register: the operator does.
       expect(weather.output()).toContain('not permitted to register the context weather');
-      const inputSchema = { type: 'object', required: ['city'], properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1, maximum: 7 } } };
-      const spec = oneToolContext('weather-tools', 'weather_forecast', 'app.weather', '$forecast', { timeoutMs: 5_000, inputSchema, resultMode: 'text' });
+      const inputSchema = {
+        type: 'object',
+        required: ['city'],
+        properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      };
+      const spec = oneToolContext('weather-tools', 'weather_forecast', 'app.weather', '$forecast', {
+        timeoutMs: 5_000,
+        inputSchema,
+        resultMode: 'text',
+      });
       await operator.request('system.tools', '$register', { spec });
 
       const result = await call(['weather-tools'], 'weather_forecast', { city: 'Lisbon', days: 2 });

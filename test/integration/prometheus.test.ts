@@ -30,12 +30,20 @@ async function startPrometheus(target: string): Promise<{ url: string; stop(): P
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const spawned = new Promise<void>((_, reject) => {
-    child.once('error', (err) => reject(new Error(`cannot run prometheus (install it: apt-get install prometheus): ${err.message}`)));
+    child.once('error', (err) =>
+      reject(new Error(`cannot run prometheus (install it: apt-get install prometheus): ${err.message}`)),
+    );
     child.once('exit', (code) => reject(new Error(`prometheus exited with ${code}: ${stderr}`)));
   });
   spawned.catch(() => {});
   const url = `http://127.0.0.1:${port}`;
-  await Promise.race([spawned, eventually(async () => expect((await fetch(`${url}/-/ready`)).status).toBe(200), { timeoutMs: 20_000, intervalMs: 100 })]);
+  await Promise.race([
+    spawned,
+    eventually(async () => expect((await fetch(`${url}/-/ready`)).status).toBe(200), {
+      timeoutMs: 20_000,
+      intervalMs: 100,
+    }),
+  ]);
   return {
     url,
     stop: async () => {
@@ -83,10 +91,14 @@ describe('serve --metrics-port', () => {
 
     const prometheus = await startPrometheus(`127.0.0.1:${metricsPort}`);
     try {
-      const query = encodeURIComponent('sum(matrix_tool_calls_total{gen_ai_tool_name="trace_query",matrix_outcome="ok"})');
+      const query = encodeURIComponent(
+        'sum(matrix_tool_calls_total{gen_ai_tool_name="trace_query",matrix_outcome="ok"})',
+      );
       const value = await eventually(
         async () => {
-          const body = (await (await fetch(`${prometheus.url}/api/v1/query?query=${query}`)).json()) as { data: { result: { value: [number, string] }[] } };
+          const body = (await (await fetch(`${prometheus.url}/api/v1/query?query=${query}`)).json()) as {
+            data: { result: { value: [number, string] }[] };
+          };
           return body.data.result[0]?.value[1] ?? false;
         },
         { timeoutMs: 30_000, intervalMs: 250 },
@@ -97,7 +109,9 @@ describe('serve --metrics-port', () => {
         'sum(matrix_cache_lookups_total{matrix_cache="sessions",matrix_cache_result="hit"}) / sum(matrix_cache_lookups_total{matrix_cache="sessions"})',
       );
       const hitRatio = await eventually(async () => {
-        const body = (await (await fetch(`${prometheus.url}/api/v1/query?query=${ratio}`)).json()) as { data: { result: { value: [number, string] }[] } };
+        const body = (await (await fetch(`${prometheus.url}/api/v1/query?query=${ratio}`)).json()) as {
+          data: { result: { value: [number, string] }[] };
+        };
         return body.data.result[0]?.value[1] ?? false;
       });
       expect(Number(hitRatio)).toBe(0.5);
@@ -112,7 +126,11 @@ describe('serve --metrics-port', () => {
     const bad = await runScript('dist/src/cli/main.js', server.url, 15_000, ['serve', '--metrics-port', 'nine']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--metrics-port must be a whole number from 0 to 65535, got 'nine'");
-    const taken = await runScript('dist/src/cli/main.js', server.url, 15_000, ['serve', '--metrics-port', String(metricsPort)]);
+    const taken = await runScript('dist/src/cli/main.js', server.url, 15_000, [
+      'serve',
+      '--metrics-port',
+      String(metricsPort),
+    ]);
     expect(taken.code).toBe(2);
     expect(taken.stderr).toContain(`cannot serve metrics on port ${metricsPort}`);
   });

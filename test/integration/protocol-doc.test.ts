@@ -60,7 +60,14 @@ describe('docs/protocol.md, held to the code', () => {
     nc = await testConnection();
     const traces = tracesMount(nc);
     traces.stop();
-    mounts.push(registryMount(nc), dispatcherMount(nc), agentsMount(nc), traces.mount, packagesMount(nc), approvalsMount(nc));
+    mounts.push(
+      registryMount(nc),
+      dispatcherMount(nc),
+      agentsMount(nc),
+      traces.mount,
+      packagesMount(nc),
+      approvalsMount(nc),
+    );
     mounts.push(await sessionsMount(nc, { bucket }));
   });
   afterAll(async () => {
@@ -81,9 +88,15 @@ describe('docs/protocol.md, held to the code', () => {
   });
 
   it('lists every header the code reads or writes; a header marked pending is not in the code yet', () => {
-    const rows = tableOf('header').rows.map((r) => ({ name: firstSpan(r[0]), pending: (r[1] ?? '').startsWith('_pending_') }));
+    const rows = tableOf('header').rows.map((r) => ({
+      name: firstSpan(r[0]),
+      pending: (r[1] ?? '').startsWith('_pending_'),
+    }));
     const inCode: string[] = Object.values(Header);
-    expect(sorted(inCode.filter((h) => !rows.some((r) => r.name === h))), 'headers the code has that the doc does not list').toEqual([]);
+    expect(
+      sorted(inCode.filter((h) => !rows.some((r) => r.name === h))),
+      'headers the code has that the doc does not list',
+    ).toEqual([]);
     const unknown = rows.filter((r) => !r.pending && !inCode.includes(r.name)).map((r) => r.name);
     expect(unknown, 'headers the doc lists that the code does not have').toEqual([]);
     const arrived = rows.filter((r) => r.pending && inCode.includes(r.name)).map((r) => r.name);
@@ -91,7 +104,11 @@ describe('docs/protocol.md, held to the code', () => {
   });
 
   it('gives every error code with its status number and class, and the tool-result-only codes', () => {
-    const rows = tableOf('code').rows.map((r) => ({ code: firstSpan(r[0]), status: r[1] ?? '', className: firstSpan(r[2]) }));
+    const rows = tableOf('code').rows.map((r) => ({
+      code: firstSpan(r[0]),
+      status: r[1] ?? '',
+      className: firstSpan(r[2]),
+    }));
     const wire = rows.filter((r) => /^\d+$/.test(r.status));
     expect(Object.fromEntries(wire.map((r) => [r.code, Number(r.status)]))).toEqual(errorStatus);
     for (const r of wire) expect(r.className, r.code).toBe(errorFromWire(r.code as ErrorCode, 'x').name);
@@ -100,8 +117,12 @@ describe('docs/protocol.md, held to the code', () => {
   });
 
   it('describes every field of an audit event, as contracts/call.event.json has them', () => {
-    const schema = JSON.parse(read('contracts/call.event.json')) as { $defs: { callEvent: { properties: Record<string, unknown> } } };
-    expect(sorted(tableOf('field').rows.map((r) => firstSpan(r[0])))).toEqual(sorted(Object.keys(schema.$defs.callEvent.properties)));
+    const schema = JSON.parse(read('contracts/call.event.json')) as {
+      $defs: { callEvent: { properties: Record<string, unknown> } };
+    };
+    expect(sorted(tableOf('field').rows.map((r) => firstSpan(r[0])))).toEqual(
+      sorted(Object.keys(schema.$defs.callEvent.properties)),
+    );
   });
 });
 

@@ -30,7 +30,9 @@ describe('a request whose header block cannot be parsed', () => {
       const body = '{}';
       const hdrLen = Buffer.byteLength(headers, 'latin1');
       socket.write(`HPUB system.tools.$list _INBOX.raw.1 ${hdrLen} ${hdrLen + body.length}\r\n${headers}${body}\r\n`);
-      const reply = await eventually(() => /HMSG _INBOX\.raw\.1 1 \d+ \d+\r\n([\s\S]*?)\r\n\r\n/.exec(received())?.[1] ?? false);
+      const reply = await eventually(
+        () => /HMSG _INBOX\.raw\.1 1 \d+ \d+\r\n([\s\S]*?)\r\n\r\n/.exec(received())?.[1] ?? false,
+      );
       expect(reply).toMatch(/Nats-Service-Error-Code: 400/);
       expect(reply).toMatch(/Nats-Service-Error: the request's headers cannot be read/);
       socket.write(`PUB system.tools.$list _INBOX.raw.2 0\r\n\r\n`);
@@ -86,7 +88,9 @@ describe('a reply with a header block of 60,000 names', () => {
       const flood = `NATS/1.0\r\n${names}Content-Type: application/json\r\n\r\n`;
       let answered = 0;
       const answer = async () => {
-        const reply = await eventually(() => [...received().matchAll(/H?MSG flood\.target\.\$op 2 (\S+) /g)][answered]?.[1] ?? false);
+        const reply = await eventually(
+          () => [...received().matchAll(/H?MSG flood\.target\.\$op 2 (\S+) /g)][answered]?.[1] ?? false,
+        );
         const headers = answered++ === 0 ? flood : 'NATS/1.0\r\nContent-Type: application/json\r\n\r\n';
         const body = '{"ok":true}';
         const hdrLen = Buffer.byteLength(headers, 'latin1');

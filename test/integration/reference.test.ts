@@ -60,14 +60,27 @@ describe('the reference mounts', () => {
   });
 
   it('system.sessions keeps state that session_state_read reads back', async () => {
-    const first = await client.request<{ revision: number }>('system.sessions', '$write', { values: { goal: 'ship it', step: 1 } }, { session: 'sess-1' });
-    await client.request('system.sessions', '$write', { session: 'sess-1', values: { step: 2, goal: null } });
-    await expect(client.request('system.sessions', '$write', { session: 'sess-1', values: { x: 1 }, expectedRevision: first.revision })).rejects.toBeInstanceOf(
-      ConflictError,
+    const first = await client.request<{ revision: number }>(
+      'system.sessions',
+      '$write',
+      { values: { goal: 'ship it', step: 1 } },
+      { session: 'sess-1' },
     );
+    await client.request('system.sessions', '$write', { session: 'sess-1', values: { step: 2, goal: null } });
+    await expect(
+      client.request('system.sessions', '$write', {
+        session: 'sess-1',
+        values: { x: 1 },
+        expectedRevision: first.revision,
+      }),
+    ).rejects.toBeInstanceOf(ConflictError);
     await expect(client.request('system.sessions', '$read', {})).rejects.toBeInstanceOf(BadRequestError);
 
-    const r = await dispatcher.call({ profile: 'default' }, { id: '1', name: 'session_state_read', arguments: {} }, { session: 'sess-1' });
+    const r = await dispatcher.call(
+      { profile: 'default' },
+      { id: '1', name: 'session_state_read', arguments: {} },
+      { session: 'sess-1' },
+    );
     expect(r).toMatchObject({ isError: false, structured: { session: 'sess-1', state: { step: 2 } } });
     const picked = await dispatcher.call(
       { profile: 'default' },
@@ -79,10 +92,22 @@ describe('the reference mounts', () => {
 
   it('system.approvals applies its policy file: allow reaches the target, deny never does', async () => {
     const session = { profile: 'edit' };
-    const allowed = await dispatcher.call(session, { id: 'a', name: 'matrix_invoke', arguments: { target: app, op: '$echo', args: { hi: 1 } } });
+    const allowed = await dispatcher.call(session, {
+      id: 'a',
+      name: 'matrix_invoke',
+      arguments: { target: app, op: '$echo', args: { hi: 1 } },
+    });
     expect(allowed).toMatchObject({ isError: false, structured: { hi: 1 } });
-    const denied = await dispatcher.call(session, { id: 'b', name: 'matrix_invoke', arguments: { target: app, op: '$delete' } });
-    expect(denied).toMatchObject({ isError: true, error: { code: 'approval_denied' }, content: expect.stringContaining('only echo') });
+    const denied = await dispatcher.call(session, {
+      id: 'b',
+      name: 'matrix_invoke',
+      arguments: { target: app, op: '$delete' },
+    });
+    expect(denied).toMatchObject({
+      isError: true,
+      error: { code: 'approval_denied' },
+      content: expect.stringContaining('only echo'),
+    });
     expect(target.count('$delete')).toBe(0);
     const asked = await client.request<{ decision: string; reason: string }>('system.approvals', '$decide', {
       callId: 'x',
@@ -107,11 +132,16 @@ describe('the reference mounts', () => {
       {
         id: 'p',
         name: 'package_validate',
-        arguments: { specs: [{ key: 'ok', title: 'Ok', description: 'd', permissions: { approval: 'never' } }, { key: 'NO' }] },
+        arguments: {
+          specs: [{ key: 'ok', title: 'Ok', description: 'd', permissions: { approval: 'never' } }, { key: 'NO' }],
+        },
       },
     );
     expect(r.isError).toBe(false);
-    const verdict = r.structured as { valid: boolean; results: Array<{ valid: boolean; violations: Array<{ path: string }> }> };
+    const verdict = r.structured as {
+      valid: boolean;
+      results: Array<{ valid: boolean; violations: Array<{ path: string }> }>;
+    };
     expect(contracts().check(SchemaId.PackageValidateReply)(verdict)).toBeUndefined();
     expect(verdict.valid).toBe(false);
     expect(verdict.results.map((x) => x.valid)).toEqual([true, false]);
@@ -119,13 +149,23 @@ describe('the reference mounts', () => {
   });
 
   it('system.agents describes the live mounts, one in full, and names an unknown one', async () => {
-    const all = await client.request<{ mounts: Array<{ mount: string; instances: number }> }>('system.agents', '$introspect', {});
+    const all = await client.request<{ mounts: Array<{ mount: string; instances: number }> }>(
+      'system.agents',
+      '$introspect',
+      {},
+    );
     expect(contracts().check(SchemaId.AgentsIntrospectReply)(all)).toBeUndefined();
-    expect(all.mounts.map((m) => m.mount)).toEqual(expect.arrayContaining(['system.tools', 'system.sessions', 'system.approvals']));
-    const one = await client.request<{ mounts: Array<{ ops: Array<{ op: string; requestSchema?: { $id?: string } }> }> }>('system.agents', '$introspect', {
+    expect(all.mounts.map((m) => m.mount)).toEqual(
+      expect.arrayContaining(['system.tools', 'system.sessions', 'system.approvals']),
+    );
+    const one = await client.request<{
+      mounts: Array<{ ops: Array<{ op: string; requestSchema?: { $id?: string } }> }>;
+    }>('system.agents', '$introspect', {
       mount: 'system.tools',
     });
     expect(one.mounts[0]?.ops.find((o) => o.op === '$resolve')?.requestSchema?.$id).toBe(SchemaId.ResolveRequest);
-    await expect(client.request('system.agents', '$introspect', { mount: 'system.nowhere' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(client.request('system.agents', '$introspect', { mount: 'system.nowhere' })).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
   });
 });

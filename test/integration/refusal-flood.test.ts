@@ -42,7 +42,12 @@ describe('a flood of $calls without a valid grant', () => {
   const grant = (spec: { principal?: string; now?: number; by?: typeof issuer } = {}) =>
     mintGrant(
       spec.by ?? issuer,
-      { principal: spec.principal ?? 'agent:alpha', session: 'sess-alpha', resolve: { profile: 'default' }, ttlSeconds: 3600 },
+      {
+        principal: spec.principal ?? 'agent:alpha',
+        session: 'sess-alpha',
+        resolve: { profile: 'default' },
+        ttlSeconds: 3600,
+      },
       spec.now,
     );
 
@@ -55,7 +60,10 @@ describe('a flood of $calls without a valid grant', () => {
       source: localToolSource(new Registry(new StaticStore())),
       refusals: { perMinute: PER_SECOND * 60, burst: BURST, summaryMs: 500 },
     });
-    mount = await dispatcherMount(nc, { dispatcher, identity: IdentityGate.forIssuers([issuer.getPublicKey()]) }).start();
+    mount = await dispatcherMount(nc, {
+      dispatcher,
+      identity: IdentityGate.forIssuers([issuer.getPublicKey()]),
+    }).start();
   });
   afterAll(async () => {
     await mount?.stop();
@@ -98,7 +106,12 @@ describe('a flood of $calls without a valid grant', () => {
         return nc.request('system.dispatcher.$call', garbage, { timeout: 60_000, headers: h });
       }
       const session = kind === 0 ? { profile: 'default' } : { profile: 'admin' };
-      return client.request('system.dispatcher', '$call', { session, call: { id: `granted-${i}`, name: 'no_such_tool' } }, { grant: valid });
+      return client.request(
+        'system.dispatcher',
+        '$call',
+        { session, call: { id: `granted-${i}`, name: 'no_such_tool' } },
+        { grant: valid },
+      );
     };
 
     const started = performance.now();
@@ -121,14 +134,18 @@ describe('a flood of $calls without a valid grant', () => {
       async () => {
         const now = await stored();
         const { one, summarised } = told(now);
-        return one + summarised === FLOOD && now.filter((e) => e.principal !== undefined).length === GRANTED ? now : false;
+        return one + summarised === FLOOD && now.filter((e) => e.principal !== undefined).length === GRANTED
+          ? now
+          : false;
       },
       { timeoutMs: 30_000, intervalMs: 250 },
     ).catch(async () => stored());
 
     const { one, summarised } = told(events);
     const summaries = events.filter((e) => e.refused !== undefined);
-    console.log(`${FLOOD} refusals in ${seconds.toFixed(1)} s: ${one} stored, ${summarised} in ${summaries.length} summaries`);
+    console.log(
+      `${FLOOD} refusals in ${seconds.toFixed(1)} s: ${one} stored, ${summarised} in ${summaries.length} summaries`,
+    );
     // At most the burst and the rate over the flood's length (a second of slack), never one per refusal.
     expect(one).toBeLessThanOrEqual(BURST + PER_SECOND * (Math.ceil(seconds) + 1));
     expect(one + summarised).toBe(FLOOD);
@@ -164,12 +181,22 @@ describe('a flood of $calls without a valid grant', () => {
     for (let i = 0; i < 2_000; i++) {
       calls.push(
         client
-          .request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: astral, name: astral } }, { grant: flooder })
+          .request(
+            'system.dispatcher',
+            '$call',
+            { session: { profile: 'default' }, call: { id: astral, name: astral } },
+            { grant: flooder },
+          )
           .catch(() => 0),
       );
       if (i === 1_000)
         calls.push(
-          client.request('system.dispatcher', '$call', { session: { profile: 'default' }, call: { id: 'v-1', name: 'no_such_tool' } }, { grant: victim }),
+          client.request(
+            'system.dispatcher',
+            '$call',
+            { session: { profile: 'default' }, call: { id: 'v-1', name: 'no_such_tool' } },
+            { grant: victim },
+          ),
         );
       if (i % 250 === 249) await Promise.all(calls.splice(0));
     }
@@ -178,7 +205,8 @@ describe('a flood of $calls without a valid grant', () => {
       async () => {
         const now = (await stored()).slice(before);
         const mine = now.filter((e) => e.principal === 'agent:flood');
-        const told = mine.filter((e) => e.refused === undefined).length + mine.reduce((n, e) => n + (e.refused?.count ?? 0), 0);
+        const told =
+          mine.filter((e) => e.refused === undefined).length + mine.reduce((n, e) => n + (e.refused?.count ?? 0), 0);
         return told === 2_000 ? now : false;
       },
       { timeoutMs: 30_000, intervalMs: 250 },
@@ -188,7 +216,11 @@ describe('a flood of $calls without a valid grant', () => {
     // Its own budget (the burst, and the rate over a few seconds) one by one; the rest counted under its name.
     expect(one.length).toBeGreaterThanOrEqual(BURST);
     expect(one.length).toBeLessThan(BURST + PER_SECOND * 30);
-    expect(mine.filter((e) => e.refused !== undefined).every((e) => e.name === '(refusals)' && e.refused?.reasons.not_found !== undefined)).toBe(true);
+    expect(
+      mine
+        .filter((e) => e.refused !== undefined)
+        .every((e) => e.name === '(refusals)' && e.refused?.reasons.not_found !== undefined),
+    ).toBe(true);
     // What it named is cut to 64 characters: ~300 bytes an event, not 2.2 KB.
     expect(one.every((e) => e.name.length <= 64 && e.callId.length <= 64 && e.name.endsWith('…'))).toBe(true);
     // The victim's call is stored, its own budget untouched by the flood.

@@ -26,7 +26,10 @@ function rssMb(pid: number): number {
 function session(i: number, skills: number, refs: number): ResolveRequest {
   return {
     profile: `attacker-${i}`,
-    skills: Array.from({ length: skills }, (_, s) => ({ name: `skill-${s}`, toolContextRefs: Array<string>(refs).fill('actor-readonly') })),
+    skills: Array.from({ length: skills }, (_, s) => ({
+      name: `skill-${s}`,
+      toolContextRefs: Array<string>(refs).fill('actor-readonly'),
+    })),
   };
 }
 

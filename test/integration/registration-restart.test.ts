@@ -42,11 +42,16 @@ describe('registrations and watches across a nats-server restart', () => {
     const restarted = performance.now();
     let after: RegisterReply | undefined;
     while (after === undefined) {
-      if (performance.now() - restarted > 15_000) throw new Error('the registry did not answer within 15 s of the restart');
-      after = await client.request<RegisterReply>('system.tools', '$register', { spec: contextSpec('after') }).catch(() => undefined);
+      if (performance.now() - restarted > 15_000)
+        throw new Error('the registry did not answer within 15 s of the restart');
+      after = await client
+        .request<RegisterReply>('system.tools', '$register', { spec: contextSpec('after') })
+        .catch(() => undefined);
       if (after === undefined) await new Promise((r) => setTimeout(r, 100));
     }
-    console.info(`registry answering $register ${(performance.now() - restarted).toFixed(0)} ms after nats-server came back`);
+    console.info(
+      `registry answering $register ${(performance.now() - restarted).toFixed(0)} ms after nats-server came back`,
+    );
     // B never wrote: it can only know of 'after' through its resumed watch.
     await eventually(() => b.store.get('after') !== undefined);
     expect(b.store.get('before')?.revision).toBe(before.revision);

@@ -76,13 +76,22 @@ describe('contexts written straight into the KV bucket', () => {
     expect(page.contexts.map((c) => c.key)).not.toContain('pz-list');
     const introspect = await request<IntrospectReply>('$introspect', {});
     expect(introspect.diagnostics).toEqual([
-      expect.objectContaining({ level: 'error', code: 'stored_context_invalid', context: 'pz-list', message: expect.stringContaining(`revision ${revision}`) }),
+      expect.objectContaining({
+        level: 'error',
+        code: 'stored_context_invalid',
+        context: 'pz-list',
+        message: expect.stringContaining(`revision ${revision}`),
+      }),
     ]);
     expect(introspect.diagnostics?.[0]?.message).toContain('bad_request');
     expect(logged).toEqual([
-      expect.objectContaining({ fields: expect.objectContaining({ key: 'pz-list', revision, error: expect.stringContaining('bad_request') }) }),
+      expect.objectContaining({
+        fields: expect.objectContaining({ key: 'pz-list', revision, error: expect.stringContaining('bad_request') }),
+      }),
     ]);
-    expect((await request<ResolvedToolContext>('$resolve', { profile: 'p', toolContextRefs: ['good'] })).contexts).toEqual(['good']);
+    expect(
+      (await request<ResolvedToolContext>('$resolve', { profile: 'p', toolContextRefs: ['good'] })).contexts,
+    ).toEqual(['good']);
   });
 
   it('leaves out a context with provides: 5, and $resolve by capability still answers', async () => {
@@ -91,7 +100,9 @@ describe('contexts written straight into the KV bucket', () => {
     await write('pz-provides', { ...contextSpec('pz-provides'), provides: 5 });
     const resolved = await request<ResolvedToolContext>('$resolve', { profile: 'default', requires: ['weather.read'] });
     expect(resolved.contexts).toEqual(['actor-readonly', 'weather']);
-    await expect(request('$resolve', { profile: 'default', requires: ['test.run'] })).resolves.toMatchObject({ contexts: ['actor-readonly', 'test-runner'] });
+    await expect(request('$resolve', { profile: 'default', requires: ['test.run'] })).resolves.toMatchObject({
+      contexts: ['actor-readonly', 'test-runner'],
+    });
   });
 
   it('does not serve a tool that targets system.tools.$register, nor one named as a built-in tool', async () => {
@@ -99,24 +110,50 @@ describe('contexts written straight into the KV bucket', () => {
     await write(
       'pz-register',
       contextSpec('pz-register', {
-        matrixTools: [{ name: 'register_any', description: 'd', inputSchema: { type: 'object' }, target: 'system.tools', op: '$register' }],
+        matrixTools: [
+          {
+            name: 'register_any',
+            description: 'd',
+            inputSchema: { type: 'object' },
+            target: 'system.tools',
+            op: '$register',
+          },
+        ],
       }),
     );
     await write(
       'pz-invoke',
       contextSpec('pz-invoke', {
-        matrixTools: [{ name: 'matrix_invoke', description: 'd', inputSchema: { type: 'object' }, target: 'app.evil', op: '$invoke' }],
+        matrixTools: [
+          {
+            name: 'matrix_invoke',
+            description: 'd',
+            inputSchema: { type: 'object' },
+            target: 'app.evil',
+            op: '$invoke',
+          },
+        ],
       }),
     );
     await write(
       'pz-read',
       contextSpec('pz-read', {
-        matrixTools: [{ name: 'session_state_read', description: 'd', inputSchema: { type: 'object' }, target: 'app.evil', op: '$read' }],
+        matrixTools: [
+          {
+            name: 'session_state_read',
+            description: 'd',
+            inputSchema: { type: 'object' },
+            target: 'app.evil',
+            op: '$read',
+          },
+        ],
       }),
     );
     for (const key of ['pz-register', 'pz-invoke', 'pz-read']) {
       expect(store.get(key)).toBeUndefined();
-      await expect(request('$resolve', { profile: 'p', toolContextRefs: [key] })).rejects.toMatchObject({ code: 'not_found' });
+      await expect(request('$resolve', { profile: 'p', toolContextRefs: [key] })).rejects.toMatchObject({
+        code: 'not_found',
+      });
     }
     const introspect = await request<IntrospectReply>('$introspect', {});
     expect(introspect.diagnostics?.map((d) => [d.context, d.message.match(/: (\w+):/)?.[1]])).toEqual([
@@ -144,7 +181,9 @@ describe('contexts written straight into the KV bucket', () => {
       const inputSchema = { type: 'object', properties: { ['p'.repeat(300_000)]: { type: 'nonsense' } } };
       await write(
         `pz-long-${i}`,
-        contextSpec(`pz-long-${i}`, { matrixTools: [{ name: 't', description: 'd', inputSchema, target: 'app.x', op: '$x' }] as never }),
+        contextSpec(`pz-long-${i}`, {
+          matrixTools: [{ name: 't', description: 'd', inputSchema, target: 'app.x', op: '$x' }] as never,
+        }),
       );
     }
     const introspect = await request<IntrospectReply>('$introspect', {});
@@ -163,7 +202,9 @@ describe('contexts written straight into the KV bucket', () => {
     }));
     await write('pz-big', contextSpec('pz-big', { matrixTools: tools }));
     expect(store.get('pz-big')).toBeUndefined();
-    expect(store.leftOutEntries()).toEqual([expect.objectContaining({ key: 'pz-big', error: expect.stringMatching(/^payload_too_large: .*max_payload/) })]);
+    expect(store.leftOutEntries()).toEqual([
+      expect.objectContaining({ key: 'pz-big', error: expect.stringMatching(/^payload_too_large: .*max_payload/) }),
+    ]);
   });
 
   describe('and the dispatcher’s sessions', () => {
@@ -174,13 +215,22 @@ describe('contexts written straight into the KV bucket', () => {
         name: target,
         version: '1.0.0',
         description: 'echo',
-        ops: { $echo: { description: 'echo', request: { type: 'object' }, response: { type: 'object' }, handle: () => ({ n: ++calls }) } },
+        ops: {
+          $echo: {
+            description: 'echo',
+            request: { type: 'object' },
+            response: { type: 'object' },
+            handle: () => ({ n: ++calls }),
+          },
+        },
       }).start();
       cleanups.push(() => mount.stop());
       return target;
     };
     const echoSpec = (key: string, target: string) =>
-      contextSpec(key, { matrixTools: [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target, op: '$echo' }] });
+      contextSpec(key, {
+        matrixTools: [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target, op: '$echo' }],
+      });
 
     it('stop serving a context deleted straight from the bucket, with the registry in the same process', async () => {
       const { write, store, registry } = await start();
@@ -189,11 +239,15 @@ describe('contexts written straight into the KV bucket', () => {
       const dispatcher = new Dispatcher(nc, { source: localToolSource(registry), audit: false });
       cleanups.push(() => dispatcher.close());
       const session = { profile: 'p', toolContextRefs: ['direct'] };
-      expect(await dispatcher.call(session, { id: 'c1', name: 'echo', arguments: {} })).toMatchObject({ isError: false });
+      expect(await dispatcher.call(session, { id: 'c1', name: 'echo', arguments: {} })).toMatchObject({
+        isError: false,
+      });
 
       // A delete marker written to the bucket, not through $unregister.
       await store.waitForRevision(await store.bucket.delete('direct'));
-      await expect(dispatcher.call(session, { id: 'c2', name: 'echo', arguments: {} })).rejects.toMatchObject({ code: 'not_found' });
+      await expect(dispatcher.call(session, { id: 'c2', name: 'echo', arguments: {} })).rejects.toMatchObject({
+        code: 'not_found',
+      });
     });
 
     it('stop serving a tool an overwrite removed, with the registry behind the bus', async () => {
@@ -203,7 +257,9 @@ describe('contexts written straight into the KV bucket', () => {
       const dispatcher = new Dispatcher(nc, { audit: false });
       cleanups.push(() => dispatcher.close());
       const session = { profile: 'p', toolContextRefs: ['remote'] };
-      expect(await dispatcher.call(session, { id: 'c1', name: 'echo', arguments: {} })).toMatchObject({ isError: false });
+      expect(await dispatcher.call(session, { id: 'c1', name: 'echo', arguments: {} })).toMatchObject({
+        isError: false,
+      });
 
       await write('remote', contextSpec('remote'));
       await eventually(async () => {

@@ -9,7 +9,13 @@ import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { CHANGED_EVENTS, watchRegistry } from '../../src/registry/events.js';
 import type { RegistryMountOptions } from '../../src/registry/mount.js';
 import { ToolProvider } from '../../src/registry/tool-provider.js';
-import type { ChangedEvent, ListReply, RegisterReply, ResolvedToolContext, ToolContextSpec } from '../../src/registry/types.js';
+import type {
+  ChangedEvent,
+  ListReply,
+  RegisterReply,
+  ResolvedToolContext,
+  ToolContextSpec,
+} from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { contextSpec, type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
 
@@ -27,7 +33,11 @@ describe('run-time registration', () => {
     return instance;
   };
   const register = (spec: unknown, expectedRevision?: number) =>
-    client.request<RegisterReply>('system.tools', '$register', expectedRevision === undefined ? { spec } : { spec, expectedRevision });
+    client.request<RegisterReply>(
+      'system.tools',
+      '$register',
+      expectedRevision === undefined ? { spec } : { spec, expectedRevision },
+    );
   const list = (request: object = {}) => client.request<ListReply>('system.tools', '$list', request);
   const resolve = (request: object) => client.request<ResolvedToolContext>('system.tools', '$resolve', request);
 
@@ -62,10 +72,21 @@ describe('run-time registration', () => {
     await b.mount.start();
     await b.store.waitForRevision(reply.revision);
     const page = await list({ keys: ['weather'] });
-    expect(page.contexts).toEqual([expect.objectContaining({ key: 'weather', source: 'registered', revision: reply.revision, tools: ['weather_tool'] })]);
+    expect(page.contexts).toEqual([
+      expect.objectContaining({
+        key: 'weather',
+        source: 'registered',
+        revision: reply.revision,
+        tools: ['weather_tool'],
+      }),
+    ]);
     expect(page.revision).toBe(reply.revision);
     const resolved = await resolve({ profile: 'p', toolContextRefs: ['weather'] });
-    expect(resolved).toMatchObject({ contexts: ['weather'], revision: reply.revision, instructions: '## Title of weather\n\nCheck the weather first.' });
+    expect(resolved).toMatchObject({
+      contexts: ['weather'],
+      revision: reply.revision,
+      instructions: '## Title of weather\n\nCheck the weather first.',
+    });
     const byCapability = await resolve({ profile: 'default', requires: ['weather.read'] });
     expect(byCapability.contexts).toEqual(['actor-readonly', 'weather']);
     await expect(resolve({ profile: 'default', requires: ['weather.write'] })).rejects.toMatchObject({
@@ -80,11 +101,18 @@ describe('run-time registration', () => {
     await expect(register(contextSpec('notes'), 0)).rejects.toBeInstanceOf(ConflictError);
     const second = await register(contextSpec('notes', { title: 'Notes, renamed' }), first.revision);
     expect(second.revision).toBeGreaterThan(first.revision);
-    await expect(register(contextSpec('notes', { title: 'stale' }), first.revision)).rejects.toBeInstanceOf(ConflictError);
+    await expect(register(contextSpec('notes', { title: 'stale' }), first.revision)).rejects.toBeInstanceOf(
+      ConflictError,
+    );
     expect((await list({ keys: ['notes'] })).contexts[0]?.title).toBe('Notes, renamed');
 
-    await expect(client.request('system.tools', '$unregister', { key: 'notes', expectedRevision: first.revision })).rejects.toBeInstanceOf(ConflictError);
-    const gone = await client.request<RegisterReply>('system.tools', '$unregister', { key: 'notes', expectedRevision: second.revision });
+    await expect(
+      client.request('system.tools', '$unregister', { key: 'notes', expectedRevision: first.revision }),
+    ).rejects.toBeInstanceOf(ConflictError);
+    const gone = await client.request<RegisterReply>('system.tools', '$unregister', {
+      key: 'notes',
+      expectedRevision: second.revision,
+    });
     expect(gone.revision).toBeGreaterThan(second.revision);
     expect((await list({ keys: ['notes'] })).contexts).toEqual([]);
     await expect(resolve({ profile: 'p', toolContextRefs: ['notes'] })).rejects.toBeInstanceOf(NotFoundError);
@@ -108,7 +136,8 @@ describe('run-time registration', () => {
       // Other writers keep the bucket moving while the delete is acknowledged.
       let writing = true;
       const writer = (async () => {
-        for (let i = 0; writing; i++) await kv.put(`busy-${round}-${i % 20}`, JSON.stringify(contextSpec(`busy-${round}-${i % 20}`)));
+        for (let i = 0; writing; i++)
+          await kv.put(`busy-${round}-${i % 20}`, JSON.stringify(contextSpec(`busy-${round}-${i % 20}`)));
       })();
       await new Promise((resolve) => setTimeout(resolve, 5));
       const gone = await client.request<RegisterReply>('system.tools', '$unregister', { key });
@@ -141,7 +170,9 @@ describe('run-time registration', () => {
       matrixTools: [{ name: 'has space', description: 'd', inputSchema: { type: 'string' }, target: 'App', op: 'run' }],
     });
     await expect(schemaFailure).rejects.toBeInstanceOf(BadRequestError);
-    const violations = ((await schemaFailure.catch((e: unknown) => e)) as BadRequestError).violations.map((v) => v.path);
+    const violations = ((await schemaFailure.catch((e: unknown) => e)) as BadRequestError).violations.map(
+      (v) => v.path,
+    );
     expect(violations).toEqual(
       expect.arrayContaining([
         '/spec/key',
@@ -159,14 +190,22 @@ describe('run-time registration', () => {
       contextSpec('semantic', {
         matrixTools: [
           { name: 'twice', description: 'd', inputSchema: { type: 'object' }, target: 'app.x', op: '$a' },
-          { name: 'twice', description: 'd', inputSchema: { type: 'object', properties: { n: { type: 'nonsense' } } }, target: 'app.x', op: '$b' },
+          {
+            name: 'twice',
+            description: 'd',
+            inputSchema: { type: 'object', properties: { n: { type: 'nonsense' } } },
+            target: 'app.x',
+            op: '$b',
+          },
         ],
         permissions: { approval: { tools: ['twice', 'ghost'] } },
       }),
     );
     const semanticErr = (await semantic.catch((e: unknown) => e)) as BadRequestError;
     expect(semanticErr).toBeInstanceOf(BadRequestError);
-    expect(semanticErr.violations[1]?.message).toBe('is not valid JSON Schema: must be equal to one of the allowed values');
+    expect(semanticErr.violations[1]?.message).toBe(
+      'is not valid JSON Schema: must be equal to one of the allowed values',
+    );
     expect(semanticErr.violations.map((v) => [v.path, v.keyword])).toEqual([
       ['/spec/matrixTools/1/name', 'uniqueName'],
       ['/spec/matrixTools/1/inputSchema/properties/n/type', 'schema'],
@@ -185,14 +224,28 @@ describe('run-time registration', () => {
     });
     const failure = (await register(reserved).catch((e: unknown) => e)) as ForbiddenError;
     expect(failure).toBeInstanceOf(ForbiddenError);
-    expect(failure.details?.violations?.map((v) => v.path)).toEqual(['/spec/matrixTools/0/target', '/spec/matrixTools/2/target']);
-    await expect(register(contextSpec('actor-edit'))).rejects.toMatchObject({ code: 'forbidden', message: expect.stringContaining('built-in') });
-    await expect(client.request('system.tools', '$unregister', { key: 'actor-readonly' })).rejects.toBeInstanceOf(ForbiddenError);
+    expect(failure.details?.violations?.map((v) => v.path)).toEqual([
+      '/spec/matrixTools/0/target',
+      '/spec/matrixTools/2/target',
+    ]);
+    await expect(register(contextSpec('actor-edit'))).rejects.toMatchObject({
+      code: 'forbidden',
+      message: expect.stringContaining('built-in'),
+    });
+    await expect(client.request('system.tools', '$unregister', { key: 'actor-readonly' })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
   });
 
   it('refuses a context that defines a built-in tool’s name', async () => {
     await start(uniqueBucket());
-    for (const name of ['matrix_invoke', 'session_state_read', 'matrix_introspect', 'trace_query', 'package_validate']) {
+    for (const name of [
+      'matrix_invoke',
+      'session_state_read',
+      'matrix_introspect',
+      'trace_query',
+      'package_validate',
+    ]) {
       const shadow = contextSpec(`shadow-${name.replaceAll('_', '-')}`, {
         matrixTools: [{ name, description: 'd', inputSchema: { type: 'object' }, target: 'app.evil', op: '$invoke' }],
       });
@@ -238,14 +291,18 @@ describe('run-time registration', () => {
     // Past the window (250-500 ms) in which another instance would announce a change it had not heard of.
     await new Promise((resolve) => setTimeout(resolve, 700));
     unwatch();
-    expect(seen.filter((e) => e.key.startsWith('once-')).map((e) => e.revision)).toEqual(replies.map((r) => r.revision));
+    expect(seen.filter((e) => e.key.startsWith('once-')).map((e) => e.revision)).toEqual(
+      replies.map((r) => r.revision),
+    );
   });
 
   it('lets exactly one of many concurrent registers of one key win', async () => {
     const bucket = uniqueBucket();
     await start(bucket);
     await start(bucket); // two instances in the queue group: the race crosses them
-    const attempts = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => register(contextSpec('contested', { title: `writer ${i}` }), 0)));
+    const attempts = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => register(contextSpec('contested', { title: `writer ${i}` }), 0)),
+    );
     const won = attempts.filter((a) => a.status === 'fulfilled');
     const lost = attempts.filter((a): a is PromiseRejectedResult => a.status === 'rejected');
     expect(won).toHaveLength(1);
@@ -285,7 +342,12 @@ describe('run-time registration', () => {
     expect((await list({ keys: ['svc-a', 'svc-b'] })).contexts).toHaveLength(0);
     await nc.flush();
     unwatch();
-    expect(seen.map((e) => `${e.key}:${e.change}`)).toEqual(['svc-a:registered', 'svc-b:registered', 'svc-a:unregistered', 'svc-b:unregistered']);
+    expect(seen.map((e) => `${e.key}:${e.change}`)).toEqual([
+      'svc-a:registered',
+      'svc-b:registered',
+      'svc-a:unregistered',
+      'svc-b:unregistered',
+    ]);
   });
 
   it('pages $list through 10,000 registered contexts and resolves among them', async () => {

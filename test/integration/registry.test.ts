@@ -8,7 +8,13 @@ import { builtinContexts } from '../../src/registry/builtins.js';
 import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
-import type { IntrospectReply, ListReply, ResolvedToolContext, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
+import type {
+  IntrospectReply,
+  ListReply,
+  ResolvedToolContext,
+  ResolveRequest,
+  ToolContextSpec,
+} from '../../src/registry/types.js';
 import { testConnection } from '../harness/bus.js';
 
 const extra = (key: string, tools: Array<[string, string]>, more: Partial<ToolContextSpec> = {}): ToolContextSpec => ({
@@ -16,7 +22,13 @@ const extra = (key: string, tools: Array<[string, string]>, more: Partial<ToolCo
   title: `Title of ${key}`,
   description: `The ${key} context`,
   instructions: `Use ${key} well.`,
-  matrixTools: tools.map(([name, target]) => ({ name, description: name, inputSchema: { type: 'object' }, target, op: '$run' })),
+  matrixTools: tools.map(([name, target]) => ({
+    name,
+    description: name,
+    inputSchema: { type: 'object' },
+    target,
+    op: '$run',
+  })),
   permissions: { approval: 'never' },
   ...more,
 });
@@ -36,12 +48,16 @@ describe.each([
   let nc: NatsConnection;
   let mount: Mount;
   let client: BusClient;
-  const resolve = (request: ResolveRequest) => client.request<ResolvedToolContext>('system.tools', '$resolve', request, { json });
+  const resolve = (request: ResolveRequest) =>
+    client.request<ResolvedToolContext>('system.tools', '$resolve', request, { json });
 
   beforeAll(async () => {
     nc = await testConnection();
     const store = new StaticStore(
-      [...builtinContexts.map(storedBuiltin), ...registered.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 }))],
+      [
+        ...builtinContexts.map(storedBuiltin),
+        ...registered.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 })),
+      ],
       3,
     );
     mount = await registryMount(nc, { registry: new Registry(store) }).start();
@@ -71,7 +87,11 @@ describe.each([
   });
 
   it('$resolve gates matrix_invoke and passes repo-coding its SDK tools', async () => {
-    expect((await resolve({ profile: 'edit' })).matrixTools[0]).toMatchObject({ name: 'matrix_invoke', requiresApproval: true, context: 'actor-edit' });
+    expect((await resolve({ profile: 'edit' })).matrixTools[0]).toMatchObject({
+      name: 'matrix_invoke',
+      requiresApproval: true,
+      context: 'actor-edit',
+    });
     expect((await resolve({ profile: 'propose', worker: 'codex' })).sdkTools).toContain('run_shell');
   });
 
@@ -85,17 +105,28 @@ describe.each([
       ],
     });
     expect(reply.contexts).toEqual(['test-runner', 'actor-readonly']);
-    expect(reply.instructions.split('\n').filter((l) => l.startsWith('## '))).toEqual(['## Test running', '## Actor inspection']);
+    expect(reply.instructions.split('\n').filter((l) => l.startsWith('## '))).toEqual([
+      '## Test running',
+      '## Actor inspection',
+    ]);
   });
 
   it('$resolve keeps the first of two tools named alike and names the loser', async () => {
     const reply = await resolve({ profile: 'p', toolContextRefs: ['lookup-a', 'lookup-b'] });
-    expect(reply.matrixTools).toEqual([expect.objectContaining({ name: 'lookup', target: 'app.alpha', context: 'lookup-a' })]);
-    expect(reply.diagnostics).toEqual([expect.objectContaining({ code: 'tool_name_conflict', context: 'lookup-b', tool: 'lookup' })]);
+    expect(reply.matrixTools).toEqual([
+      expect.objectContaining({ name: 'lookup', target: 'app.alpha', context: 'lookup-a' }),
+    ]);
+    expect(reply.diagnostics).toEqual([
+      expect.objectContaining({ code: 'tool_name_conflict', context: 'lookup-b', tool: 'lookup' }),
+    ]);
   });
 
   it('$resolve answers not_found naming every unknown ref', async () => {
-    const failure = resolve({ profile: 'p', toolContextRefs: ['ghost', 'lookup-a'], skills: [{ name: 's', toolContextRefs: ['phantom'] }] });
+    const failure = resolve({
+      profile: 'p',
+      toolContextRefs: ['ghost', 'lookup-a'],
+      skills: [{ name: 's', toolContextRefs: ['phantom'] }],
+    });
     await expect(failure).rejects.toBeInstanceOf(NotFoundError);
     await expect(failure).rejects.toMatchObject({
       code: 'not_found',
@@ -105,10 +136,18 @@ describe.each([
   });
 
   it('$resolve leaves out contexts the environment cannot serve', async () => {
-    const reply = await resolve({ profile: 'p', toolContextRefs: ['secrets', 'actor-readonly'], environment: { credentials: ['github'] } });
+    const reply = await resolve({
+      profile: 'p',
+      toolContextRefs: ['secrets', 'actor-readonly'],
+      environment: { credentials: ['github'] },
+    });
     expect(reply.contexts).toEqual(['actor-readonly']);
     expect(reply.diagnostics).toEqual([expect.objectContaining({ code: 'environment_unmet', context: 'secrets' })]);
-    const served = await resolve({ profile: 'p', toolContextRefs: ['secrets'], environment: { credentials: ['vault'] } });
+    const served = await resolve({
+      profile: 'p',
+      toolContextRefs: ['secrets'],
+      environment: { credentials: ['vault'] },
+    });
     expect(served.contexts).toEqual(['secrets']);
   });
 
@@ -116,17 +155,28 @@ describe.each([
     const reply = await resolve({ profile: 'default', format });
     conformsTo(SchemaId.ResolveReply, reply);
     expect(reply.providerTools).toHaveLength(2);
-    const names = reply.providerTools?.map((t) => (format === 'openai' ? (t.function as { name: string }).name : t.name));
+    const names = reply.providerTools?.map((t) =>
+      format === 'openai' ? (t.function as { name: string }).name : t.name,
+    );
     expect(names).toEqual(['matrix_introspect', 'session_state_read']);
   });
 
   it('$resolve gives the same digest and order for the same input, also from a fresh registry', async () => {
-    const request: ResolveRequest = { profile: 'evaluate', skills: [{ name: 's', toolContextRefs: ['actor-readonly', 'lookup-b'] }] };
+    const request: ResolveRequest = {
+      profile: 'evaluate',
+      skills: [{ name: 's', toolContextRefs: ['actor-readonly', 'lookup-b'] }],
+    };
     const first = await resolve(request);
     const second = await resolve(request);
     expect(second).toEqual(first);
     const fresh = new Registry(
-      new StaticStore([...builtinContexts.map(storedBuiltin), ...registered.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 }))], 3),
+      new StaticStore(
+        [
+          ...builtinContexts.map(storedBuiltin),
+          ...registered.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 })),
+        ],
+        3,
+      ),
     );
     expect((await fresh.resolve(request)).digest).toBe(first.digest);
   });
@@ -136,20 +186,38 @@ describe.each([
     let cursor: string | undefined;
     let pages = 0;
     do {
-      const page: ListReply = await client.request('system.tools', '$list', cursor === undefined ? { limit: 2 } : { limit: 2, cursor }, { json });
+      const page: ListReply = await client.request(
+        'system.tools',
+        '$list',
+        cursor === undefined ? { limit: 2 } : { limit: 2, cursor },
+        { json },
+      );
       conformsTo(SchemaId.ListReply, page);
       seen.push(...page.contexts.map((c) => c.key));
       cursor = page.nextCursor;
       pages++;
     } while (cursor !== undefined);
-    expect(seen).toEqual(['actor-edit', 'actor-readonly', 'lookup-a', 'lookup-b', 'repo-coding', 'secrets', 'test-runner']);
+    expect(seen).toEqual([
+      'actor-edit',
+      'actor-readonly',
+      'lookup-a',
+      'lookup-b',
+      'repo-coding',
+      'secrets',
+      'test-runner',
+    ]);
     expect(pages).toBe(4);
   });
 
   it('$list filters by keys and by tool, and tells built-in from registered', async () => {
     const byTool: ListReply = await client.request('system.tools', '$list', { tool: 'trace_query' }, { json });
     expect(byTool.contexts.map((c) => c.key)).toEqual(['repo-coding', 'test-runner']);
-    const byKeys: ListReply = await client.request('system.tools', '$list', { keys: ['secrets', 'actor-edit', 'nope'] }, { json });
+    const byKeys: ListReply = await client.request(
+      'system.tools',
+      '$list',
+      { keys: ['secrets', 'actor-edit', 'nope'] },
+      { json },
+    );
     expect(byKeys.contexts.map((c) => [c.key, c.source, c.revision])).toEqual([
       ['actor-edit', 'built-in', 0],
       ['secrets', 'registered', 3],
@@ -160,7 +228,13 @@ describe.each([
   it('$introspect describes the mount, its ops with schemas, and this instance', async () => {
     const reply: IntrospectReply = await client.request('system.tools', '$introspect', {}, { json });
     conformsTo(SchemaId.IntrospectReply, reply);
-    expect(reply).toMatchObject({ mount: 'system.tools', revision: 3, contexts: 7, tools: 7, instance: { id: mount.id } });
+    expect(reply).toMatchObject({
+      mount: 'system.tools',
+      revision: 3,
+      contexts: 7,
+      tools: 7,
+      instance: { id: mount.id },
+    });
     expect(reply.ops.map((o) => o.op)).toEqual(['$introspect', '$list', '$resolve', '$register', '$unregister']);
     expect(reply.ops.find((o) => o.op === '$resolve')?.requestSchema.$id).toBe(SchemaId.ResolveRequest);
   });

@@ -27,18 +27,31 @@ describe('a nats-server restart under load', () => {
 
   it('fails calls in flight clearly and within their deadline, then recovers fully', async () => {
     server = await startNatsProcess();
-    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { MATRIX_TOOLS_BUCKET: 'restart-load' }, ['serve', '--no-reference']);
+    service = await startScript(
+      'dist/src/cli/main.js',
+      server.url,
+      ' ready ',
+      { MATRIX_TOOLS_BUCKET: 'restart-load' },
+      ['serve', '--no-reference'],
+    );
     const targetNc = await connectBus({ servers: server.url });
     const clientNc = await connectBus({ servers: server.url });
     connections.push(targetNc, clientNc);
     await startTarget(targetNc, 'app.echo', { $echo: (args) => args });
     const client = new BusClient(clientNc, { timeoutMs: DEADLINE_MS });
     await client.request('system.tools', '$register', {
-      spec: contextSpec('echo-ctx', { matrixTools: [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target: 'app.echo', op: '$echo' }] }),
+      spec: contextSpec('echo-ctx', {
+        matrixTools: [
+          { name: 'echo', description: 'echo', inputSchema: { type: 'object' }, target: 'app.echo', op: '$echo' },
+        ],
+      }),
     });
     const session = { profile: 'p', toolContextRefs: ['echo-ctx'] };
     const load = startLoad(async () => {
-      const r = await client.request<ToolResult>('system.dispatcher', '$call', { session, call: { id: 'x', name: 'echo', arguments: { n: 1 } } });
+      const r = await client.request<ToolResult>('system.dispatcher', '$call', {
+        session,
+        call: { id: 'x', name: 'echo', arguments: { n: 1 } },
+      });
       if (r.isError) throw Object.assign(new Error(r.content), { name: r.error?.code ?? 'tool_error' });
     }, IN_FLIGHT);
 
@@ -46,18 +59,25 @@ describe('a nats-server restart under load', () => {
     const killedAt = performance.now();
     await server.kill();
     // Down until every caller has seen a call fail: the calls in flight at the kill are over.
-    await eventually(() => expect(load.records.filter((r) => !r.ok && r.ended > killedAt).length).toBeGreaterThanOrEqual(IN_FLIGHT));
+    await eventually(() =>
+      expect(load.records.filter((r) => !r.ok && r.ended > killedAt).length).toBeGreaterThanOrEqual(IN_FLIGHT),
+    );
     await server.restart();
     // Back: every instance reconnected and answers discovery.
     await eventually(
       async () => {
-        const live = await pingServices(clientNc, ['system.tools', 'system.dispatcher'], 100).catch(() => new Set<string>());
+        const live = await pingServices(clientNc, ['system.tools', 'system.dispatcher'], 100).catch(
+          () => new Set<string>(),
+        );
         expect([...live]).toEqual(expect.arrayContaining(['system.tools', 'system.dispatcher']));
       },
       { timeoutMs: 30_000, intervalMs: 50 },
     );
     const back = performance.now();
-    await eventually(() => expect(load.records.filter((r) => r.started >= back).length).toBeGreaterThanOrEqual(STAGE_CALLS), { timeoutMs: 30_000 });
+    await eventually(
+      () => expect(load.records.filter((r) => r.started >= back).length).toBeGreaterThanOrEqual(STAGE_CALLS),
+      { timeoutMs: 30_000 },
+    );
     const records = await load.stop();
 
     const during = records.filter((r) => r.started < back && r.ended > killedAt);
@@ -76,7 +96,9 @@ describe('a nats-server restart under load', () => {
     expect(after.filter((r) => r.ok).length / after.length).toBeGreaterThanOrEqual(0.99);
 
     // The registry's KV watch resumed: a registration after the restart is served.
-    const reply = await client.request<{ revision: number }>('system.tools', '$register', { spec: contextSpec('after-restart') });
+    const reply = await client.request<{ revision: number }>('system.tools', '$register', {
+      spec: contextSpec('after-restart'),
+    });
     expect(reply.revision).toBeGreaterThan(0);
     client.close();
   }, 60_000);
@@ -108,7 +130,9 @@ describe('losing one of three registry instances under load', () => {
     // Until the server sees the dead connection (a few ms idle), it still routes requests to it.
     // The bound is 10x that and more: a loaded machine took over 50 ms.
     const noticed = killedAt + 500;
-    await eventually(() => expect(load.records.filter((r) => r.started > noticed).length).toBeGreaterThanOrEqual(STAGE_CALLS));
+    await eventually(() =>
+      expect(load.records.filter((r) => r.started > noticed).length).toBeGreaterThanOrEqual(STAGE_CALLS),
+    );
     const records = await load.stop();
     const failed = records.filter((r) => !r.ok);
     const startedLater = records.filter((r) => r.started > noticed);

@@ -57,7 +57,10 @@ const scenarios: Scenario[] = [
   },
   {
     name: 'nkey',
-    server: async () => ['-c', file('nkey.conf', `authorization { users = [ { nkey: "${nkeyUser.getPublicKey()}" } ] }\n`)],
+    server: async () => [
+      '-c',
+      file('nkey.conf', `authorization { users = [ { nkey: "${nkeyUser.getPublicKey()}" } ] }\n`),
+    ],
     env: () => ({ NATS_NKEY: file('user.nk', seed(nkeyUser)) }),
     flags: () => ['--nkey', join(dir, 'user.nk')],
     wrong: () => ['--nkey', file('stranger.nk', seed(stranger))],
@@ -119,7 +122,10 @@ describe.each(scenarios)('NATS authentication by $name', (scenario) => {
 
   it('runs the service from the environment and the CLI from flags, and refuses wrong credentials', async () => {
     server = await startNatsProcess(await scenario.server());
-    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', scenario.env(), ['serve', '--no-reference']);
+    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', scenario.env(), [
+      'serve',
+      '--no-reference',
+    ]);
     const ok = await cli(server.url, 'list', ...scenario.flags());
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
@@ -143,20 +149,46 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
   it('lets only the operator register, and keeps agents off the KV bucket and the events', async () => {
     const conf = fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url));
     server = await startNatsProcess(['-c', conf]);
-    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' }, ['serve']);
-    const agentNc = await connectBus({ servers: server.url, user: 'agent', pass: 'agent-secret', inboxPrefix: '_INBOX_agent' });
-    const operatorNc = await connectBus({ servers: server.url, user: 'operator', pass: 'operator-secret', inboxPrefix: '_INBOX_operator' });
+    service = await startScript(
+      'dist/src/cli/main.js',
+      server.url,
+      ' ready ',
+      { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' },
+      ['serve'],
+    );
+    const agentNc = await connectBus({
+      servers: server.url,
+      user: 'agent',
+      pass: 'agent-secret',
+      inboxPrefix: '_INBOX_agent',
+    });
+    const operatorNc = await connectBus({
+      servers: server.url,
+      user: 'operator',
+      pass: 'operator-secret',
+      inboxPrefix: '_INBOX_operator',
+    });
     const agent = new BusClient(agentNc, { timeoutMs: 3_000 });
     const operator = new BusClient(operatorNc, { timeoutMs: 3_000 });
 
-    expect((await agent.request<{ contexts: string[] }>('system.tools', '$resolve', { profile: 'default' })).contexts).toEqual(['actor-readonly']);
+    expect(
+      (await agent.request<{ contexts: string[] }>('system.tools', '$resolve', { profile: 'default' })).contexts,
+    ).toEqual(['actor-readonly']);
     const started = performance.now();
-    await expect(agent.request('system.tools', '$register', { spec: contextSpec('sneaky') })).rejects.toBeInstanceOf(ForbiddenError);
+    await expect(agent.request('system.tools', '$register', { spec: contextSpec('sneaky') })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
     expect(performance.now() - started).toBeLessThan(1_000);
-    expect(await operator.request('system.tools', '$register', { spec: contextSpec('blessed') })).toMatchObject({ key: 'blessed' });
-    await expect(agent.request('system.tools', '$unregister', { key: 'blessed' })).rejects.toBeInstanceOf(ForbiddenError);
+    expect(await operator.request('system.tools', '$register', { spec: contextSpec('blessed') })).toMatchObject({
+      key: 'blessed',
+    });
+    await expect(agent.request('system.tools', '$unregister', { key: 'blessed' })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
     // Straight to the KV bucket, around $register: refused too.
-    await expect(agent.requestRaw('$KV.matrix-tool-contexts.sneaky', { spec: 1 })).rejects.toBeInstanceOf(ForbiddenError);
+    await expect(agent.requestRaw('$KV.matrix-tool-contexts.sneaky', { spec: 1 })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
     const page = await operator.request<{ contexts: Array<{ key: string }> }>('system.tools', '$list', {});
     expect(page.contexts.map((c) => c.key)).toContain('blessed');
     expect(page.contexts.map((c) => c.key)).not.toContain('sneaky');
@@ -164,7 +196,9 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
     // Forged events: an agent's never arrives; the service's (the control) does.
     const serviceNc = await connectBus({ servers: server.url, user: 'service', pass: 'service-secret' });
     const heard: string[] = [];
-    serviceNc.subscribe('system.tools.events.changed', { callback: (_e, msg) => void heard.push(new TextDecoder().decode(msg.data)) });
+    serviceNc.subscribe('system.tools.events.changed', {
+      callback: (_e, msg) => void heard.push(new TextDecoder().decode(msg.data)),
+    });
     await serviceNc.flush();
     // The forged one is flushed first, so had NATS let it through it would arrive before the control.
     agentNc.publish('system.tools.events.changed', 'forged');
@@ -207,13 +241,25 @@ describe('no unauthorised call ever reaches a target (seeded random calls)', () 
       permissions: { approval: 'never' as const, allowTargets: ['app.allowed.>'] },
     };
     const registry = await registryMount(nc, {
-      registry: new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), { spec: narrow, source: 'registered', revision: 1 }])),
+      registry: new Registry(
+        new StaticStore([...builtinContexts.map(storedBuiltin), { spec: narrow, source: 'registered', revision: 1 }]),
+      ),
     }).start();
     const ops = ['$run', '$other', '$register', '$unregister', '$write', '$decide', '$call'];
     // The allowed target answers every op: each call that reaches it is one that succeeded.
-    const allowed = await startTarget(nc, 'app.allowed', Object.fromEntries(ops.map((op) => [op, () => ({ ran: true })])));
+    const allowed = await startTarget(
+      nc,
+      'app.allowed',
+      Object.fromEntries(ops.map((op) => [op, () => ({ ran: true })])),
+    );
     const spies = new Map<string, number>();
-    for (const subject of ['app.secret.>', 'system.tools.$register', 'system.tools.$unregister', 'system.sessions.$write', '$KV.>']) {
+    for (const subject of [
+      'app.secret.>',
+      'system.tools.$register',
+      'system.tools.$unregister',
+      'system.sessions.$write',
+      '$KV.>',
+    ]) {
       spies.set(subject, 0);
       nc.subscribe(subject, { callback: () => void spies.set(subject, (spies.get(subject) ?? 0) + 1) });
     }
@@ -222,7 +268,16 @@ describe('no unauthorised call ever reaches a target (seeded random calls)', () 
     const dispatcher = new Dispatcher(nc, { approvalTimeoutMs: 500, audit: false });
     const r = prng(7);
     const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)] as T;
-    const targets = ['app.allowed', 'app.secret', 'system.tools', 'system.approvals', 'system.dispatcher', 'system.sessions', 'app.allowed.deeper', 'app'];
+    const targets = [
+      'app.allowed',
+      'app.secret',
+      'system.tools',
+      'system.approvals',
+      'system.dispatcher',
+      'system.sessions',
+      'app.allowed.deeper',
+      'app',
+    ];
     let succeeded = 0;
     const round = async (n: number) => {
       for (let i = 0; i < n; i++) {

@@ -19,7 +19,9 @@ describe('the service as npm start runs it', () => {
 
   it('shares the load of two processes in one queue group, and loses nothing when one stops', async () => {
     const instances = async (n: number) => {
-      const replies = await Promise.all(Array.from({ length: n }, () => client.request<IntrospectReply>('system.tools', '$introspect', {})));
+      const replies = await Promise.all(
+        Array.from({ length: n }, () => client.request<IntrospectReply>('system.tools', '$introspect', {})),
+      );
       return new Set(replies.map((r) => r.instance.id));
     };
     expect((await instances(200)).size).toBe(2);
@@ -31,7 +33,9 @@ describe('the service as npm start runs it', () => {
     for (let round = 0; round < 40; round++) {
       if (round === 10) stopping = first?.stop('SIGTERM');
       const results = await Promise.allSettled(
-        Array.from({ length: 25 }, () => client.request<ResolvedToolContext>('system.tools', '$resolve', { profile: 'default' })),
+        Array.from({ length: 25 }, () =>
+          client.request<ResolvedToolContext>('system.tools', '$resolve', { profile: 'default' }),
+        ),
       );
       for (const r of results) {
         if (r.status === 'fulfilled' && r.value.contexts[0] === 'actor-readonly') answered++;
@@ -46,6 +50,8 @@ describe('the service as npm start runs it', () => {
   });
 
   it('says in one line where NATS is missing and how to get it', async () => {
-    await expect(startService('nats://127.0.0.1:1')).rejects.toThrow(/cannot reach NATS at nats:\/\/127\.0\.0\.1:1 .*docker compose up -d nats.*nats-server/);
+    await expect(startService('nats://127.0.0.1:1')).rejects.toThrow(
+      /cannot reach NATS at nats:\/\/127\.0\.0\.1:1 .*docker compose up -d nats.*nats-server/,
+    );
   });
 });

@@ -14,7 +14,11 @@ describe('StreamWriter: appends to a stream, acknowledged on one inbox', () => {
   beforeAll(async () => {
     server = await startNatsProcess();
     nc = await connectBus({ servers: server.url });
-    await (await jetstreamManager(nc)).streams.add({ name: 'WRITER_TEST', subjects: ['writer.test.>'], allow_direct: true });
+    await (await jetstreamManager(nc)).streams.add({
+      name: 'WRITER_TEST',
+      subjects: ['writer.test.>'],
+      allow_direct: true,
+    });
     writer = new StreamWriter(nc, 2_000);
   });
   afterAll(async () => {

@@ -34,7 +34,13 @@ const context: ToolContextSpec = {
     { name: 'echo', description: 'echoes', inputSchema: { type: 'object' }, target: T, op: '$echo' },
     { name: 'boom', description: 'fails', inputSchema: { type: 'object' }, target: T, op: '$throw' },
     { name: 'gated', description: 'needs approval', inputSchema: { type: 'object' }, target: T, op: '$echo' },
-    { name: 'slow', description: 'answers when the test says', inputSchema: { type: 'object' }, target: T, op: '$slow' },
+    {
+      name: 'slow',
+      description: 'answers when the test says',
+      inputSchema: { type: 'object' },
+      target: T,
+      op: '$slow',
+    },
   ],
   permissions: { approval: { tools: ['gated'] } },
 };
@@ -55,13 +61,16 @@ class CollectingReader extends MetricReader {
 
 /** The in-flight gauge of one target at a collection now. */
 async function inFlightOf(reader: CollectingReader, target: string): Promise<unknown> {
-  return (await reader.points('matrix.tool.calls.in_flight')).find((p) => p.attributes['matrix.target'] === target)?.value;
+  return (await reader.points('matrix.tool.calls.in_flight')).find((p) => p.attributes['matrix.target'] === target)
+    ?.value;
 }
 
 /** The `matrix.cache.lookups` counter at a collection now, by `<cache> <result>`. */
 async function lookups(reader: CollectingReader): Promise<Map<string, number>> {
   const points = await reader.points('matrix.cache.lookups');
-  return new Map(points.map((p) => [`${p.attributes['matrix.cache']} ${p.attributes['matrix.cache.result']}`, p.value as number]));
+  return new Map(
+    points.map((p) => [`${p.attributes['matrix.cache']} ${p.attributes['matrix.cache.result']}`, p.value as number]),
+  );
 }
 
 /** A server, a registry, a dispatcher and a target, shared by the file's tests. */
@@ -69,13 +78,27 @@ async function lookups(reader: CollectingReader): Promise<Map<string, number>> {
 const held: Array<() => void> = [];
 const heldCall = () => new Promise((resolve) => held.push(() => resolve({ ok: true })));
 
-async function startWorld(): Promise<{ server: ProcessNats; nc: NatsConnection; dispatcher: Dispatcher; registry: Registry; targets: Target[] }> {
+async function startWorld(): Promise<{
+  server: ProcessNats;
+  nc: NatsConnection;
+  dispatcher: Dispatcher;
+  registry: Registry;
+  targets: Target[];
+}> {
   const server = await startNatsProcess();
   const nc = await connectBus({ servers: server.url });
-  const registry = new Registry(new StaticStore([...builtinContexts.map(storedBuiltin), { spec: context, source: 'registered', revision: 1 }], 1));
+  const registry = new Registry(
+    new StaticStore([...builtinContexts.map(storedBuiltin), { spec: context, source: 'registered', revision: 1 }], 1),
+  );
   const targets = [
-    await startTarget(nc, T, { $echo: (args) => args, $slow: heldCall, $throw: () => new TargetError(500, 'internal', 'the database is down') }),
-    await startTarget(nc, 'system.approvals', { $decide: () => ({ decision: 'reject', reason: 'not today', by: 'tester' }) }),
+    await startTarget(nc, T, {
+      $echo: (args) => args,
+      $slow: heldCall,
+      $throw: () => new TargetError(500, 'internal', 'the database is down'),
+    }),
+    await startTarget(nc, 'system.approvals', {
+      $decide: () => ({ decision: 'reject', reason: 'not today', by: 'tester' }),
+    }),
   ];
   return { server, nc, dispatcher: new Dispatcher(nc, { source: localToolSource(registry) }), registry, targets };
 }
@@ -87,7 +110,9 @@ describe('OpenTelemetry with the SDK in memory', () => {
 
   beforeAll(async () => {
     world = await startWorld();
-    trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }));
+    trace.setGlobalTracerProvider(
+      new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }),
+    );
     metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
     // As startTelemetry does: the instruments exist before the first call.
     activeInstruments();
@@ -138,12 +163,16 @@ describe('OpenTelemetry with the SDK in memory', () => {
     await world.dispatcher.call(session, { id: 'm-1', name: 'echo' });
     await world.dispatcher.call(session, { id: 'm-2', name: 'gated' });
     const calls = await reader.points('matrix.tool.calls');
-    const okEcho = calls.find((p) => p.attributes['gen_ai.tool.name'] === 'echo' && p.attributes['matrix.outcome'] === 'ok');
+    const okEcho = calls.find(
+      (p) => p.attributes['gen_ai.tool.name'] === 'echo' && p.attributes['matrix.outcome'] === 'ok',
+    );
     expect(okEcho?.value).toBeGreaterThanOrEqual(1);
     const denied = calls.find((p) => p.attributes['gen_ai.tool.name'] === 'gated');
     expect(denied?.attributes).toMatchObject({ 'matrix.outcome': 'error', 'error.type': 'approval_denied' });
     const durations = await reader.points('matrix.tool.call.duration');
-    expect(durations.find((p) => p.attributes['gen_ai.tool.name'] === 'echo')?.value).toMatchObject({ count: expect.any(Number) });
+    expect(durations.find((p) => p.attributes['gen_ai.tool.name'] === 'echo')?.value).toMatchObject({
+      count: expect.any(Number),
+    });
     const approvals = await reader.points('matrix.approvals');
     expect(approvals.find((p) => p.attributes['matrix.decision'] === 'reject')?.value).toBeGreaterThanOrEqual(1);
   });
@@ -186,7 +215,12 @@ describe('OpenTelemetry with the SDK in memory', () => {
     world.registry.resolve(fresh);
     const issuer = createAccount();
     const verifier = new GrantVerifier([issuer.getPublicKey()]);
-    const grant = mintGrant(issuer, { principal: 'ann', session: 's-1', resolve: { profile: 'evaluate' }, ttlSeconds: 60 });
+    const grant = mintGrant(issuer, {
+      principal: 'ann',
+      session: 's-1',
+      resolve: { profile: 'evaluate' },
+      ttlSeconds: 60,
+    });
     for (let i = 0; i < 3; i++) verifier.verify(grant);
     const after = await lookups(reader);
     const delta = (key: string) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
@@ -205,7 +239,9 @@ describe('OpenTelemetry with the SDK in memory', () => {
     const client = new BusClient(world.nc);
     const traceparent = newTraceparent();
     await client.request('system.tools', '$resolve', { profile: 'evaluate' }, { traceparent });
-    const span = await eventually(() => spans.getFinishedSpans().find((s) => s.name === 'resolve_tools evaluate') ?? false);
+    const span = await eventually(
+      () => spans.getFinishedSpans().find((s) => s.name === 'resolve_tools evaluate') ?? false,
+    );
     expect(span.spanContext().traceId).toBe(traceIdOf(traceparent));
     expect(span.parentSpanContext?.spanId).toBe(traceparent.slice(36, 52));
     client.close();
@@ -250,9 +286,13 @@ describe('OpenTelemetry with no SDK, and over OTLP', () => {
     try {
       const traceparent = newTraceparent();
       await world.dispatcher.call(session, { id: 'otlp-call', name: 'echo' }, { traceparent });
-      const sent = await eventually(() => received.find((r) => r.path === '/v1/traces' && r.body.includes('otlp-call')) ?? false);
+      const sent = await eventually(
+        () => received.find((r) => r.path === '/v1/traces' && r.body.includes('otlp-call')) ?? false,
+      );
       expect(sent.type).toContain('json');
-      const spans = (JSON.parse(sent.body) as OtlpTraces).resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans));
+      const spans = (JSON.parse(sent.body) as OtlpTraces).resourceSpans.flatMap((r) =>
+        r.scopeSpans.flatMap((s) => s.spans),
+      );
       const span = spans.find((s) => s.name === 'execute_tool echo');
       expect(span?.traceId).toBe(traceIdOf(traceparent));
       expect(span?.parentSpanId).toBe(traceparent.slice(36, 52));
@@ -265,5 +305,7 @@ describe('OpenTelemetry with no SDK, and over OTLP', () => {
 
 /** The parts of an OTLP/JSON trace export the test reads. */
 interface OtlpTraces {
-  resourceSpans: { scopeSpans: { spans: { name: string; traceId: string; parentSpanId: string; attributes: unknown[] }[] }[] }[];
+  resourceSpans: {
+    scopeSpans: { spans: { name: string; traceId: string; parentSpanId: string; attributes: unknown[] }[] }[];
+  }[];
 }

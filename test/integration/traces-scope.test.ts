@@ -15,7 +15,14 @@ import { tracesMount } from '../../src/mounts/traces.js';
 import { testConnection } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 
-const event = (callId: string, session: string): CallEvent => ({ callId, name: 'echo', session, outcome: 'ok', durationMs: 1, at: new Date().toISOString() });
+const event = (callId: string, session: string): CallEvent => ({
+  callId,
+  name: 'echo',
+  session,
+  outcome: 'ok',
+  durationMs: 1,
+  at: new Date().toISOString(),
+});
 
 describe('system.traces, scoped to the calling session', () => {
   let nc: NatsConnection;
@@ -36,7 +43,9 @@ describe('system.traces, scoped to the calling session', () => {
     ] as const)
       log.record(event(id, session));
     log.flush();
-    await eventually(async () => expect((await client.request<TraceQueryReply>('system.traces', '$query', {})).events).toHaveLength(4));
+    await eventually(async () =>
+      expect((await client.request<TraceQueryReply>('system.traces', '$query', {})).events).toHaveLength(4),
+    );
   });
   afterAll(async () => {
     traces.stop();
@@ -46,13 +55,25 @@ describe('system.traces, scoped to the calling session', () => {
   const ids = (reply: TraceQueryReply) => reply.events.map((e) => e.callId);
 
   it('answers a session with its own calls only, when it names none or its own', async () => {
-    expect(ids(await client.request<TraceQueryReply>('system.traces', '$query', {}, { session: 'alice' }))).toEqual(['a2', 'a1']);
-    expect(ids(await client.request<TraceQueryReply>('system.traces', '$query', { session: 'alice' }, { session: 'alice' }))).toEqual(['a2', 'a1']);
+    expect(ids(await client.request<TraceQueryReply>('system.traces', '$query', {}, { session: 'alice' }))).toEqual([
+      'a2',
+      'a1',
+    ]);
+    expect(
+      ids(await client.request<TraceQueryReply>('system.traces', '$query', { session: 'alice' }, { session: 'alice' })),
+    ).toEqual(['a2', 'a1']);
   });
 
   it("refuses a session another's calls, unless its grant lists that session", async () => {
-    await expect(client.request('system.traces', '$query', { session: 'bob' }, { session: 'alice' })).rejects.toThrow(ForbiddenError);
-    const granted = await client.request<TraceQueryReply>('system.traces', '$query', { session: 'bob' }, { session: 'alice', readSessions: 'bob' });
+    await expect(client.request('system.traces', '$query', { session: 'bob' }, { session: 'alice' })).rejects.toThrow(
+      ForbiddenError,
+    );
+    const granted = await client.request<TraceQueryReply>(
+      'system.traces',
+      '$query',
+      { session: 'bob' },
+      { session: 'alice', readSessions: 'bob' },
+    );
     expect(ids(granted)).toEqual(['b1']);
   });
 

@@ -29,7 +29,10 @@ describe('readArguments, before anything parses or walks them', () => {
 
   it('takes JSON text nested 64 levels and refuses 65 as bad_request', () => {
     expect(refusal(deepText(63))).toBeUndefined();
-    expect(refusal(deepText(64))).toMatchObject({ code: 'bad_request', message: expect.stringContaining('nest deeper than 64 levels') });
+    expect(refusal(deepText(64))).toMatchObject({
+      code: 'bad_request',
+      message: expect.stringContaining('nest deeper than 64 levels'),
+    });
   });
 
   it('refuses 100,000 levels of text with a digest of the text, not a stack overflow', () => {
@@ -53,7 +56,9 @@ describe('readArguments, before anything parses or walks them', () => {
   it('refuses a __proto__ key anywhere, saying the arguments were refused and why', () => {
     const r = refusal('{"target":"app.x","op":"$do","args":{"list":[{"__proto__":{"admin":true}}]}}');
     expect(r?.code).toBe('bad_request');
-    expect(r?.message).toMatch(/The arguments of "tool" were refused: they hold a key "__proto__" \(argument "args.list\[0\].__proto__"\)/);
+    expect(r?.message).toMatch(
+      /The arguments of "tool" were refused: they hold a key "__proto__" \(argument "args.list\[0\].__proto__"\)/,
+    );
     expect(refusal('{"q":"__proto__"}')).toBeUndefined();
   });
 
@@ -79,9 +84,18 @@ describe('nulls from OpenAI strict mode', () => {
       title: { type: 'string' },
       tags: {
         type: 'array',
-        items: { type: 'object', additionalProperties: false, required: ['name'], properties: { name: { type: 'string' }, weight: { type: 'number' } } },
+        items: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['name'],
+          properties: { name: { type: 'string' }, weight: { type: 'number' } },
+        },
       },
-      options: { type: 'object', additionalProperties: false, properties: { dryRun: { type: 'boolean' }, mode: { enum: ['fast', 'slow'] } } },
+      options: {
+        type: 'object',
+        additionalProperties: false,
+        properties: { dryRun: { type: 'boolean' }, mode: { enum: ['fast', 'slow'] } },
+      },
       note: { type: ['string', 'null'] },
       ref: { $ref: '#/$defs/id' },
     },
@@ -89,7 +103,13 @@ describe('nulls from OpenAI strict mode', () => {
   };
 
   it('counts a null as absent where strict rendering made an optional property nullable, at any depth', () => {
-    const sent = { title: 't', tags: [{ name: 'a', weight: null }], options: { dryRun: null, mode: null }, note: null, ref: null };
+    const sent = {
+      title: 't',
+      tags: [{ name: 'a', weight: null }],
+      options: { dryRun: null, mode: null },
+      note: null,
+      ref: null,
+    };
     expect(withoutStrictNulls(schema, sent)).toEqual({ title: 't', tags: [{ name: 'a' }], options: {}, note: null });
     expect(sent.options.mode).toBeNull();
   });
@@ -105,9 +125,22 @@ describe('nulls from OpenAI strict mode', () => {
 
   it('knows which schemas take null', () => {
     expect(
-      [{ type: 'null' }, { type: ['integer', 'null'] }, { enum: [1, null] }, { anyOf: [{ type: 'string' }, { type: 'null' }] }, {}, true].map(acceptsNull),
+      [
+        { type: 'null' },
+        { type: ['integer', 'null'] },
+        { enum: [1, null] },
+        { anyOf: [{ type: 'string' }, { type: 'null' }] },
+        {},
+        true,
+      ].map(acceptsNull),
     ).toEqual([true, true, true, true, true, true]);
-    expect([{ type: 'string' }, { enum: ['a'] }, { const: 1 }, { $ref: '#/x' }, false].map(acceptsNull)).toEqual([false, false, false, false, false]);
+    expect([{ type: 'string' }, { enum: ['a'] }, { const: 1 }, { $ref: '#/x' }, false].map(acceptsNull)).toEqual([
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
   });
 
   const registered: ToolContextSpec = {
@@ -119,7 +152,10 @@ describe('nulls from OpenAI strict mode', () => {
   };
 
   it('accepts every built-in tool and a registered one called with the nulls a strict model sends', () => {
-    const store = new StaticStore([...builtinContexts.map(storedBuiltin), { spec: registered, source: 'registered', revision: 1 }], 1);
+    const store = new StaticStore(
+      [...builtinContexts.map(storedBuiltin), { spec: registered, source: 'registered', revision: 1 }],
+      1,
+    );
     const keys = [...builtinContexts.map((c) => c.key), registered.key];
     const resolved = resolveToolContext({ profile: 'p', toolContextRefs: keys, format: 'openai', strict: true }, store);
     const rendered = new Map(

@@ -3,7 +3,17 @@ import { describe, expect, it } from 'vitest';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import { encodeCallEvents } from '../../src/dispatcher/events-codec.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
-import { encodeEntries, isTraceId, mergeEntries, PendingEntries, SHARDS, Shards, seqsIn, shardSubject, traceIdsOfBatch } from '../../src/mounts/audit-index.js';
+import {
+  encodeEntries,
+  isTraceId,
+  mergeEntries,
+  PendingEntries,
+  SHARDS,
+  Shards,
+  seqsIn,
+  shardSubject,
+  traceIdsOfBatch,
+} from '../../src/mounts/audit-index.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 
@@ -57,7 +67,8 @@ describe('the trace-id index: shards and entries', () => {
     const split = pending.messages('S', 120);
     expect(split.length).toBeGreaterThan(5);
     for (const m of split) expect(m.data.length).toBeLessThanOrEqual(120);
-    const read = (traceId: string, messages: { data: Uint8Array }[]) => messages.flatMap((m) => seqsIn(m.data, traceId));
+    const read = (traceId: string, messages: { data: Uint8Array }[]) =>
+      messages.flatMap((m) => seqsIn(m.data, traceId));
     expect(read(ids[0] as string, whole)).toEqual([10, 11]);
     expect(read(ids[0] as string, split)).toEqual([10, 11]);
     expect(read(ids[14] as string, split)).toEqual([10]);
@@ -103,7 +114,8 @@ describe('the trace-id index: shards and entries', () => {
     });
     for (let round = 0; round < 50; round++) {
       const events = Array.from({ length: 1 + (round % 20) }, (_, i) => event(round * 20 + i));
-      const idsOf = (list: CallEvent[]) => new Set(list.map((e) => traceIdOf(e.traceparent)).filter((id) => id !== undefined));
+      const idsOf = (list: CallEvent[]) =>
+        new Set(list.map((e) => traceIdOf(e.traceparent)).filter((id) => id !== undefined));
       const decoded = idsOf(events);
       const cases: Array<[Uint8Array, Set<string>]> = [
         [encodeCallEvents(events), decoded],

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/dispatcher/types.js';
-import { type BatchSource, queryBatches, SCAN_BUDGET, TRACE_BUDGET, type TraceQuery } from '../../src/mounts/audit-query.js';
+import {
+  type BatchSource,
+  queryBatches,
+  SCAN_BUDGET,
+  TRACE_BUDGET,
+  type TraceQuery,
+} from '../../src/mounts/audit-query.js';
 import type { StoredBatch } from '../../src/mounts/audit-stream.js';
 
 const T0 = Date.parse('2026-03-01T00:00:00Z');
@@ -100,7 +106,11 @@ describe('queries over the durable audit stream', () => {
       indexedThrough: async () => 0,
     };
     expect(await queryBatches(empty, { limit: 5 })).toEqual({ events: [], matched: 0, kept: 0 });
-    expect(await queryBatches(empty, { traceId: trace(1), until: new Date().toISOString() })).toEqual({ events: [], matched: 0, kept: 0 });
+    expect(await queryBatches(empty, { traceId: trace(1), until: new Date().toISOString() })).toEqual({
+      events: [],
+      matched: 0,
+      kept: 0,
+    });
   });
 
   it('reads at most TRACE_BUDGET batches a page by trace id, and pages on (a flooded trace id stalled the service: found by an outside attack)', async () => {
@@ -154,7 +164,9 @@ describe('queries over the durable audit stream', () => {
     const source = new MemorySource(
       41_000,
       4,
-      (seq, i) => ({ traceparent: `00-${seq % 10_000 === 7 && i === 1 ? id : trace(seq * 4 + i + 1000)}-0000000000000001-01` }),
+      (seq, i) => ({
+        traceparent: `00-${seq % 10_000 === 7 && i === 1 ? id : trace(seq * 4 + i + 1000)}-0000000000000001-01`,
+      }),
       40_000,
     );
     const reply = await queryBatches(source, { traceId: id });
@@ -167,7 +179,9 @@ describe('queries over the durable audit stream', () => {
 
 describe('queries by trace id while the indexer lags (found by an outside attack)', () => {
   const id = trace(42);
-  const ofTrace = (at: number[]) => (seq: number) => ({ traceparent: `00-${at.includes(seq) ? id : trace(seq + 1000)}-0000000000000001-01` });
+  const ofTrace = (at: number[]) => (seq: number) => ({
+    traceparent: `00-${at.includes(seq) ? id : trace(seq + 1000)}-0000000000000001-01`,
+  });
 
   it('finds a batch stored more than a page of batches past the ack floor, on a later page', async () => {
     // The indexing instance is down: the floor is 2,500 batches behind, the trace's batch 1,100 below the newest.

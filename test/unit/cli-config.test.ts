@@ -3,7 +3,15 @@ import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { connectOptionsFromEnv } from '../../src/bus/connect.js';
 import { MatrixError, TimeoutError } from '../../src/bus/errors.js';
-import { addSettings, connectConfig, connectionSettings, type Setting, serveConfig, serveSettings, withConnection } from '../../src/cli/config.js';
+import {
+  addSettings,
+  connectConfig,
+  connectionSettings,
+  type Setting,
+  serveConfig,
+  serveSettings,
+  withConnection,
+} from '../../src/cli/config.js';
 import { ExitCode, reportError, table, UsageError } from '../../src/cli/output.js';
 import { sessionRequest, withSession } from '../../src/cli/session.js';
 import { memoryOutput } from '../harness/cli.js';
@@ -47,7 +55,10 @@ describe('CLI configuration: flags over environment over defaults', () => {
       MATRIX_AUDIT_REFUSALS: '0',
       MATRIX_AUDIT_REFUSAL_BURST: '20',
     };
-    const options = serveConfig(serveFlags('--server', 'nats://flag:4222', '--user', 'flag-user', '--bucket', 'flag-bucket', '--no-dispatcher'), env);
+    const options = serveConfig(
+      serveFlags('--server', 'nats://flag:4222', '--user', 'flag-user', '--bucket', 'flag-bucket', '--no-dispatcher'),
+      env,
+    );
     expect(options).toMatchObject({
       connect: { servers: 'nats://flag:4222', user: 'flag-user', pass: 'env-pass', token: 'env-token' },
       dispatcher: false,
@@ -75,23 +86,36 @@ describe('CLI configuration: flags over environment over defaults', () => {
     for (const bad of ['0', '6', '2.5', 'three', ' ']) {
       expect(() => serveConfig(serveFlags(), { MATRIX_TOOLS_REPLICAS: bad })).toThrow(UsageError);
     }
-    expect(() => serveConfig(serveFlags(), { MATRIX_TOOLS_REPLICAS: 'x' })).toThrow("MATRIX_TOOLS_REPLICAS must be a whole number from 1 to 5, got 'x'");
+    expect(() => serveConfig(serveFlags(), { MATRIX_TOOLS_REPLICAS: 'x' })).toThrow(
+      "MATRIX_TOOLS_REPLICAS must be a whole number from 1 to 5, got 'x'",
+    );
   });
 
   it('names each connection variable as the bus reads it (connectOptionsFromEnv)', () => {
     for (const [field, setting] of Object.entries(connectionSettings)) {
       expect(connectOptionsFromEnv({ [setting.env]: 'sentinel' }), setting.env).toMatchObject({ [field]: 'sentinel' });
-      expect(connectConfig({}, { [setting.env]: 'sentinel' }), setting.env).toMatchObject({ [field]: 'sentinel', name: 'matrix-tools-cli' });
+      expect(connectConfig({}, { [setting.env]: 'sentinel' }), setting.env).toMatchObject({
+        [field]: 'sentinel',
+        name: 'matrix-tools-cli',
+      });
     }
   });
 
   it('documents every flag and variable, with its default, in the README Configuration table', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1));
+    const section = readme.slice(
+      readme.indexOf('## Configuration'),
+      readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1),
+    );
     const settings: Setting[] = [...Object.values(connectionSettings), ...Object.values(serveSettings)];
     for (const s of settings) {
       const flag = s.flags?.match(/--[a-z-]+/)?.[0];
-      const row = section.split('\n').find((line) => (s.env === undefined || line.includes(`\`${s.env}\``)) && (flag === undefined || line.includes(flag)));
+      const row = section
+        .split('\n')
+        .find(
+          (line) =>
+            (s.env === undefined || line.includes(`\`${s.env}\``)) && (flag === undefined || line.includes(flag)),
+        );
       expect(row, `${s.env ?? ''} ${flag ?? ''}`).toBeDefined();
       if (!['none', 'mounted'].includes(s.defaultText)) expect(row, `${s.env ?? flag}`).toContain(s.defaultText);
     }
@@ -102,9 +126,24 @@ describe('CLI session flags', () => {
   it('turns the flags into one $resolve request', () => {
     const cmd = withSession(new Command('resolve').exitOverride());
     const flags = cmd
-      .parse(['-p', 'edit', '--refs', 'a, b,', '--skill', 'review=x,y', '--skill', 'plain', '--environment', '{"repoRoot":"/src"}', '--only-available'], {
-        from: 'user',
-      })
+      .parse(
+        [
+          '-p',
+          'edit',
+          '--refs',
+          'a, b,',
+          '--skill',
+          'review=x,y',
+          '--skill',
+          'plain',
+          '--environment',
+          '{"repoRoot":"/src"}',
+          '--only-available',
+        ],
+        {
+          from: 'user',
+        },
+      )
       .opts();
     expect(sessionRequest(flags as never)).toEqual({
       profile: 'edit',
@@ -138,7 +177,9 @@ describe('CLI output', () => {
     const out = memoryOutput();
     expect(reportError(new UsageError('bad flag'), out)).toBe(ExitCode.Usage);
     expect(reportError(new TimeoutError('too slow'), out)).toBe(ExitCode.Unreachable);
-    const invalid = new MatrixError('bad_request', 'invalid request', { details: { violations: [{ path: '/profile', message: 'must be string' }] } });
+    const invalid = new MatrixError('bad_request', 'invalid request', {
+      details: { violations: [{ path: '/profile', message: 'must be string' }] },
+    });
     expect(reportError(invalid, out)).toBe(ExitCode.Failed);
     expect(reportError(new Error('connect ECONNREFUSED 127.0.0.1:1'), out)).toBe(ExitCode.Unreachable);
     expect(out.notes).toEqual([

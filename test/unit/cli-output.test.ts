@@ -6,7 +6,9 @@ describe('what the CLI prints to a terminal', () => {
 
   it('shows control characters as escapes, so a tool name from the bus cannot erase or forge lines (found by an outside attack)', () => {
     const forged = 'x\r\u001b[2K2026-11-30T00:00:00Z call y_secret ok\u001b]0;owned\u0007\u009b';
-    expect(printable(forged)).toBe('x\\u000d\\u001b[2K2026-11-30T00:00:00Z call y_secret ok\\u001b]0;owned\\u0007\\u009b');
+    expect(printable(forged)).toBe(
+      'x\\u000d\\u001b[2K2026-11-30T00:00:00Z call y_secret ok\\u001b]0;owned\\u0007\\u009b',
+    );
     expect(printable('two\nlines\tand ünïcødé ✓')).toBe('two\nlines\tand ünïcødé ✓');
   });
 

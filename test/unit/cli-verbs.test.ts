@@ -42,7 +42,9 @@ describe('the CLI verbs', () => {
     expect(out.stdout.split('\n')[0]).toMatch(/^KEY\s+SOURCE\s+REV\s+TOOLS$/);
     expect(out.stdout).toMatch(/actor-readonly\s+built-in\s+0\s+matrix_introspect, session_state_read/);
     expect(out.printed.at(-1)).toMatch(/^\(\d+ contexts, registry revision \d+\)$/);
-    const asJson = JSON.parse((await run(list, { json: true, tool: 'matrix_invoke' })).out.stdout) as { contexts: Array<{ key: string }> };
+    const asJson = JSON.parse((await run(list, { json: true, tool: 'matrix_invoke' })).out.stdout) as {
+      contexts: Array<{ key: string }>;
+    };
     expect(asJson.contexts.map((c) => c.key)).toEqual(['actor-edit']);
   });
 
@@ -51,7 +53,9 @@ describe('the CLI verbs', () => {
     expect(code).toBe(ExitCode.Ok);
     expect(out.printed[0]).toMatch(/^contexts: actor-edit {3}timeout \d+ ms {3}revision \d+ {3}digest [0-9a-f]{16}$/);
     expect(out.stdout).toMatch(/matrix_invoke\s+actor-edit\s+system\.dispatcher \$invoke\s+approval/);
-    const reply = JSON.parse((await run(resolve, { profile: 'default', json: true, format: 'openai' })).out.stdout) as { providerTools: unknown[] };
+    const reply = JSON.parse((await run(resolve, { profile: 'default', json: true, format: 'openai' })).out.stdout) as {
+      providerTools: unknown[];
+    };
     expect(reply.providerTools).toHaveLength(2);
   });
 
@@ -99,7 +103,9 @@ describe('the CLI verbs', () => {
     expect(stale.code).toBe(ExitCode.Failed);
     expect(stale.out.stderr).toMatch(/^error \(conflict\): /);
     expect((await run(register, { file: join(dir, 'missing.json') })).code).toBe(ExitCode.Usage);
-    expect((await run(unregister, { key: 'cli-a', expectedRevision: 'latest' })).out.stderr).toMatch(/--expected-revision must be a whole number/);
+    expect((await run(unregister, { key: 'cli-a', expectedRevision: 'latest' })).out.stderr).toMatch(
+      /--expected-revision must be a whole number/,
+    );
     const removed = await run(unregister, { key: 'cli-a' });
     expect(removed.out.printed).toEqual([expect.stringMatching(/^unregistered cli-a at revision \d+$/)]);
     await run(unregister, { key: 'cli-b' });
@@ -112,18 +118,26 @@ describe('the CLI verbs', () => {
     const watching = runVerb(watch, { server: nats.url, calls: true, json: true, until }, out, {});
     await eventually(() => expect(out.notes).toContain('watching; Ctrl-C to stop'));
     const file = join(dir, 'watched.json');
-    writeFileSync(file, JSON.stringify({ key: 'cli-watched', title: 'W', description: 'watched', permissions: { approval: 'never' } }));
+    writeFileSync(
+      file,
+      JSON.stringify({ key: 'cli-watched', title: 'W', description: 'watched', permissions: { approval: 'never' } }),
+    );
     await run(register, { file });
     await run(call, { tool: 'matrix_introspect', profile: 'default' });
     await run(unregister, { key: 'cli-watched' });
-    const lines = () => out.printed.map((l) => JSON.parse(l) as { kind: string; event: { key?: string; change?: string; name?: string } });
+    const lines = () =>
+      out.printed.map(
+        (l) => JSON.parse(l) as { kind: string; event: { key?: string; change?: string; name?: string } },
+      );
     await eventually(() => {
       expect(
         lines()
           .filter((l) => l.event.key === 'cli-watched')
           .map((l) => l.event.change),
       ).toEqual(['registered', 'unregistered']);
-      expect(lines()).toContainEqual(expect.objectContaining({ kind: 'call', event: expect.objectContaining({ name: 'matrix_introspect' }) }));
+      expect(lines()).toContainEqual(
+        expect.objectContaining({ kind: 'call', event: expect.objectContaining({ name: 'matrix_introspect' }) }),
+      );
     });
     stop();
     expect(await watching).toBe(ExitCode.Ok);
@@ -140,7 +154,10 @@ describe('serve()', () => {
   it('returns a handle whose stop() drains and resolves, without ending the process', async () => {
     const nats = await startNatsProcess();
     try {
-      const handle = await serve(serveConfig({ server: nats.url, reference: false, bucket: 'serve-handle' }, {}), silentLogger);
+      const handle = await serve(
+        serveConfig({ server: nats.url, reference: false, bucket: 'serve-handle' }, {}),
+        silentLogger,
+      );
       expect(handle.mounts).toEqual(['system.tools', 'system.dispatcher']);
       const first = handle.stop('test');
       expect(handle.stop('again')).toBe(first);
@@ -165,15 +182,19 @@ describe('serve()', () => {
     }
     const missing = memoryOutput();
     expect(await runServe({ server: 'nats://127.0.0.1:1' }, missing, {}, new Promise(() => {}))).toBe(ExitCode.Failed);
-    expect(missing.stderr).toMatch(/^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(.*\)\. Start one with `docker compose up -d nats`/);
+    expect(missing.stderr).toMatch(
+      /^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(.*\)\. Start one with `docker compose up -d nats`/,
+    );
     const nothing = memoryOutput();
-    expect(await runServe({ registry: false, dispatcher: false, reference: false }, nothing, {}, new Promise(() => {}))).toBe(ExitCode.Usage);
+    expect(
+      await runServe({ registry: false, dispatcher: false, reference: false }, nothing, {}, new Promise(() => {})),
+    ).toBe(ExitCode.Usage);
     expect(nothing.notes).toEqual(['error: nothing to run: every mount is turned off']);
   });
 
   it('refuses to run with every mount turned off, before connecting', async () => {
-    await expect(serve(serveConfig({ server: 'nats://127.0.0.1:1', registry: false, dispatcher: false, reference: false }, {}))).rejects.toThrow(
-      'nothing to run: every mount is turned off',
-    );
+    await expect(
+      serve(serveConfig({ server: 'nats://127.0.0.1:1', registry: false, dispatcher: false, reference: false }, {})),
+    ).rejects.toThrow('nothing to run: every mount is turned off');
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { decodeMap, decodeReply, encodeBody, jsonTextDeeperThan, MAX_DEPTH, nestedDeeperThan } from '../../src/bus/codec.js';
+import {
+  decodeMap,
+  decodeReply,
+  encodeBody,
+  jsonTextDeeperThan,
+  MAX_DEPTH,
+  nestedDeeperThan,
+} from '../../src/bus/codec.js';
 import { BadRequestError } from '../../src/bus/errors.js';
 
 /** `levels` maps and arrays, alternating, nested one in the other. */

@@ -49,8 +49,18 @@ const shapes = {
     annotations: 'optional',
     encoding: 'optional',
   } satisfies Presence<MatrixToolProjection>,
-  annotations: { readOnly: 'optional', destructive: 'optional', idempotent: 'optional', openWorld: 'optional' } satisfies Presence<ToolAnnotations>,
-  listRequest: { cursor: 'optional', limit: 'optional', keys: 'optional', tool: 'optional' } satisfies Presence<ListRequest>,
+  annotations: {
+    readOnly: 'optional',
+    destructive: 'optional',
+    idempotent: 'optional',
+    openWorld: 'optional',
+  } satisfies Presence<ToolAnnotations>,
+  listRequest: {
+    cursor: 'optional',
+    limit: 'optional',
+    keys: 'optional',
+    tool: 'optional',
+  } satisfies Presence<ListRequest>,
   listReply: { contexts: 'required', nextCursor: 'optional', revision: 'required' } satisfies Presence<ListReply>,
   listed: {
     key: 'required',
@@ -128,7 +138,9 @@ const at = (id: string, ...path: string[]): Record<string, unknown> => {
 
 function presenceOf(schema: Record<string, unknown>): Record<string, string> {
   const required = new Set((schema.required as string[] | undefined) ?? []);
-  return Object.fromEntries(Object.keys(schema.properties as object).map((k) => [k, required.has(k) ? 'required' : 'optional']));
+  return Object.fromEntries(
+    Object.keys(schema.properties as object).map((k) => [k, required.has(k) ? 'required' : 'optional']),
+  );
 }
 
 describe('the TypeScript types against contracts/', () => {
@@ -173,7 +185,9 @@ describe('the built-in tools against the reference mounts they target', () => {
     ['package_validate', SchemaId.PackageValidateRequest],
   ])('%s takes exactly the fields of its target op', (name, id) => {
     const tool = builtinContexts.flatMap((ctx) => ctx.matrixTools ?? []).find((t) => t.name === name);
-    expect(Object.keys((tool?.inputSchema.properties as object) ?? {}).sort()).toEqual(Object.keys(at(id).properties as object).sort());
+    expect(Object.keys((tool?.inputSchema.properties as object) ?? {}).sort()).toEqual(
+      Object.keys(at(id).properties as object).sort(),
+    );
   });
 });
 
@@ -183,7 +197,10 @@ describe('a violation', () => {
     expect(violations).toEqual(
       expect.arrayContaining([
         { path: '/profile', message: 'is required', keyword: 'required' },
-        expect.objectContaining({ path: '/extra', message: expect.stringMatching(/^is not a known field \(known fields: profile, /) }),
+        expect.objectContaining({
+          path: '/extra',
+          message: expect.stringMatching(/^is not a known field \(known fields: profile, /),
+        }),
         expect.objectContaining({ path: '/toolContextRefs/0', keyword: 'pattern' }),
         expect.objectContaining({ path: '/toolContextRefs/1', message: 'must be string' }),
         { path: '/format', message: 'must be one of "matrix", "openai", "anthropic", "mcp"', keyword: 'enum' },

@@ -5,13 +5,23 @@ const endpoints = (...subjects: string[]) => subjects.map((subject, i) => ({ nam
 
 describe('mountOf: the mount a $SRV.INFO answer is', () => {
   it('is what its metadata says, when it says', () => {
-    expect(mountOf({ name: 'system-tools', id: '1', version: '1', metadata: { mount: 'system.tools' }, endpoints: endpoints('x.y.$list') })).toBe(
-      'system.tools',
-    );
+    expect(
+      mountOf({
+        name: 'system-tools',
+        id: '1',
+        version: '1',
+        metadata: { mount: 'system.tools' },
+        endpoints: endpoints('x.y.$list'),
+      }),
+    ).toBe('system.tools');
   });
   it('is the subject prefix all its endpoints share, when its metadata does not say', () => {
-    expect(mountOf({ name: 'demo-go', id: '1', version: '1', endpoints: endpoints('demo.go.echo', 'demo.go.fail') })).toBe('demo.go');
-    expect(mountOf({ name: 'demo-go', id: '1', version: '1', metadata: {}, endpoints: endpoints('demo.go.echo') })).toBe('demo.go');
+    expect(
+      mountOf({ name: 'demo-go', id: '1', version: '1', endpoints: endpoints('demo.go.echo', 'demo.go.fail') }),
+    ).toBe('demo.go');
+    expect(
+      mountOf({ name: 'demo-go', id: '1', version: '1', metadata: {}, endpoints: endpoints('demo.go.echo') }),
+    ).toBe('demo.go');
   });
   it('is its service name when the endpoints share no prefix, have none, or serve wildcards', () => {
     expect(mountOf({ name: 'mixed', id: '1', version: '1', endpoints: endpoints('a.one', 'b.two') })).toBe('mixed');

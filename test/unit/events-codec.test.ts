@@ -47,11 +47,30 @@ describe('the call event encoder', () => {
 
   it('leaves out undefined fields', () => {
     const sparse: CallEvent = { callId: 'c', name: 'n', outcome: 'ok', durationMs: 0, at: 'now', code: undefined };
-    expect(decode(encodeCallEvents([sparse]))).toEqual([{ callId: 'c', name: 'n', outcome: 'ok', durationMs: 0, at: 'now' }]);
+    expect(decode(encodeCallEvents([sparse]))).toEqual([
+      { callId: 'c', name: 'n', outcome: 'ok', durationMs: 0, at: 'now' },
+    ]);
   });
 
   it('keeps numbers and strings of every size exact', () => {
-    const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 2 ** 53 - 1, -1, -200, 1.5, 1e-9, Number.MAX_VALUE];
+    const numbers = [
+      0,
+      1,
+      127,
+      128,
+      255,
+      256,
+      65_535,
+      65_536,
+      2 ** 32 - 1,
+      2 ** 32,
+      2 ** 53 - 1,
+      -1,
+      -200,
+      1.5,
+      1e-9,
+      Number.MAX_VALUE,
+    ];
     const strings = [
       '',
       'a',

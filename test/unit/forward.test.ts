@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { BadRequestError, InternalError, NoRespondersError, TimeoutError, UnavailableError } from '../../src/bus/errors.js';
+import {
+  BadRequestError,
+  InternalError,
+  NoRespondersError,
+  TimeoutError,
+  UnavailableError,
+} from '../../src/bus/errors.js';
 import { retryDelay, TargetSlots } from '../../src/dispatcher/forward.js';
 import { targetFailed } from '../../src/dispatcher/results.js';
 import { route } from '../../src/dispatcher/route.js';
@@ -47,12 +53,22 @@ describe('when a failed request is sent again', () => {
 
   it('tells the model of an approved call without an answer that it may have run, not to try again', () => {
     const to = { subject: 'app.x.$do', timeoutMs: 1_000 };
-    expect(targetFailed('pay', { ...to, gated: true }, new NoRespondersError('none')).message).toMatch(/may or may not have run\. Check its effect/);
-    expect(targetFailed('pay', { ...to, gated: false }, new NoRespondersError('none')).message).toMatch(/Try again later/);
+    expect(targetFailed('pay', { ...to, gated: true }, new NoRespondersError('none')).message).toMatch(
+      /may or may not have run\. Check its effect/,
+    );
+    expect(targetFailed('pay', { ...to, gated: false }, new NoRespondersError('none')).message).toMatch(
+      /Try again later/,
+    );
   });
 
   it('never for matrix_invoke, idempotent or not: one approval, one request', () => {
-    const invoke = tool({ target: 'system.dispatcher', op: '$invoke', requiresApproval: false, annotations: { idempotent: true }, allowTargets: ['>'] });
+    const invoke = tool({
+      target: 'system.dispatcher',
+      op: '$invoke',
+      requiresApproval: false,
+      annotations: { idempotent: true },
+      allowTargets: ['>'],
+    });
     const to = route(invoke, { target: 'app.notes', op: '$update' }, 30_000);
     expect(to).toMatchObject({ target: 'app.notes', op: '$update', gated: true, idempotent: false });
     expect(retryDelay(to, new UnavailableError('busy'), 1, later(), policy)).toBeUndefined();
@@ -62,7 +78,12 @@ describe('when a failed request is sent again', () => {
 describe('calls in flight per target', () => {
   it('takes slots up to the bound and counts what is given back', () => {
     const slots = new TargetSlots(2);
-    expect([slots.take('a'), slots.take('a'), slots.take('a'), slots.take('b')]).toEqual([undefined, undefined, 'target', undefined]);
+    expect([slots.take('a'), slots.take('a'), slots.take('a'), slots.take('b')]).toEqual([
+      undefined,
+      undefined,
+      'target',
+      undefined,
+    ]);
     slots.give('a');
     slots.give('a');
     expect([slots.count('a'), slots.count('b')]).toEqual([0, 1]);
@@ -70,13 +91,22 @@ describe('calls in flight per target', () => {
 
   it("holds each principal to its share of a target's slots; calls without one only to the target's bound", () => {
     const slots = new TargetSlots(4, 2);
-    expect([slots.take('a', 'p'), slots.take('a', 'p'), slots.take('a', 'p'), slots.take('b', 'p')]).toEqual([undefined, undefined, 'caller', undefined]);
+    expect([slots.take('a', 'p'), slots.take('a', 'p'), slots.take('a', 'p'), slots.take('b', 'p')]).toEqual([
+      undefined,
+      undefined,
+      'caller',
+      undefined,
+    ]);
     expect([slots.take('a', 'q'), slots.take('a'), slots.take('a', 'r')]).toEqual([undefined, undefined, 'target']);
     expect([slots.count('a'), slots.count('a', 'p'), slots.count('a', 'q')]).toEqual([4, 2, 1]);
     slots.give('a', 'p');
     expect(slots.take('a', 'p')).toBeUndefined();
     // By default a principal's share is a quarter of the bound.
     const quarter = new TargetSlots(8);
-    expect([quarter.take('a', 'p'), quarter.take('a', 'p'), quarter.take('a', 'p')]).toEqual([undefined, undefined, 'caller']);
+    expect([quarter.take('a', 'p'), quarter.take('a', 'p'), quarter.take('a', 'p')]).toEqual([
+      undefined,
+      undefined,
+      'caller',
+    ]);
   });
 });

@@ -4,7 +4,11 @@ import { Header, OutgoingHeaders, readRequestHeaders, writeContext } from '../..
 import { BadRequestError } from '../../src/bus/errors.js';
 import { readHeaderBlock, readReplyBlock } from '../../src/bus/header-block.js';
 
-const context = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', session: 'sess-1', principal: 'agent:ö' };
+const context = {
+  traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+  session: 'sess-1',
+  principal: 'agent:ö',
+};
 
 describe('the context headers', () => {
   it('encode to the block nats.js itself writes for the same headers', () => {
@@ -47,7 +51,11 @@ describe('the context headers', () => {
     h.set('X-Mine', '1');
     const out = writeContext({ traceparent: context.traceparent }, h, 5);
     expect(out).toBe(h);
-    expect([out?.get('X-Mine'), out?.get(Header.TraceParent), out?.get(Header.Deadline)]).toEqual(['1', context.traceparent, '5']);
+    expect([out?.get('X-Mine'), out?.get(Header.TraceParent), out?.get(Header.Deadline)]).toEqual([
+      '1',
+      context.traceparent,
+      '5',
+    ]);
   });
 });
 
@@ -64,11 +72,17 @@ describe('a raw header block', () => {
     h.append('X-Other', 'anything: at all');
     h.append('content-type', 'application/json; charset=utf-8');
     expect(readHeaderBlock(block(h))).toEqual(readRequestHeaders(MsgHdrsImpl.decode(h.encode())));
-    expect(readHeaderBlock(block(h)).context).toMatchObject({ session: 'first', principal: 'agent:ö', deadline: 1_800_000_000_000 });
+    expect(readHeaderBlock(block(h)).context).toMatchObject({
+      session: 'first',
+      principal: 'agent:ö',
+      deadline: 1_800_000_000_000,
+    });
   });
 
   it('refuses what nats.js cannot parse: a lone LF in a value, a name with a space; passes over a line without a colon', () => {
-    expect(() => readHeaderBlock('NATS/1.0\r\ntraceparent: 00-aa\nMatrix-Principal: evil\r\n\r\n')).toThrow(/headers cannot be read/);
+    expect(() => readHeaderBlock('NATS/1.0\r\ntraceparent: 00-aa\nMatrix-Principal: evil\r\n\r\n')).toThrow(
+      /headers cannot be read/,
+    );
     expect(() => readHeaderBlock('NATS/1.0\r\nMatrix Session: x\r\n\r\n')).toThrow(BadRequestError);
     expect(readHeaderBlock('NATS/1.0\r\nno colon here\r\nMatrix-Session: s\r\n\r\n').context).toEqual({ session: 's' });
   });
@@ -79,6 +93,11 @@ describe('a reply header block', () => {
     expect(readReplyBlock('NATS/1.0 503\r\n\r\n')).toEqual({ code: 503 });
     const block =
       'NATS/1.0\r\nnats-service-error-code: 1\r\nNats-Service-Error-Code: 404\r\nNats-Service-Error: gone: away\r\nCONTENT-TYPE: application/json\r\ncontent-type: x\r\n\r\n';
-    expect(readReplyBlock(block)).toEqual({ code: 0, serviceErrorCode: '404', serviceError: 'gone: away', contentType: 'application/json' });
+    expect(readReplyBlock(block)).toEqual({
+      code: 0,
+      serviceErrorCode: '404',
+      serviceError: 'gone: away',
+      contentType: 'application/json',
+    });
   });
 });

@@ -48,7 +48,11 @@ function failureOf(fn: () => unknown): string | undefined {
 
 describe('session grants (PROTOCOL 3.1)', () => {
   it('writes exactly what @nats-io/jwt encode writes for ASCII claims, and verifies grants it made', async () => {
-    const unsigned = { sub: 'agent:alpha', exp: T0 / 1000 + 60, nats: { type: 'matrix-grant' as const, session: 'sess-1', resolve: { profile: 'default' } } };
+    const unsigned = {
+      sub: 'agent:alpha',
+      exp: T0 / 1000 + 60,
+      nats: { type: 'matrix-grant' as const, session: 'sess-1', resolve: { profile: 'default' } },
+    };
     const mine = encodeGrant(unsigned, issuer, T0);
     const realNow = Date.now;
     Date.now = () => T0;
@@ -74,7 +78,9 @@ describe('session grants (PROTOCOL 3.1)', () => {
   it('writes principals past Latin-1 in UTF-8, where @nats-io/jwt encode throws', async () => {
     const grant = mintGrant(issuer, { ...spec, principal: 'user:Zoë 🙂' }, T0);
     expect(clocked().verifier.verify(grant).claims.sub).toBe('user:Zoë 🙂');
-    await expect(encode(Algorithms.v2, { sub: 'user:🙂', nats: { type: 'matrix-grant' } } as never, issuer)).rejects.toThrow();
+    await expect(
+      encode(Algorithms.v2, { sub: 'user:🙂', nats: { type: 'matrix-grant' } } as never, issuer),
+    ).rejects.toThrow();
   });
 
   it('checks a signature once: the second verify is the cached grant', () => {
@@ -108,7 +114,8 @@ describe('session grants (PROTOCOL 3.1)', () => {
     const claims = JSON.parse(Buffer.from(c, 'base64url').toString());
     const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
     const stranger = createAccount();
-    const resigned = (body: unknown) => `${h}.${b64(body)}.${Buffer.from(stranger.sign(Buffer.from(`${h}.${b64(body)}`))).toString('base64url')}`;
+    const resigned = (body: unknown) =>
+      `${h}.${b64(body)}.${Buffer.from(stranger.sign(Buffer.from(`${h}.${b64(body)}`))).toString('base64url')}`;
     expect(failureOf(() => verifier.verify(undefined))).toBe(GrantFailure.Missing);
     expect(failureOf(() => verifier.verify(''))).toBe(GrantFailure.Missing);
     for (const bad of [
@@ -128,8 +135,12 @@ describe('session grants (PROTOCOL 3.1)', () => {
     expect(failureOf(() => verifier.verify('a'.repeat(20_000)))).toBe(GrantFailure.Malformed);
     expect(failureOf(() => verifier.verify(mintGrant(stranger, spec, T0)))).toBe(GrantFailure.UntrustedIssuer);
     expect(failureOf(() => verifier.verify(resigned(claims)))).toBe(GrantFailure.BadSignature);
-    expect(failureOf(() => verifier.verify(`${h}.${b64({ ...claims, sub: 'user:root-admin' })}.${s}`))).toBe(GrantFailure.Tampered);
-    expect(failureOf(() => verifier.verify(`${h}.${b64({ ...claims, exp: claims.exp + 86_400 })}.${s}`))).toBe(GrantFailure.Tampered);
+    expect(failureOf(() => verifier.verify(`${h}.${b64({ ...claims, sub: 'user:root-admin' })}.${s}`))).toBe(
+      GrantFailure.Tampered,
+    );
+    expect(failureOf(() => verifier.verify(`${h}.${b64({ ...claims, exp: claims.exp + 86_400 })}.${s}`))).toBe(
+      GrantFailure.Tampered,
+    );
   });
 
   it('refuses well-signed claims that are not a grant', () => {
@@ -153,7 +164,11 @@ describe('session grants (PROTOCOL 3.1)', () => {
         JSON.stringify(claims),
       ).toBe(GrantFailure.Malformed);
     }
-    const presentation = encodeGrant({ sub: 'agent:alpha', exp, nats: { ...nats, resolve: { profile: 'default', format: 'openai' } as never } }, issuer, T0);
+    const presentation = encodeGrant(
+      { sub: 'agent:alpha', exp, nats: { ...nats, resolve: { profile: 'default', format: 'openai' } as never } },
+      issuer,
+      T0,
+    );
     expect(verifier.verify(presentation).claims.nats.resolve).toEqual({ profile: 'default' });
   });
 
@@ -167,7 +182,11 @@ describe('session grants (PROTOCOL 3.1)', () => {
 });
 
 describe('the verified-grant cache', () => {
-  const entry = (i: number, expiresAtMs = T0 + 60_000): VerifiedGrant => ({ text: `grant-${i}-${'x'.repeat(500)}`, claims: {} as never, expiresAtMs });
+  const entry = (i: number, expiresAtMs = T0 + 60_000): VerifiedGrant => ({
+    text: `grant-${i}-${'x'.repeat(500)}`,
+    claims: {} as never,
+    expiresAtMs,
+  });
 
   it('stays within its bound in bytes, dropping the oldest first', () => {
     const cache = new GrantCache(20_000);
@@ -197,12 +216,28 @@ describe('the verified-grant cache', () => {
 
 describe('a request body against its grant', () => {
   const grant = clocked().verifier.verify(
-    mintGrant(issuer, { ...spec, resolve: { profile: 'propose', worker: 'codex', skills: [{ name: 'review', toolContextRefs: ['repo-coding'] }] } }, T0),
+    mintGrant(
+      issuer,
+      {
+        ...spec,
+        resolve: {
+          profile: 'propose',
+          worker: 'codex',
+          skills: [{ name: 'review', toolContextRefs: ['repo-coding'] }],
+        },
+      },
+      T0,
+    ),
   );
 
   it('takes the grant’s authority for what the body leaves out, and the body’s presentation', () => {
     const request = grantedRequest(grant, { profile: 'propose', format: 'openai' });
-    expect(request).toEqual({ profile: 'propose', worker: 'codex', skills: [{ name: 'review', toolContextRefs: ['repo-coding'] }], format: 'openai' });
+    expect(request).toEqual({
+      profile: 'propose',
+      worker: 'codex',
+      skills: [{ name: 'review', toolContextRefs: ['repo-coding'] }],
+      format: 'openai',
+    });
     expect(grantedRequest(grant, { profile: 'propose', worker: 'codex', format: 'openai' })).toBe(request);
     expect(grantedRequest(grant, { profile: 'propose' })).not.toBe(request);
   });
@@ -238,10 +273,16 @@ describe('a library session under a grant', () => {
     const grant = mintGrant(issuer, { ...spec, ttlSeconds: 3600 });
     const session = new GrantedSession(grant, { format: 'openai' });
     expect(session.request).toEqual({ profile: 'default', format: 'openai' });
-    expect(session.context({ principal: 'user:root-admin' })).toEqual({ principal: 'agent:alpha', session: 'sess-1', grant });
+    expect(session.context({ principal: 'user:root-admin' })).toEqual({
+      principal: 'agent:alpha',
+      session: 'sess-1',
+      grant,
+    });
     const forged = mintGrant(createAccount(), { ...spec, ttlSeconds: 3600 });
     expect(new GrantedSession(forged).principal).toBe('agent:alpha');
-    expect(failureOf(() => new GrantedSession(forged, {}, new GrantVerifier([issuer.getPublicKey()])))).toBe(GrantFailure.UntrustedIssuer);
+    expect(failureOf(() => new GrantedSession(forged, {}, new GrantVerifier([issuer.getPublicKey()])))).toBe(
+      GrantFailure.UntrustedIssuer,
+    );
   });
 });
 
@@ -261,8 +302,17 @@ describe('the identity gate', () => {
       { profile: 'default' },
       { grant, principal: 'user:root-admin', session: 'victim-42', readSessions: 'victim-42', traceparent: 't' },
     );
-    expect(admitted.ctx).toEqual({ traceparent: 't', deadline: undefined, principal: 'agent:alpha', session: 'sess-1', readSessions: 's-2,s-3', grant });
-    expect(failureOf(() => gate.admit({ profile: 'default' }, { principal: 'agent:alpha' }))).toBe(GrantFailure.Missing);
+    expect(admitted.ctx).toEqual({
+      traceparent: 't',
+      deadline: undefined,
+      principal: 'agent:alpha',
+      session: 'sess-1',
+      readSessions: 's-2,s-3',
+      grant,
+    });
+    expect(failureOf(() => gate.admit({ profile: 'default' }, { principal: 'agent:alpha' }))).toBe(
+      GrantFailure.Missing,
+    );
   });
 });
 
@@ -271,9 +321,17 @@ describe('whom a refused grant names', () => {
     const { verifier, advance } = clocked();
     const grant = mintGrant(issuer, spec, T0);
     const early = mintGrant(issuer, { ...spec, notBeforeSeconds: 600 }, T0);
-    expect(refusal(() => verifier.verify(early))).toMatchObject({ failure: GrantFailure.NotYetValid, subject: 'agent:alpha', session: 'sess-1' });
+    expect(refusal(() => verifier.verify(early))).toMatchObject({
+      failure: GrantFailure.NotYetValid,
+      subject: 'agent:alpha',
+      session: 'sess-1',
+    });
     advance(61_000);
-    expect(refusal(() => verifier.verify(grant))).toMatchObject({ failure: GrantFailure.Expired, subject: 'agent:alpha', session: 'sess-1' });
+    expect(refusal(() => verifier.verify(grant))).toMatchObject({
+      failure: GrantFailure.Expired,
+      subject: 'agent:alpha',
+      session: 'sess-1',
+    });
     const [h, c] = grant.split('.') as [string, string];
     const stranger = createAccount();
     const resigned = `${h}.${c}.${Buffer.from(stranger.sign(Buffer.from(`${h}.${c}`))).toString('base64url')}`;
@@ -304,11 +362,15 @@ describe('grants built to break the verifier (found by an outside attack)', () =
     // refusal was audited for.
     const deep = `${'['.repeat(6_000)}${']'.repeat(6_000)}`;
     const claims = `{"iss":"${issuer.getPublicKey()}","jti":"x","sub":"a","deep":${deep}}`;
-    const grant = [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), claims].map((p) => Buffer.from(p).toString('base64url')).join('.');
+    const grant = [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), claims]
+      .map((p) => Buffer.from(p).toString('base64url'))
+      .join('.');
     const text = `${grant}.${Buffer.alloc(64).toString('base64url')}`;
     const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
     const heard: GrantError[] = [];
-    expect(refusal(() => gate.admit({ profile: 'default' }, { grant: text }, (err) => heard.push(err)))).toMatchObject({ failure: GrantFailure.Malformed });
+    expect(refusal(() => gate.admit({ profile: 'default' }, { grant: text }, (err) => heard.push(err)))).toMatchObject({
+      failure: GrantFailure.Malformed,
+    });
     expect(heard.map((e) => e.failure)).toEqual([GrantFailure.Malformed]);
     expect(heard[0]?.message).toMatch(/nest deeper than/);
   });
@@ -324,7 +386,9 @@ describe('grants built to break the verifier (found by an outside attack)', () =
         throw new RangeError('boom');
       },
     });
-    expect(refusal(() => gate.admit(hostile as never, { grant }, (err) => heard.push(err)))).toMatchObject({ failure: GrantFailure.Malformed });
+    expect(refusal(() => gate.admit(hostile as never, { grant }, (err) => heard.push(err)))).toMatchObject({
+      failure: GrantFailure.Malformed,
+    });
     expect(heard).toHaveLength(1);
   });
 });
@@ -357,7 +421,13 @@ describe('approval rules on the principal', () => {
 
 describe('grant durations', () => {
   it('reads seconds, minutes, hours and days', () => {
-    expect([parseDuration('90'), parseDuration('90s'), parseDuration('15m'), parseDuration('1h'), parseDuration('7d')]).toEqual([90, 90, 900, 3600, 604_800]);
+    expect([
+      parseDuration('90'),
+      parseDuration('90s'),
+      parseDuration('15m'),
+      parseDuration('1h'),
+      parseDuration('7d'),
+    ]).toEqual([90, 90, 900, 3600, 604_800]);
     expect(() => parseDuration('0')).toThrow();
     expect(() => parseDuration('1w')).toThrow(/not a duration/);
   });
@@ -365,7 +435,8 @@ describe('grant durations', () => {
 
 describe('reply subjects', () => {
   it('are inboxes only: the default prefix and per-user ones', () => {
-    for (const inbox of ['_INBOX.abc', '_INBOX.abc.7', '_INBOX_agent.abc.1', '_INBOX_operator.x']) expect(isInboxSubject(inbox), inbox).toBe(true);
+    for (const inbox of ['_INBOX.abc', '_INBOX.abc.7', '_INBOX_agent.abc.1', '_INBOX_operator.x'])
+      expect(isInboxSubject(inbox), inbox).toBe(true);
     for (const other of [
       '$KV.matrix-sessions.victim',
       '$JS.API.STREAM.DELETE.KV_x',

@@ -6,7 +6,11 @@ describe('the MCP bridge input: lines the SDK would drop are answered', () => {
     expect(malformedLine('{"jsonrpc":"2.0","id":1,"method":"tools/list"}')).toBeUndefined();
     expect(malformedLine('{"jsonrpc":"2.0","method":"notifications/initialized"}')).toBeUndefined();
     expect(malformedLine('{"jsonrpc":"2.0","id":3,"result":{}}')).toBeUndefined();
-    expect(malformedLine('{oops')).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32700, message: expect.stringContaining('Parse error') } });
+    expect(malformedLine('{oops')).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32700, message: expect.stringContaining('Parse error') },
+    });
     expect(malformedLine('{"jsonrpc":"2.0","id":"c","method":"tools/call","params":"x"}')).toEqual({
       jsonrpc: '2.0',
       id: 'c',
@@ -21,12 +25,15 @@ describe('the MCP bridge input: lines the SDK would drop are answered', () => {
     const stream = wellFormedLines((r) => answered.push(r));
     const out: string[] = [];
     stream.on('data', (d: Buffer) => out.push(d.toString()));
-    const text = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"q":"é"}}\n{bad\n\n{"jsonrpc":"2.0","id":2,"method":"ping"}';
+    const text =
+      '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"q":"é"}}\n{bad\n\n{"jsonrpc":"2.0","id":2,"method":"ping"}';
     const bytes = Buffer.from(text);
     for (let i = 0; i < bytes.length; i += 7) stream.write(bytes.subarray(i, i + 7));
     stream.end();
     await new Promise((resolve) => stream.on('end', resolve));
-    expect(out.join('')).toBe('{"jsonrpc":"2.0","id":1,"method":"ping","params":{"q":"é"}}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n');
+    expect(out.join('')).toBe(
+      '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"q":"é"}}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n',
+    );
     expect(answered.map((a) => a.error.code)).toEqual([-32700]);
   });
 });

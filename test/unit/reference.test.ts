@@ -27,7 +27,9 @@ describe('the trace buffer', () => {
     expect(buffer.query({ tool: 'odd' }).events.map((e) => e.callId)).toEqual(['c7', 'c5']);
     expect(buffer.query({ outcome: 'error' }).events.map((e) => e.callId)).toEqual(['c6']);
     expect(buffer.query({ traceId: '00000000000000000000000000000007' }).events.map((e) => e.callId)).toEqual(['c7']);
-    expect(buffer.query({ since: '2026-01-01T00:00:06Z', until: '2026-01-01T00:00:08Z' }).events.map((e) => e.callId)).toEqual(['c7', 'c6']);
+    expect(
+      buffer.query({ since: '2026-01-01T00:00:06Z', until: '2026-01-01T00:00:08Z' }).events.map((e) => e.callId),
+    ).toEqual(['c7', 'c6']);
     expect(buffer.query({ limit: 2 })).toMatchObject({ matched: 5, kept: 5 });
   });
 
@@ -66,24 +68,42 @@ describe('the trace buffer', () => {
 describe('package validation', () => {
   const good = { key: 'ok', title: 'Ok', description: 'fine', permissions: { approval: 'never' } };
   it('refuses to compile a tool schema past 32 KiB of JSON, naming it (found by an outside attack: 720 KB held the service ~3 s a call)', () => {
-    const properties = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]+$' }]));
-    const tool = { name: 'wide', description: 'd', inputSchema: { type: 'object', properties }, target: 'app.x', op: '$do' };
+    const properties = Object.fromEntries(
+      Array.from({ length: 2_000 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]+$' }]),
+    );
+    const tool = {
+      name: 'wide',
+      description: 'd',
+      inputSchema: { type: 'object', properties },
+      target: 'app.x',
+      op: '$do',
+    };
     const r = validateSpecs([{ ...good, matrixTools: [tool] }]);
     expect(r.valid).toBe(false);
-    expect(r.results[0]?.violations).toEqual([expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'maxSize' })]);
+    expect(r.results[0]?.violations).toEqual([
+      expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'maxSize' }),
+    ]);
   });
 
   it('passes a good spec and lists every problem of bad ones', () => {
     const r = validateSpecs([
       good,
       { key: 'Bad!', permissions: {} },
-      { ...good, key: 'reserved', matrixTools: [{ name: 't', description: 'd', inputSchema: { type: 'object' }, target: 'system.tools', op: '$register' }] },
+      {
+        ...good,
+        key: 'reserved',
+        matrixTools: [
+          { name: 't', description: 'd', inputSchema: { type: 'object' }, target: 'system.tools', op: '$register' },
+        ],
+      },
       { ...good, key: 'actor-edit' },
       good,
     ]);
     expect(r.valid).toBe(false);
     expect(r.results.map((x) => x.valid)).toEqual([true, false, false, false, false]);
-    expect(r.results[1]?.violations.map((v) => v.path)).toEqual(expect.arrayContaining(['/key', '/title', '/description', '/permissions/approval']));
+    expect(r.results[1]?.violations.map((v) => v.path)).toEqual(
+      expect.arrayContaining(['/key', '/title', '/description', '/permissions/approval']),
+    );
     expect(r.results[2]?.violations[0]).toMatchObject({ path: '/matrixTools/0/target', keyword: 'reserved' });
     expect(r.results[3]?.violations[0]).toMatchObject({ keyword: 'builtin' });
     expect(r.results[4]?.violations[0]).toMatchObject({ keyword: 'uniqueKey', message: 'repeats the key of spec 0' });
@@ -142,7 +162,11 @@ describe('OpenAI strict mode', () => {
         type: 'object',
         required: ['q', 'n', 'mode'],
         additionalProperties: false,
-        properties: { q: { type: 'string' }, n: { type: ['integer', 'null'] }, mode: { anyOf: [{ enum: ['a', 'b'] }, { type: 'null' }] } },
+        properties: {
+          q: { type: 'string' },
+          n: { type: ['integer', 'null'] },
+          mode: { anyOf: [{ enum: ['a', 'b'] }, { type: 'null' }] },
+        },
       },
     });
   });
@@ -171,11 +195,21 @@ describe('checking that tool schemas compile', () => {
       description: 'd',
       permissions: { approval: 'never' },
       matrixTools: [
-        { name: 't', description: 'd', inputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }, target: 'app.x', op: '$y' },
+        {
+          name: 't',
+          description: 'd',
+          inputSchema: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } },
+          target: 'app.x',
+          op: '$y',
+        },
       ],
     };
     expect(specViolations(spec)).toEqual([
-      expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'compile', message: expect.stringContaining('missing') }),
+      expect.objectContaining({
+        path: '/matrixTools/0/inputSchema',
+        keyword: 'compile',
+        message: expect.stringContaining('missing'),
+      }),
     ]);
   });
 
@@ -190,7 +224,11 @@ describe('checking that tool schemas compile', () => {
         {
           name: 't',
           description: 'd',
-          inputSchema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { a: { type: 'string' } } },
+          inputSchema: {
+            $schema: 'http://json-schema.org/draft-07/schema#',
+            type: 'object',
+            properties: { a: { type: 'string' } },
+          },
           target: 'app.x',
           op: '$y',
         },

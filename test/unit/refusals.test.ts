@@ -6,7 +6,10 @@ describe('the budget of refusals without a valid grant', () => {
   let clock = 0;
   let summaries: RefusalSummary[];
   const budget = (perSecond: number, burst: number) =>
-    new RefusalBudget({ perMinute: perSecond * 60, burst, summaryMs: 1000, now: () => clock, iso: () => `t${clock}` }, (s) => summaries.push(s));
+    new RefusalBudget(
+      { perMinute: perSecond * 60, burst, summaryMs: 1000, now: () => clock, iso: () => `t${clock}` },
+      (s) => summaries.push(s),
+    );
 
   beforeEach(() => {
     clock = 0;
@@ -37,7 +40,15 @@ describe('the budget of refusals without a valid grant', () => {
     expect(stored).toEqual([true, true, false, false, false]);
     expect(summaries).toEqual([]);
     vi.advanceTimersByTime(1000);
-    expect(summaries).toEqual([{ count: 3, reasons: { expired: 1, bad_request: 1, missing: 1 }, tools: ['spy_run', 'other'], otherTools: 0, since: 't0' }]);
+    expect(summaries).toEqual([
+      {
+        count: 3,
+        reasons: { expired: 1, bad_request: 1, missing: 1 },
+        tools: ['spy_run', 'other'],
+        otherTools: 0,
+        since: 't0',
+      },
+    ]);
     // No refusal counted, no summary.
     vi.advanceTimersByTime(10_000);
     expect(summaries).toHaveLength(1);
@@ -63,6 +74,8 @@ describe('the budget of refusals without a valid grant', () => {
     const b = budget(0, 0);
     expect(Array.from({ length: 1000 }, () => b.admit('untrusted_issuer', 'x')).some(Boolean)).toBe(false);
     b.flush();
-    expect(summaries).toEqual([{ count: 1000, reasons: { untrusted_issuer: 1000 }, tools: ['x'], otherTools: 0, since: 't0' }]);
+    expect(summaries).toEqual([
+      { count: 1000, reasons: { untrusted_issuer: 1000 }, tools: ['x'], otherTools: 0, since: 't0' },
+    ]);
   });
 });

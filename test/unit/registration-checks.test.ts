@@ -26,13 +26,19 @@ const tool = (name: string, extra: Partial<MatrixToolProjection> = {}): MatrixTo
 describe('the checks of $register', () => {
   it('keeps compiling schemas right across thousands of checks, the same $id again and again', () => {
     // Each schema text new (no remembered verdict): past two renewals of the shared compiler.
-    const withId = (i: number) => ({ type: 'object' as const, $id: 'https://example.invalid/args.json', properties: { [`a${i}`]: { type: 'string' } } });
+    const withId = (i: number) => ({
+      type: 'object' as const,
+      $id: 'https://example.invalid/args.json',
+      properties: { [`a${i}`]: { type: 'string' } },
+    });
     const broken = { type: 'object' as const, properties: { a: { $ref: '#/$defs/missing' } } };
     for (let i = 0; i < 1_100; i++) {
       expect(specViolations(spec(`ok-${i}`, [tool('t', { inputSchema: withId(i) })]))).toEqual([]);
       if (i % 100 === 0) {
         const violations = specViolations(spec(`bad-${i}`, [tool('t', { inputSchema: structuredClone(broken) })]));
-        expect(violations).toEqual([expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'compile' })]);
+        expect(violations).toEqual([
+          expect.objectContaining({ path: '/matrixTools/0/inputSchema', keyword: 'compile' }),
+        ]);
       }
     }
   });
@@ -40,7 +46,9 @@ describe('the checks of $register', () => {
   it('says which check a spec fails, by error class', () => {
     expect(registrationError({ key: 'x' })).toBeInstanceOf(BadRequestError);
     expect(registrationError(spec('x', [tool('matrix_invoke')]))).toBeInstanceOf(ForbiddenError);
-    expect(registrationError(spec('x', [tool('fine', { target: 'system.dispatcher', op: '$call' })]))).toBeInstanceOf(ForbiddenError);
+    expect(registrationError(spec('x', [tool('fine', { target: 'system.dispatcher', op: '$call' })]))).toBeInstanceOf(
+      ForbiddenError,
+    );
     expect(registrationError(spec('actor-edit', [tool('fine')]))).toBeInstanceOf(ForbiddenError);
     expect(registrationError(spec('x', [tool('fine')]), { maxPayload: 1024 * 1024 })).toBeUndefined();
   });
@@ -59,23 +67,36 @@ describe('the checks of $register', () => {
     for (const n of [1, 10, 40, 70, 110]) {
       const s = big(n);
       const stored = new TextEncoder().encode(JSON.stringify(s)).length;
-      expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(resolutionOverflow(s, 1024 * 1024) === undefined);
+      expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(
+        resolutionOverflow(s, 1024 * 1024) === undefined,
+      );
     }
   });
 
   it('bounds strict mode’s growth and diagnostics, so the shortcut stays on the safe side', () => {
-    const properties = (n: number, extra: object) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { ...extra }]));
-    const wide = (n: number) => spec('wide', [tool('t', { inputSchema: { type: 'object', properties: properties(n, {}) } })]);
+    const properties = (n: number, extra: object) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { ...extra }]));
+    const wide = (n: number) =>
+      spec('wide', [tool('t', { inputSchema: { type: 'object', properties: properties(n, {}) } })]);
     const deep = (depth: number, keywords: number): ToolContextSpec => {
-      let schema: Record<string, unknown> = { type: 'object', properties: properties(keywords, { type: 'string', minLength: 1, default: 'x' }) };
-      for (let d = 0; d < depth; d++) schema = { type: 'object', properties: { [`level_${'n'.repeat(50)}_${d}`]: schema } };
+      let schema: Record<string, unknown> = {
+        type: 'object',
+        properties: properties(keywords, { type: 'string', minLength: 1, default: 'x' }),
+      };
+      for (let d = 0; d < depth; d++)
+        schema = { type: 'object', properties: { [`level_${'n'.repeat(50)}_${d}`]: schema } };
       return spec('deep', [tool('t', { inputSchema: schema as MatrixToolProjection['inputSchema'] })]);
     };
     for (const s of [wide(2_000), wide(10_000), wide(30_000), deep(25, 2_000)]) {
       const stored = new TextEncoder().encode(JSON.stringify(s)).length;
-      expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(resolutionOverflow(s, 1024 * 1024) === undefined);
+      expect(resolutionOverflow(s, 1024 * 1024, stored) === undefined).toBe(
+        resolutionOverflow(s, 1024 * 1024) === undefined,
+      );
     }
-    const registry = resolveToolContext({ profile: 'p', toolContextRefs: ['deep'], format: 'openai', strict: true }, soleStore(deep(25, 2_000)));
+    const registry = resolveToolContext(
+      { profile: 'p', toolContextRefs: ['deep'], format: 'openai', strict: true },
+      soleStore(deep(25, 2_000)),
+    );
     const removed = registry.diagnostics.find((d) => d.code === 'strict_removed');
     expect(removed?.message).toMatch(/and 3990 more; removed$/);
     expect(removed?.message.length).toBeLessThan(700);

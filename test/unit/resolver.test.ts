@@ -4,7 +4,13 @@ import { builtinContexts } from '../../src/registry/builtins.js';
 import { digestOf } from '../../src/registry/canonical.js';
 import { Registry } from '../../src/registry/registry.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
-import { StaticStore, type StoreChange, type StoredContext, storedBuiltin, type ToolContextStore } from '../../src/registry/store.js';
+import {
+  StaticStore,
+  type StoreChange,
+  type StoredContext,
+  storedBuiltin,
+  type ToolContextStore,
+} from '../../src/registry/store.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 
 const echo = (name: string, target = 'app.echo', extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
@@ -27,7 +33,13 @@ const ctx = (key: string, extra: Partial<ToolContextSpec> = {}): ToolContextSpec
 const builtins = new StaticStore();
 /** The built-ins plus `extra` as registered contexts. */
 const withExtras = (...extra: ToolContextSpec[]): StaticStore =>
-  new StaticStore([...builtinContexts.map(storedBuiltin), ...extra.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 }))], extra.length);
+  new StaticStore(
+    [
+      ...builtinContexts.map(storedBuiltin),
+      ...extra.map((spec, i) => ({ spec, source: 'registered' as const, revision: i + 1 })),
+    ],
+    extra.length,
+  );
 const resolve = (request: ResolveRequest, store = builtins) => resolveToolContext(request, store);
 const toolNames = (r: ReturnType<typeof resolve>) => r.matrixTools.map((t) => t.name);
 
@@ -89,11 +101,16 @@ describe('the merged context', () => {
   });
 
   it('drops the second of two tools with one name and says which lost', () => {
-    const store = withExtras(ctx('alpha', { matrixTools: [echo('lookup', 'app.one')] }), ctx('beta', { matrixTools: [echo('lookup', 'app.two')] }));
+    const store = withExtras(
+      ctx('alpha', { matrixTools: [echo('lookup', 'app.one')] }),
+      ctx('beta', { matrixTools: [echo('lookup', 'app.two')] }),
+    );
     const r = resolve({ profile: 'p', toolContextRefs: ['alpha', 'beta'] }, store);
     expect(r.matrixTools).toHaveLength(1);
     expect(r.matrixTools[0]).toMatchObject({ name: 'lookup', target: 'app.one', context: 'alpha' });
-    expect(r.diagnostics).toEqual([expect.objectContaining({ level: 'warning', code: 'tool_name_conflict', context: 'beta', tool: 'lookup' })]);
+    expect(r.diagnostics).toEqual([
+      expect.objectContaining({ level: 'warning', code: 'tool_name_conflict', context: 'beta', tool: 'lookup' }),
+    ]);
     expect(r.diagnostics[0]?.message).toMatch(/'beta'.*app\.two.*'alpha'/);
   });
 
@@ -103,13 +120,17 @@ describe('the merged context', () => {
       ctx('gated', { matrixTools: [echo('write')], permissions: { approval: 'always' } }),
     );
     const r = resolve({ profile: 'p', toolContextRefs: ['open', 'gated'] }, store);
-    expect(r.matrixTools).toEqual([expect.objectContaining({ name: 'write', requiresApproval: true, context: 'open' })]);
+    expect(r.matrixTools).toEqual([
+      expect.objectContaining({ name: 'write', requiresApproval: true, context: 'open' }),
+    ]);
     // A context's resolved tools are shared by every resolution that merges it: the gate one
     // merge adds stays in that merge.
     expect(resolve({ profile: 'p', toolContextRefs: ['open'] }, store).matrixTools).toEqual([
       expect.objectContaining({ name: 'write', requiresApproval: false }),
     ]);
-    expect(resolve({ profile: 'p', toolContextRefs: ['open', 'gated'] }, store).matrixTools[0]?.requiresApproval).toBe(true);
+    expect(resolve({ profile: 'p', toolContextRefs: ['open', 'gated'] }, store).matrixTools[0]?.requiresApproval).toBe(
+      true,
+    );
   });
 
   it('puts each context’s instructions under its title, in order', () => {
@@ -139,7 +160,10 @@ describe('the merged context', () => {
 
   it('unions environment requirements and verification', () => {
     const store = withExtras(
-      ctx('creds', { environmentRequirements: { credentials: ['gh'], container: true }, verification: { commands: ['npm test'], checks: ['tests-pass'] } }),
+      ctx('creds', {
+        environmentRequirements: { credentials: ['gh'], container: true },
+        verification: { commands: ['npm test'], checks: ['tests-pass'] },
+      }),
     );
     const r = resolve({ profile: 'p', toolContextRefs: ['repo-coding', 'creds'] }, store);
     expect(r.environmentRequirements).toEqual({ repoRoot: true, container: true, credentials: ['gh'] });
@@ -155,7 +179,12 @@ describe('the merged context', () => {
 
 describe('refs and capabilities that cannot be met', () => {
   it('names every unknown ref', () => {
-    const attempt = () => resolve({ profile: 'p', toolContextRefs: ['nope', 'actor-edit'], skills: [{ name: 's', toolContextRefs: ['gone'] }] });
+    const attempt = () =>
+      resolve({
+        profile: 'p',
+        toolContextRefs: ['nope', 'actor-edit'],
+        skills: [{ name: 's', toolContextRefs: ['gone'] }],
+      });
     expect(attempt).toThrow(NotFoundError);
     expect(attempt).toThrow(/nope, gone/);
     try {
@@ -169,7 +198,9 @@ describe('refs and capabilities that cannot be met', () => {
     const store = withExtras(ctx('aaa-reader', { provides: ['actor.read'] }));
     const r = resolve({ profile: 'edit', requires: ['actor.read'] }, store);
     expect(r.contexts).toEqual(['actor-edit', 'actor-readonly']);
-    expect(r.diagnostics).toContainEqual(expect.objectContaining({ code: 'capability_provided', context: 'actor-readonly' }));
+    expect(r.diagnostics).toContainEqual(
+      expect.objectContaining({ code: 'capability_provided', context: 'actor-readonly' }),
+    );
   });
 
   it('picks the lowest key among registered providers, and follows their own requires', () => {
@@ -183,7 +214,9 @@ describe('refs and capabilities that cannot be met', () => {
   });
 
   it('names every capability nobody provides', () => {
-    expect(() => resolve({ profile: 'default', requires: ['time.travel', 'actor.read', 'teleport'] })).toThrow(/'time.travel', 'teleport'/);
+    expect(() => resolve({ profile: 'default', requires: ['time.travel', 'actor.read', 'teleport'] })).toThrow(
+      /'time.travel', 'teleport'/,
+    );
   });
 });
 
@@ -192,16 +225,24 @@ describe('the environment', () => {
     const r = resolve({ profile: 'propose', worker: 'codex', environment: { cwd: '/tmp' } });
     expect(r.contexts).toEqual([]);
     expect(r.diagnostics).toContainEqual(
-      expect.objectContaining({ code: 'environment_unmet', context: 'repo-coding', message: expect.stringContaining('repoRoot') }),
+      expect.objectContaining({
+        code: 'environment_unmet',
+        context: 'repo-coding',
+        message: expect.stringContaining('repoRoot'),
+      }),
     );
   });
 
   it('keeps it when the environment offers what it needs', () => {
-    expect(resolve({ profile: 'propose', worker: 'codex', environment: { repoRoot: '/src' } }).contexts).toEqual(['repo-coding']);
+    expect(resolve({ profile: 'propose', worker: 'codex', environment: { repoRoot: '/src' } }).contexts).toEqual([
+      'repo-coding',
+    ]);
   });
 
   it('checks credentials and capabilities by name', () => {
-    const store = withExtras(ctx('cloud', { environmentRequirements: { credentials: ['aws'], capabilities: ['gpu'] } }));
+    const store = withExtras(
+      ctx('cloud', { environmentRequirements: { credentials: ['aws'], capabilities: ['gpu'] } }),
+    );
     const r = resolve({ profile: 'p', toolContextRefs: ['cloud'], environment: { credentials: ['aws'] } }, store);
     expect(r.contexts).toEqual([]);
     expect(r.diagnostics[0]?.message).toContain("capability 'gpu'");
@@ -214,12 +255,24 @@ describe('provider formats and the digest', () => {
     const openai = resolve({ ...request, format: 'openai' }).providerTools;
     expect(openai?.[0]).toEqual({
       type: 'function',
-      function: { name: 'matrix_introspect', description: expect.any(String), parameters: expect.objectContaining({ type: 'object' }) },
+      function: {
+        name: 'matrix_introspect',
+        description: expect.any(String),
+        parameters: expect.objectContaining({ type: 'object' }),
+      },
     });
     const anthropic = resolve({ ...request, format: 'anthropic' }).providerTools;
-    expect(anthropic?.[1]).toEqual({ name: 'session_state_read', description: expect.any(String), input_schema: expect.objectContaining({ type: 'object' }) });
+    expect(anthropic?.[1]).toEqual({
+      name: 'session_state_read',
+      description: expect.any(String),
+      input_schema: expect.objectContaining({ type: 'object' }),
+    });
     const mcp = resolve({ ...request, format: 'mcp' }).providerTools;
-    expect(mcp?.[0]).toMatchObject({ name: 'matrix_introspect', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } });
+    expect(mcp?.[0]).toMatchObject({
+      name: 'matrix_introspect',
+      inputSchema: { type: 'object' },
+      annotations: { readOnlyHint: true },
+    });
     expect(resolve(request).providerTools).toBeUndefined();
   });
 
@@ -229,7 +282,11 @@ describe('provider formats and the digest', () => {
       ctx('gated', { matrixTools: [echo('write')], permissions: { approval: 'always' } }),
     );
     for (const refs of [['open'], ['open', 'gated'], ['gated', 'open'], ['open'], ['open', 'actor-readonly']]) {
-      const { revision: _, digest, ...body } = resolve({ profile: 'p', toolContextRefs: refs, format: 'openai' }, store);
+      const {
+        revision: _,
+        digest,
+        ...body
+      } = resolve({ profile: 'p', toolContextRefs: refs, format: 'openai' }, store);
       expect(digest).toBe(digestOf(structuredClone(body)));
     }
   });
@@ -288,7 +345,9 @@ class CountingStore implements ToolContextStore {
 
 describe('providers among many', () => {
   it('reads only as far as the first admissible provider of a capability', () => {
-    const providers = Array.from({ length: 10_000 }, (_, i) => ctx(`prov-${String(i).padStart(5, '0')}`, { provides: ['shared'] }));
+    const providers = Array.from({ length: 10_000 }, (_, i) =>
+      ctx(`prov-${String(i).padStart(5, '0')}`, { provides: ['shared'] }),
+    );
     const store = new CountingStore(providers);
     store.reads = 0;
     const r = resolveToolContext({ profile: 'p', toolContextRefs: [], requires: ['shared'] }, store);
@@ -302,7 +361,9 @@ describe('providers among many', () => {
       ctx('cap-a', { provides: ['cap'], environmentRequirements: { container: true } }),
       ctx('cap-b', { provides: ['cap'] }),
     );
-    expect(resolve({ profile: 'p', toolContextRefs: [], requires: ['actor.read'] }, store).contexts).toEqual(['actor-readonly']);
+    expect(resolve({ profile: 'p', toolContextRefs: [], requires: ['actor.read'] }, store).contexts).toEqual([
+      'actor-readonly',
+    ]);
     const r = resolve({ profile: 'p', toolContextRefs: [], requires: ['cap'], environment: {} }, store);
     expect(r.contexts).toEqual(['cap-b']);
     expect(r.diagnostics.map((d) => d.code)).toEqual(['environment_unmet', 'capability_provided']);
@@ -313,15 +374,19 @@ describe('the registry over a changing store', () => {
   const tools = (...names: string[]) => names.map((n) => echo(n));
 
   it('counts distinct tool names as contexts come, change and go, without rereading them all', () => {
-    const store = new CountingStore(Array.from({ length: 1_000 }, (_, i) => ctx(`c${i}`, { matrixTools: tools(`t${i % 10}`, `own_${i}`) })));
+    const store = new CountingStore(
+      Array.from({ length: 1_000 }, (_, i) => ctx(`c${i}`, { matrixTools: tools(`t${i % 10}`, `own_${i}`) })),
+    );
     const registry = new Registry(store);
-    const recount = () => new Set(store.keys().flatMap((k) => (store.get(k)?.spec.matrixTools ?? []).map((t) => t.name))).size;
+    const recount = () =>
+      new Set(store.keys().flatMap((k) => (store.get(k)?.spec.matrixTools ?? []).map((t) => t.name))).size;
     expect(registry.describe().tools).toBe(recount());
     const seed = [7, 3, 9, 1, 4, 8, 2, 6, 5, 0];
     for (let step = 0; step < 300; step++) {
       const i = (step * 37 + (seed[step % 10] as number)) % 1_200;
       if (step % 3 === 0) store.remove(`c${i}`);
-      else store.put(ctx(`c${i}`, { matrixTools: tools(`t${step % 13}`, `own_${i}`, ...(step % 2 ? ['shared'] : [])) }));
+      else
+        store.put(ctx(`c${i}`, { matrixTools: tools(`t${step % 13}`, `own_${i}`, ...(step % 2 ? ['shared'] : [])) }));
       store.reads = 0;
       const described = registry.describe();
       expect(store.reads).toBeLessThan(5);
@@ -330,9 +395,12 @@ describe('the registry over a changing store', () => {
   });
 
   it('lists the targets its tools name as contexts come, change and go, without rereading them all, one array while they stay the same', () => {
-    const store = new CountingStore(Array.from({ length: 1_000 }, (_, i) => ctx(`c${i}`, { matrixTools: [echo(`t${i}`, `app.m${i % 50}`)] })));
+    const store = new CountingStore(
+      Array.from({ length: 1_000 }, (_, i) => ctx(`c${i}`, { matrixTools: [echo(`t${i}`, `app.m${i % 50}`)] })),
+    );
     const registry = new Registry(store);
-    const recount = () => new Set(store.keys().flatMap((k) => (store.get(k)?.spec.matrixTools ?? []).map((t) => t.target)));
+    const recount = () =>
+      new Set(store.keys().flatMap((k) => (store.get(k)?.spec.matrixTools ?? []).map((t) => t.target)));
     expect(new Set(registry.targets())).toEqual(recount());
     for (let step = 0; step < 300; step++) {
       const i = (step * 37) % 1_200;
@@ -360,7 +428,10 @@ describe('the registry over a changing store', () => {
     const registry = new Registry();
     const huge: ResolveRequest = {
       profile: 'p',
-      skills: Array.from({ length: 120 }, (_, i) => ({ name: `s${i}`, toolContextRefs: Array(256).fill('actor-readonly') })),
+      skills: Array.from({ length: 120 }, (_, i) => ({
+        name: `s${i}`,
+        toolContextRefs: Array(256).fill('actor-readonly'),
+      })),
     };
     expect(() => registry.resolve(huge)).toThrow(PayloadTooLargeError);
   });

@@ -16,7 +16,8 @@ describe('the session cache', () => {
     const request = { profile: 'p', toolContextRefs: ['a'] };
     await cache.get(request, {});
     for (let i = 0; i < 3; i++) expect(cache.get(request, {})).not.toBeInstanceOf(Promise);
-    for (let i = 0; i < 3; i++) expect(cache.get({ profile: 'p', toolContextRefs: ['a'] }, {})).not.toBeInstanceOf(Promise);
+    for (let i = 0; i < 3; i++)
+      expect(cache.get({ profile: 'p', toolContextRefs: ['a'] }, {})).not.toBeInstanceOf(Promise);
     expect(source.calls).toBe(1);
   });
 
@@ -44,7 +45,11 @@ describe('the session cache', () => {
 });
 
 /** A source that counts its resolves; each carries `instructions` of a given size and names the request's refs as contexts. */
-function sizedSource(instructionChars: number, diagnostics: ResolvedToolContext['diagnostics'] = [], revision = () => 1): ToolSource & { calls: number } {
+function sizedSource(
+  instructionChars: number,
+  diagnostics: ResolvedToolContext['diagnostics'] = [],
+  revision = () => 1,
+): ToolSource & { calls: number } {
   const source = {
     calls: 0,
     resolve: async (request: ResolveRequest): Promise<ResolvedToolContext> => {
@@ -81,7 +86,10 @@ describe('the session cache’s bounds', () => {
     const cache = new SessionCache(sizedSource(0));
     const request = {
       profile: 'p',
-      skills: Array.from({ length: 100 }, (_, i) => ({ name: `skill-${i}`, toolContextRefs: ['actor-readonly', 'repo-coding'] })),
+      skills: Array.from({ length: 100 }, (_, i) => ({
+        name: `skill-${i}`,
+        toolContextRefs: ['actor-readonly', 'repo-coding'],
+      })),
     };
     await cache.get(request, {});
     expect(JSON.stringify(request).length).toBeGreaterThan(5_000);
@@ -92,7 +100,13 @@ describe('the session cache’s bounds', () => {
   it('refuses a session request past its limit with payload_too_large, before resolving anything', () => {
     const source = sizedSource(0);
     const cache = new SessionCache(source);
-    const huge = { profile: 'p', skills: Array.from({ length: 120 }, (_, i) => ({ name: `s${i}`, toolContextRefs: Array(256).fill('actor-readonly') })) };
+    const huge = {
+      profile: 'p',
+      skills: Array.from({ length: 120 }, (_, i) => ({
+        name: `s${i}`,
+        toolContextRefs: Array(256).fill('actor-readonly'),
+      })),
+    };
     expect(() => cache.get(huge, {})).toThrow(PayloadTooLargeError);
     expect(() => cache.get(huge, {})).toThrow(/session request is \d+ characters of JSON, over the limit of 65536/);
     expect(source.calls).toBe(0);

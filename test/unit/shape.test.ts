@@ -8,12 +8,17 @@ const opts = { cap: 1_000, summaryBudget: 300 };
 
 describe('shaping a reply by resultMode', () => {
   it('json: the JSON text as content and the reply as structured', () => {
-    expect(shapeReply({ a: 1, b: [true] }, 'json', opts)).toEqual({ content: '{"a":1,"b":[true]}', structured: { a: 1, b: [true] } });
+    expect(shapeReply({ a: 1, b: [true] }, 'json', opts)).toEqual({
+      content: '{"a":1,"b":[true]}',
+      structured: { a: 1, b: [true] },
+    });
   });
 
   it('json: bytes show as their length and big integers as their digits, at any depth, in objects and arrays', () => {
     const reply = { a: [1, { b: new Uint8Array(3) }], n: 12345678901234567890n, s: 'x' };
-    expect(shapeReply(reply, 'json', opts).content).toBe('{"a":[1,{"b":"<3 bytes>"}],"n":"12345678901234567890","s":"x"}');
+    expect(shapeReply(reply, 'json', opts).content).toBe(
+      '{"a":[1,{"b":"<3 bytes>"}],"n":"12345678901234567890","s":"x"}',
+    );
     expect(shapeReply([new Uint8Array([104, 105])], 'text', opts).content).toBe('["<2 bytes>"]');
     expect(shapeReply(undefined, 'json', opts).content).toBe('null');
   });
@@ -38,11 +43,20 @@ describe('shaping a reply by resultMode', () => {
     const tooDeep = shapeReply(arrays(MAX_DEPTH), 'json', opts);
     expect(tooDeep.structured).toBeUndefined();
     expect(tooDeep.content).toBe(JSON.stringify(arrays(MAX_DEPTH)));
-    expect([structuredTravels('text', false), structuredTravels(null, false), structuredTravels({ a: 1 }, true)]).toEqual([true, true, false]);
+    expect([
+      structuredTravels('text', false),
+      structuredTravels(null, false),
+      structuredTravels({ a: 1 }, true),
+    ]).toEqual([true, true, false]);
   });
 
   it('gives a structured reply as an object only when it is one (MCP structuredContent)', () => {
-    expect([{ structured: { a: 1 } }, { structured: [1] }, { structured: 'x' }, {}].map(structuredObject)).toEqual([{ a: 1 }, undefined, undefined, undefined]);
+    expect([{ structured: { a: 1 } }, { structured: [1] }, { structured: 'x' }, {}].map(structuredObject)).toEqual([
+      { a: 1 },
+      undefined,
+      undefined,
+      undefined,
+    ]);
   });
 
   it('leaves content under the cap alone', () => {
@@ -137,7 +151,11 @@ describe('tool arguments', () => {
 
   it('keeps compiled schemas within a bound of schema text, starting afresh past it', () => {
     const validators = new ArgumentValidators(5_000, 10_000);
-    const schema = (i: number) => ({ type: 'object' as const, description: `${i}`.padEnd(1_000, '.'), properties: { [`p${i}`]: { type: 'string' } } });
+    const schema = (i: number) => ({
+      type: 'object' as const,
+      description: `${i}`.padEnd(1_000, '.'),
+      properties: { [`p${i}`]: { type: 'string' } },
+    });
     for (let i = 0; i < 100; i++) {
       expect(validators.check(schema(i))({ [`p${i}`]: 1 })).toHaveLength(1);
       expect(validators.size.text).toBeLessThanOrEqual(10_000);

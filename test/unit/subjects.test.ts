@@ -1,10 +1,17 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { describe, expect, it } from 'vitest';
-import { isReservedSubject, mountReplyPrefix, reservedPatterns, subjectMatches, TARGETS_INBOX_PREFIX } from '../../src/bus/subjects.js';
+import {
+  isReservedSubject,
+  mountReplyPrefix,
+  reservedPatterns,
+  subjectMatches,
+  TARGETS_INBOX_PREFIX,
+} from '../../src/bus/subjects.js';
 
 describe('isReservedSubject', () => {
   // The definition: an inbox, or a subject one of the reserved patterns matches.
-  const byDefinition = (subject: string) => subject.startsWith('_INBOX') || reservedPatterns.some((p) => subjectMatches(p, subject));
+  const byDefinition = (subject: string) =>
+    subject.startsWith('_INBOX') || reservedPatterns.some((p) => subjectMatches(p, subject));
   const subjects = [
     '$SYS.REQ.SERVER.PING',
     '$SYS',

@@ -25,16 +25,22 @@ function summary(modules: TestModule[], unhandled: unknown[] = []): string {
 
 describe('the summary line', () => {
   it('counts passed, failed and skipped tests', () => {
-    expect(summary([module(['passed', 'failed', 'skipped']), module(['passed'])])).toBe('Tests: 2 passed, 1 failed, 1 skipped');
+    expect(summary([module(['passed', 'failed', 'skipped']), module(['passed'])])).toBe(
+      'Tests: 2 passed, 1 failed, 1 skipped',
+    );
   });
 
   it('counts a file that failed outside its tests (no test ran) as a failure', () => {
     const broken = module([], 'failed', [{ message: 'Cannot find module' }]);
-    expect(summary([module(['passed']), broken])).toBe('Tests: 1 passed, 1 failed, 0 skipped (1 file(s) failed outside their tests)');
+    expect(summary([module(['passed']), broken])).toBe(
+      'Tests: 1 passed, 1 failed, 0 skipped (1 file(s) failed outside their tests)',
+    );
   });
 
   it('counts an error nobody handled as a failure', () => {
-    expect(summary([module(['passed'])], [{ message: 'boom' }])).toBe('Tests: 1 passed, 1 failed, 0 skipped (1 unhandled error(s))');
+    expect(summary([module(['passed'])], [{ message: 'boom' }])).toBe(
+      'Tests: 1 passed, 1 failed, 0 skipped (1 unhandled error(s))',
+    );
   });
 });
 
@@ -57,13 +63,22 @@ describe('lanes', () => {
 
 describe('the file order', () => {
   const spec = (path: string, groupOrder: number) =>
-    ({ moduleId: `/repo/${path}`, project: { name: 'p', config: { sequence: { groupOrder } } } }) as unknown as TestSpecification;
+    ({
+      moduleId: `/repo/${path}`,
+      project: { name: 'p', config: { sequence: { groupOrder } } },
+    }) as unknown as TestSpecification;
   const ctx = (sequence: object) =>
     ({
       config: { root: '/repo', sequence },
       cache: { getFileTestResults: (key: string) => (key === 'p:b.test.ts' ? { duration: 5_000 } : undefined) },
     }) as unknown as Vitest;
-  const files = [spec('u.test.ts', 0), spec('a.test.ts', 1), spec('test/integration/fuzz.test.ts', 1), spec('b.test.ts', 1), spec('v.test.ts', 0)];
+  const files = [
+    spec('u.test.ts', 0),
+    spec('a.test.ts', 1),
+    spec('test/integration/fuzz.test.ts', 1),
+    spec('b.test.ts', 1),
+    spec('v.test.ts', 0),
+  ];
   const names = (sorted: TestSpecification[]) => sorted.map((s) => s.moduleId.slice('/repo/'.length));
 
   it('runs tier by tier, the longest files of a tier first (known, else cached, else unknown last)', async () => {

@@ -46,7 +46,9 @@ export async function callsPage({ url, deps }: ConsoleRequest): Promise<Page> {
   let stored: CallEvent[] = [];
   let failure: unknown;
   try {
-    const reply = await deps.client.request<{ events: CallEvent[] }>(Mounts.Traces, '$query', traceQuery(f, sinceMs), { timeoutMs: 5_000 });
+    const reply = await deps.client.request<{ events: CallEvent[] }>(Mounts.Traces, '$query', traceQuery(f, sinceMs), {
+      timeoutMs: 5_000,
+    });
     stored = reply.events;
   } catch (err) {
     failure = err;
@@ -100,7 +102,9 @@ function matches(e: CallEvent, f: CallFilter, sinceMs: number | undefined): bool
   if (f.principal && e.principal !== f.principal) return false;
   if (sinceMs !== undefined && !(Date.parse(e.at) >= sinceMs)) return false;
   if (f.q) {
-    const text = [e.name, e.session, e.principal, e.target, e.op, e.code, e.outcome, e.callId, e.traceparent].join(' ').toLowerCase();
+    const text = [e.name, e.session, e.principal, e.target, e.op, e.code, e.outcome, e.callId, e.traceparent]
+      .join(' ')
+      .toLowerCase();
     if (
       !f.q
         .toLowerCase()

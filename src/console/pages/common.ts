@@ -14,7 +14,9 @@ export class FormError extends Error {
 export function errorNotice(err: unknown, title = 'Failed'): SafeHtml {
   if (err instanceof MatrixError) {
     const violations = err.details?.violations ?? [];
-    const list = violations.length ? html`<ul>${violations.map((v) => html`<li><code>${v.path || '(body)'}</code> ${v.message}</li>`)}</ul>` : '';
+    const list = violations.length
+      ? html`<ul>${violations.map((v) => html`<li><code>${v.path || '(body)'}</code> ${v.message}</li>`)}</ul>`
+      : '';
     return notice('error', `${title}: ${err.code}`, html`${err.message}${list}`);
   }
   if (err instanceof FormError || err instanceof UsageError) return notice('error', title, err.message);
@@ -23,7 +25,8 @@ export function errorNotice(err: unknown, title = 'Failed'): SafeHtml {
 
 /** The HTTP status that fits an error. */
 export function statusOf(err: unknown): number {
-  if (err instanceof MatrixError) return err.code === 'unavailable' || err.code === 'timeout' ? 502 : errorStatus[err.code];
+  if (err instanceof MatrixError)
+    return err.code === 'unavailable' || err.code === 'timeout' ? 502 : errorStatus[err.code];
   if (err instanceof FormError || err instanceof UsageError) return 400;
   return 500;
 }
@@ -102,6 +105,7 @@ export function sessionFrom(values: URLSearchParams, prefix = ''): ResolveReques
 /** The query parameters of a session, for links that carry it. */
 export function sessionParams(values: URLSearchParams, prefix = ''): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  for (const name of ['profile', 'worker', 'refs', 'requires', 'skills', 'environment']) out[name] = values.get(prefix + name) ?? undefined;
+  for (const name of ['profile', 'worker', 'refs', 'requires', 'skills', 'environment'])
+    out[name] = values.get(prefix + name) ?? undefined;
   return out;
 }

@@ -100,13 +100,22 @@ export async function contextPage(request: ConsoleRequest, key: string, problem?
     return {
       ...base,
       status: 404,
-      live: notice('error', `No context ${key}`, html`The registry lists no context with this key. <a href="${SECTION}">All contexts</a>`),
+      live: notice(
+        'error',
+        `No context ${key}`,
+        html`The registry lists no context with this key. <a href="${SECTION}">All contexts</a>`,
+      ),
     };
   }
   let resolved: ResolvedToolContext | undefined;
   let failure: unknown;
   try {
-    resolved = await deps.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', { profile: 'console', toolContextRefs: [key] }, { timeoutMs: 5_000 });
+    resolved = await deps.client.request<ResolvedToolContext>(
+      Mounts.Tools,
+      '$resolve',
+      { profile: 'console', toolContextRefs: [key] },
+      { timeoutMs: 5_000 },
+    );
   } catch (err) {
     failure = err;
   }
@@ -120,7 +129,14 @@ export async function contextPage(request: ConsoleRequest, key: string, problem?
 function facts(c: ListedContext, resolved: ResolvedToolContext | undefined): SafeHtml {
   const own = resolved?.matrixTools.filter((t) => t.context === c.key) ?? [];
   const gated = own.filter((t) => t.requiresApproval).map((t) => t.name);
-  const approval = own.length === 0 ? '—' : gated.length === own.length ? 'every call' : gated.length === 0 ? 'never' : `for ${gated.join(', ')}`;
+  const approval =
+    own.length === 0
+      ? '—'
+      : gated.length === own.length
+        ? 'every call'
+        : gated.length === 0
+          ? 'never'
+          : `for ${gated.join(', ')}`;
   const allowTargets = own.find((t) => t.allowTargets)?.allowTargets;
   const row = (name: string, value: HtmlValue) => html`<dt>${name}</dt><dd>${value}</dd>`;
   return html`<dl class="facts">
@@ -156,7 +172,9 @@ export function toolTable(tools: readonly ResolvedTool[]): SafeHtml {
   return table(
     ['Tool', 'Context', 'Target', 'Gate', 'Result', 'Timeout', 'Hints'],
     tools.map(
-      (t) => html`<tr data-tool="${t.name}"><td><strong class="mono">${t.name}</strong><div class="sub">${t.description}</div>
+      (
+        t,
+      ) => html`<tr data-tool="${t.name}"><td><strong class="mono">${t.name}</strong><div class="sub">${t.description}</div>
         <details><summary>input schema</summary>${jsonBlock(t.inputSchema)}</details></td>
         <td>${contextLink(t.context)}</td><td class="mono">${t.target} ${t.op}</td>
         <td>${t.requiresApproval ? badge('approval', 'warn') : badge('none')}</td><td>${t.resultMode}</td>

@@ -40,7 +40,10 @@ export async function mountsPage({ deps }: ConsoleRequest): Promise<Page> {
     .request<{ mounts?: MountDescription[] }>(Mounts.Agents, '$introspect', {}, { timeoutMs: 5_000 })
     .then((r) => (Array.isArray(r.mounts) ? r.mounts.map((m) => String(m.mount)) : []))
     .catch(() => [] as string[]);
-  const [infos, stats] = await Promise.all([infoAnswers(deps.nc, listed, DISCOVERY_WAIT_MS), statsAnswers(deps, listed)]);
+  const [infos, stats] = await Promise.all([
+    infoAnswers(deps.nc, listed, DISCOVERY_WAIT_MS),
+    statsAnswers(deps, listed),
+  ]);
   const mounts = describeMounts(infos);
   // An instance's STATS goes with the mount its INFO was grouped under, by instance id, so the
   // two always agree on what a mount is called.
@@ -69,7 +72,13 @@ export async function mountsPage({ deps }: ConsoleRequest): Promise<Page> {
 
 /** `$SRV.STATS` answers: of each listed mount, on its by-name subject; of the rest, on the whole bus. */
 async function statsAnswers(deps: ConsoleRequest['deps'], listed: readonly string[]): Promise<StatsReply[]> {
-  const { all, byName } = await discoverByName<StatsReply>(deps.nc, 'STATS', listed.map(serviceName), DISCOVERY_WAIT_MS, { wholeBus: true });
+  const { all, byName } = await discoverByName<StatsReply>(
+    deps.nc,
+    'STATS',
+    listed.map(serviceName),
+    DISCOVERY_WAIT_MS,
+    { wholeBus: true },
+  );
   return [...[...byName.values()].flat(), ...all.filter((s) => !byName.has(s.name))];
 }
 
@@ -86,7 +95,9 @@ function mountCard(
       <td class="num">${f.errors ? badge(f.errors.toLocaleString('en'), 'error') : '0'}</td>
       <td class="num">${f.requests ? `${(f.processingNs / f.requests / 1e6).toFixed(2)} ms` : '—'}</td><td class="sub">${f.lastError}</td></tr>`,
   );
-  const started = stats.map((s) => html`<span class="chip" title="${s.started ? `started ${s.started}` : ''}">${s.id}</span>`);
+  const started = stats.map(
+    (s) => html`<span class="chip" title="${s.started ? `started ${s.started}` : ''}">${s.id}</span>`,
+  );
   return html`<section class="card" data-mount="${mount}">
     <h2>${mount} ${badge(`${stats.length || 1} ${stats.length === 1 ? 'instance' : 'instances'}`, 'ok')} ${version ? badge(`v${version}`) : ''}</h2>
     ${description ? html`<p class="muted">${description}</p>` : ''}
@@ -96,7 +107,9 @@ function mountCard(
 
 /** Each op's requests, errors and time, summed over the instances that answered STATS. */
 function sumByOp(mount: string, stats: readonly StatsReply[], ops: readonly string[]): OpFigures[] {
-  const byOp = new Map<string, OpFigures>(ops.map((op) => [op, { op, requests: 0, errors: 0, processingNs: 0, lastError: '' }]));
+  const byOp = new Map<string, OpFigures>(
+    ops.map((op) => [op, { op, requests: 0, errors: 0, processingNs: 0, lastError: '' }]),
+  );
   for (const s of stats) {
     for (const e of s.endpoints ?? []) {
       const op = e.subject?.startsWith(`${mount}.`) ? e.subject.slice(mount.length + 1) : (e.subject ?? e.name);

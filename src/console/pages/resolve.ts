@@ -40,7 +40,10 @@ async function resolveSide(deps: ConsoleDeps, values: URLSearchParams, prefix: s
   try {
     request = sessionFrom(values, prefix);
     if (request === undefined) return undefined;
-    return { request, reply: await deps.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, { timeoutMs: 10_000 }) };
+    return {
+      request,
+      reply: await deps.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, { timeoutMs: 10_000 }),
+    };
   } catch (error) {
     return { error };
   }
@@ -77,7 +80,8 @@ function diagnostics(reply: ResolvedToolContext): SafeHtml {
 }
 
 function compareView(a: Exclude<Outcome, undefined>, b: Exclude<Outcome, undefined>): SafeHtml {
-  if ('error' in a || 'error' in b) return html`<div class="grid2"><div>${outcomeView(a, 'A')}</div><div>${outcomeView(b, 'B')}</div></div>`;
+  if ('error' in a || 'error' in b)
+    return html`<div class="grid2"><div>${outcomeView(a, 'A')}</div><div>${outcomeView(b, 'B')}</div></div>`;
   return html`${summary(a.reply, b.reply)}
     <div class="card"><h2>Side by side</h2>${sideBySide(a.reply, b.reply)}</div>
     <div class="grid2"><div>${outcomeView(a, 'A')}</div><div>${outcomeView(b, 'B')}</div></div>`;
@@ -101,7 +105,9 @@ function summary(a: ResolvedToolContext, b: ResolvedToolContext): SafeHtml {
 function sideBySide(a: ResolvedToolContext, b: ResolvedToolContext): SafeHtml {
   const rows = diffLines(JSON.stringify(a, null, 2).split('\n'), JSON.stringify(b, null, 2).split('\n'));
   if (rows.every((r) => r.kind === 'same')) return html`<p class="muted">The two replies are identical.</p>`;
-  const keep = rows.map((_, i) => rows.slice(Math.max(0, i - CONTEXT_LINES), i + CONTEXT_LINES + 1).some((r) => r.kind !== 'same'));
+  const keep = rows.map((_, i) =>
+    rows.slice(Math.max(0, i - CONTEXT_LINES), i + CONTEXT_LINES + 1).some((r) => r.kind !== 'same'),
+  );
   const out: SafeHtml[] = [];
   for (let i = 0; i < rows.length; i++) {
     if (keep[i]) {

@@ -33,14 +33,16 @@ export async function tryPage(request: ConsoleRequest): Promise<Page> {
     // A service that trusts grants resolves only with one: the pasted grant goes with the call's resolve too.
     const grant = values.get('grant')?.trim();
     const options = { timeoutMs: 10_000, ...(grant ? { grant } : {}) };
-    if (session !== undefined) resolved = await deps.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', session, options);
+    if (session !== undefined)
+      resolved = await deps.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', session, options);
   } catch (err) {
     problem = err;
   }
   const toolName = values.get('tool') ?? '';
   const tool = resolved?.matrixTools.find((t) => t.name === toolName);
   let outcome: Outcome | undefined;
-  if (method === 'POST' && session !== undefined && problem === undefined) outcome = await callTool(deps, session, tool, toolName, values);
+  if (method === 'POST' && session !== undefined && problem === undefined)
+    outcome = await callTool(deps, session, tool, toolName, values);
   const head = html`${deps.writes ? '' : notice('info', 'This console is read-only', 'Start it with --allow-writes to call tools; the form below shows what a call would take.')}
     <form method="get" action="${SECTION}" class="card fields">${sessionFields(values)}<div class="row"><button type="submit" class="secondary">Show its tools</button></div></form>`;
   const live = html`${problem ? errorNotice(problem, 'Resolving the session failed') : ''}
@@ -57,7 +59,13 @@ export async function tryPage(request: ConsoleRequest): Promise<Page> {
   };
 }
 
-async function callTool(deps: ConsoleDeps, session: ResolveRequest, tool: ResolvedTool | undefined, name: string, values: URLSearchParams): Promise<Outcome> {
+async function callTool(
+  deps: ConsoleDeps,
+  session: ResolveRequest,
+  tool: ResolvedTool | undefined,
+  name: string,
+  values: URLSearchParams,
+): Promise<Outcome> {
   const traceparent = newTraceparent();
   const field = (n: string) => values.get(n)?.trim() || undefined;
   try {
@@ -85,7 +93,8 @@ async function callTool(deps: ConsoleDeps, session: ResolveRequest, tool: Resolv
 }
 
 function toolPicker(values: URLSearchParams, resolved: ResolvedToolContext, current: string): SafeHtml {
-  if (resolved.matrixTools.length === 0) return notice('info', 'This session has no bus tools', 'Pick another profile, or add refs or skills.');
+  if (resolved.matrixTools.length === 0)
+    return notice('info', 'This session has no bus tools', 'Pick another profile, or add refs or skills.');
   const params = sessionParams(values);
   return html`<div class="card"><h2>Tools of this session</h2><div class="chips">${resolved.matrixTools.map((t) =>
     t.name === current
@@ -95,7 +104,9 @@ function toolPicker(values: URLSearchParams, resolved: ResolvedToolContext, curr
 }
 
 function callForm(values: URLSearchParams, tool: ResolvedTool, writes: boolean): SafeHtml {
-  const hidden = Object.entries(sessionParams(values)).map(([name, value]) => (value ? html`<input type="hidden" name="${name}" value="${value}">` : ''));
+  const hidden = Object.entries(sessionParams(values)).map(([name, value]) =>
+    value ? html`<input type="hidden" name="${name}" value="${value}">` : '',
+  );
   return html`<form method="post" action="${SECTION}" data-write class="card fields" id="call-form">
     <h2><span class="mono">${tool.name}</span> ${tool.requiresApproval ? badge('needs approval', 'warn') : ''}</h2>
     <p class="muted">${tool.description} — <span class="mono">${tool.target} ${tool.op}</span></p>
@@ -110,7 +121,8 @@ function callForm(values: URLSearchParams, tool: ResolvedTool, writes: boolean):
 }
 
 function outcomeView(outcome: Outcome): SafeHtml {
-  if ('error' in outcome) return html`<div id="call-result">${errorNotice(outcome.error, 'The call was not made')}</div>`;
+  if ('error' in outcome)
+    return html`<div id="call-result">${errorNotice(outcome.error, 'The call was not made')}</div>`;
   const { result, traceId } = outcome;
   return html`<div class="card" id="call-result">
     <h2>Result ${result.isError ? badge(`isError · ${result.error?.code ?? ''}`, 'error') : badge('ok', 'ok')} <span class="meta muted">${result.durationMs.toFixed(1)} ms</span>
