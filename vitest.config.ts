@@ -23,24 +23,6 @@ const laned = {
   sequence: { groupOrder: 1 },
 };
 
-const system = [
-  'test/integration/audit-trail.test.ts',
-  'test/integration/prometheus.test.ts',
-  'test/integration/telemetry.test.ts',
-  'test/browser/**/*.test.ts',
-  'test/integration/cluster.test.ts',
-  'test/integration/e2e.test.ts',
-  'test/integration/example.test.ts',
-  'test/integration/fuzz.test.ts',
-  'test/integration/identity-cli.test.ts',
-  'test/integration/identity-fuzz.test.ts',
-  'test/integration/identity.test.ts',
-  'test/integration/registration-memory.test.ts',
-  'test/integration/resilience.test.ts',
-  'test/integration/security.test.ts',
-  'test/integration/service.test.ts',
-];
-
 export default defineConfig({
   test: {
     reporters: ['default', './test/harness/summary-reporter.ts'],
@@ -63,13 +45,12 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          exclude: system,
           ...laned,
         },
       },
       {
         extends: true,
-        test: { name: 'system', include: system, ...laned },
+        test: { name: 'system', include: ['test/system/**/*.test.ts'], ...laned },
       },
     ],
   },

@@ -11,13 +11,13 @@
 
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { AuditLog } from '../src/audit/log.js';
+import { queryBatches, type TraceQuery } from '../src/audit/query.js';
+import { AuditStream } from '../src/audit/stream.js';
+import { MERGE_AT, mergeShard, SHARDS, Shards, shardSubject } from '../src/audit/trace-index.js';
 import { connectBus } from '../src/bus/connect.js';
 import { StreamWriter } from '../src/bus/stream-writer.js';
-import { AuditLog } from '../src/dispatcher/audit.js';
 import type { CallEvent } from '../src/dispatcher/types.js';
-import { MERGE_AT, mergeShard, SHARDS, Shards, shardSubject } from '../src/mounts/audit-index.js';
-import { queryBatches, type TraceQuery } from '../src/mounts/audit-query.js';
-import { AuditStream } from '../src/mounts/audit-stream.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
 
 const EVENTS = Number(process.argv[2]) || 1_000_000;

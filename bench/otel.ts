@@ -18,8 +18,8 @@
 import { metrics, trace } from '@opentelemetry/api';
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
+import { type CallObserver, callObservers } from '../src/audit/log.js';
 import { newTraceparent } from '../src/bus/context.js';
-import { type CallObserver, callObservers } from '../src/dispatcher/audit.js';
 import type { CallEvent } from '../src/dispatcher/types.js';
 
 /** The three modes, in the order (a), (b), (c). */

@@ -4,6 +4,7 @@
  * subjects, caches, validators…) is in `matrix-tool-registry/internal` and may change.
  */
 
+export type { RefusalBudgetOptions } from './audit/refusals.js';
 // The bus: connecting, calling ops, mounting them.
 export { BusClient, type BusClientOptions, type RequestOptions } from './bus/client.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv } from './bus/connect.js';
@@ -25,11 +26,9 @@ export {
 export type { Logger } from './bus/log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './bus/mount.js';
 export { Mounts } from './bus/subjects.js';
-
 // The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
-export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/mount.js';
-export type { RefusalBudgetOptions } from './dispatcher/refusals.js';
+export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/system-dispatcher.js';
 export {
   type CallEvent,
   type RefusalSummary,
@@ -47,18 +46,18 @@ export type { GrantAuthority, GrantClaims, VerifiedGrant } from './identity/type
 export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
 
 // The reference mounts the built-in tools target.
-export { agentsMount } from './mounts/agents.js';
-export { type ApprovalPolicyFile, approvalsMount } from './mounts/approvals.js';
-export { packagesMount } from './mounts/packages.js';
-export { sessionsMount } from './mounts/sessions.js';
-export { durableTracesMount, tracesMount } from './mounts/traces.js';
+export { agentsMount } from './reference-mounts/agents.js';
+export { type ApprovalPolicyFile, approvalsMount } from './reference-mounts/approvals.js';
+export { packagesMount } from './reference-mounts/packages.js';
+export { sessionsMount } from './reference-mounts/session-state.js';
+export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';
 
 // The registry: contexts of tools, resolved per profile, served as system.tools.
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';
-export { type RegistryMountOptions, registryMount } from './registry/mount.js';
 export { Registry } from './registry/registry.js';
 export { type ResolveOptions, resolveToolContext } from './registry/resolver.js';
 export { StaticStore, type ToolContextStore } from './registry/store.js';
+export { type RegistryMountOptions, registryMount } from './registry/system-tools.js';
 export { ToolProvider, type ToolProviderOptions } from './registry/tool-provider.js';
 export type {
   ChangedEvent,

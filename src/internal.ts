@@ -3,10 +3,11 @@
  * validators and the pieces of the pipeline. For this repository's tests, benches and tools;
  * names here may change without notice. Applications import `matrix-tool-registry`.
  */
+export * from './audit/mod.js';
 export * from './bus/mod.js';
 export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './contracts/schemas.js';
 export * from './dispatcher/mod.js';
 export * from './identity/mod.js';
-export * from './mounts/mod.js';
+export * from './reference-mounts/mod.js';
 export * from './registry/mod.js';
 export * from './telemetry/mod.js';

@@ -4,12 +4,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
+import { watchCalls } from '../audit/log.js';
 import { BusClient } from '../bus/client.js';
 import { newTraceparent, traceIdOf } from '../bus/context.js';
 import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
-import { watchCalls } from '../dispatcher/audit.js';
 import type { ToolResult } from '../dispatcher/types.js';
-import type { MountDescription } from '../mounts/agents.js';
+import type { MountDescription } from '../reference-mounts/agents.js';
 import { watchRegistry } from '../registry/events.js';
 import type {
   IntrospectReply,

@@ -8,10 +8,10 @@
  * for the help text, and a unit test checks that the bus reads that very variable.
  */
 import { type Command, Option } from 'commander';
+import { DEFAULT_REFUSAL_BURST, DEFAULT_REFUSALS_PER_MINUTE } from '../audit/refusals.js';
+import type { AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectOptionsFromEnv, DEFAULT_NATS_URL } from '../bus/connect.js';
-import { DEFAULT_REFUSAL_BURST, DEFAULT_REFUSALS_PER_MINUTE } from '../dispatcher/refusals.js';
-import type { AuditStreamOptions } from '../mounts/audit-stream.js';
-import { DEFAULT_SESSIONS_BUCKET } from '../mounts/sessions.js';
+import { DEFAULT_SESSIONS_BUCKET } from '../reference-mounts/session-state.js';
 import { DEFAULT_BUCKET } from '../registry/kv-store.js';
 import { UsageError } from './output.js';
 import type { ServeOptions } from './serve.js';

@@ -26,7 +26,7 @@ import { Mounts } from '../bus/subjects.js';
 import { structuredObject } from '../dispatcher/shape.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import { watchRegistry } from '../registry/events.js';
-import { REGISTRY_VERSION } from '../registry/mount.js';
+import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { wellFormedLines } from './mcp-input.js';
 

@@ -17,6 +17,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { AuditLog, isoNow } from '../audit/log.js';
+import { RefusalBudget, type RefusalBudgetOptions } from '../audit/refusals.js';
 import { BusClient } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError } from '../bus/errors.js';
@@ -26,12 +28,16 @@ import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight } from '../telemetry/instruments.js';
 import { approvalGate } from './approval.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
-import { AuditLog, isoNow } from './audit.js';
 import { retryDelay, TargetSlots } from './forward.js';
-import { RefusalBudget, type RefusalBudgetOptions } from './refusals.js';
 import { CallRefused, errorResult, refuse, targetFailed } from './results.js';
 import { type Route, route } from './route.js';
-import { busToolSource, type Session, SessionCache, type SessionCacheOptions, type ToolSource } from './sessions.js';
+import {
+  busToolSource,
+  type Session,
+  SessionCache,
+  type SessionCacheOptions,
+  type ToolSource,
+} from './session-cache.js';
 import { DEFAULT_CONTENT_CAP, type Shaped, shapeReply } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
 import type { CallEvent, RefusalSummary, ToolCall, ToolResult } from './types.js';

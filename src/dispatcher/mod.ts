@@ -7,16 +7,8 @@ export {
   parseArguments,
   readArguments,
 } from './arguments.js';
-export { AuditLog, CALL_EVENTS, type CallObserver, callObservers, watchCalls } from './audit.js';
 export { Dispatcher, type DispatcherOptions, type EarlyRefusal, REFUSALS } from './dispatcher.js';
 export { type RetryPolicy, retryDelay, TargetSlots } from './forward.js';
-export { DISPATCHER_VERSION, type DispatcherMountOptions, dispatcherMount } from './mount.js';
-export {
-  DEFAULT_REFUSAL_BURST,
-  DEFAULT_REFUSALS_PER_MINUTE,
-  RefusalBudget,
-  type RefusalBudgetOptions,
-} from './refusals.js';
 export { CallRefused, errorResult, refuse, targetFailed } from './results.js';
 export { isInvokeTool, type Route, route } from './route.js';
 export {
@@ -27,7 +19,7 @@ export {
   SessionCache,
   type SessionCacheOptions,
   type ToolSource,
-} from './sessions.js';
+} from './session-cache.js';
 export {
   capContent,
   DEFAULT_CONTENT_CAP,
@@ -39,4 +31,5 @@ export {
 } from './shape.js';
 export { acceptsNull, withoutStrictNulls } from './strict-nulls.js';
 export { DEFAULT_SUMMARY_BUDGET, summarize } from './summary.js';
+export { DISPATCHER_VERSION, type DispatcherMountOptions, dispatcherMount } from './system-dispatcher.js';
 export * from './types.js';

@@ -4,7 +4,6 @@ export { canonicalJson, digestOf } from './canonical.js';
 export { CHANGED_EVENTS, watchRegistry } from './events.js';
 export { DEFAULT_BUCKET, KvContextStore, type KvStoreOptions } from './kv-store.js';
 export { DEFAULT_PAGE_SIZE, listContexts } from './list.js';
-export { REGISTRY_VERSION, type RegistryMountOptions, registryMount } from './mount.js';
 export { PRESENCE_BOUNDS, Presence, type PresenceSnapshot } from './presence.js';
 export { renderProviderTools } from './provider-formats.js';
 export { DEFAULT_RESOLUTION_CACHE, Registry, type WritableToolContextStore } from './registry.js';
@@ -18,6 +17,7 @@ export {
   storedBuiltin,
   type ToolContextStore,
 } from './store.js';
+export { REGISTRY_VERSION, type RegistryMountOptions, registryMount } from './system-tools.js';
 export { ToolProvider, type ToolProviderOptions } from './tool-provider.js';
 export * from './types.js';
 export {

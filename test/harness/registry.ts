@@ -2,9 +2,9 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Mount } from '../../src/bus/mount.js';
 import { KvContextStore } from '../../src/registry/kv-store.js';
-import { type RegistryMountOptions, registryMount } from '../../src/registry/mount.js';
 import { Presence } from '../../src/registry/presence.js';
 import { Registry } from '../../src/registry/registry.js';
+import { type RegistryMountOptions, registryMount } from '../../src/registry/system-tools.js';
 import type { ToolContextSpec } from '../../src/registry/types.js';
 
 /** One registry instance. */

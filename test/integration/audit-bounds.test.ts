@@ -8,13 +8,13 @@
 import { encode } from '@msgpack/msgpack';
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditLog, watchCalls } from '../../src/audit/log.js';
 import { BusClient } from '../../src/bus/client.js';
 import { BadRequestError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
-import { AuditLog, watchCalls } from '../../src/dispatcher/audit.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import { dispatcherMount } from '../../src/dispatcher/mount.js';
-import { localToolSource } from '../../src/dispatcher/sessions.js';
+import { localToolSource } from '../../src/dispatcher/session-cache.js';
+import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore } from '../../src/registry/store.js';

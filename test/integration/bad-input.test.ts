@@ -3,7 +3,7 @@ import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
-import { registryMount } from '../../src/registry/mount.js';
+import { registryMount } from '../../src/registry/system-tools.js';
 import { testConnection } from '../harness/bus.js';
 
 const LIMIT = 64 * 1024;

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { discoverService, serveDiscovery } from '../../src/bus/discovery.js';
-import { describeMounts } from '../../src/mounts/agents.js';
+import { describeMounts } from '../../src/reference-mounts/agents.js';
 import { testConnection } from '../harness/bus.js';
 import { rawNatsClient } from '../harness/raw-nats.js';
 

@@ -3,9 +3,9 @@ import type { Service } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import type { MountDescription } from '../../src/mounts/agents.js';
-import { agentsMount } from '../../src/mounts/agents.js';
-import { registryMount } from '../../src/registry/mount.js';
+import type { MountDescription } from '../../src/reference-mounts/agents.js';
+import { agentsMount } from '../../src/reference-mounts/agents.js';
+import { registryMount } from '../../src/registry/system-tools.js';
 import { testConnection } from '../harness/bus.js';
 import { startJsonMicroMount } from '../harness/micro-mount.js';
 

@@ -4,12 +4,12 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { watchCalls } from '../../src/audit/log.js';
 import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
-import { watchCalls } from '../../src/dispatcher/audit.js';
-import { dispatcherMount } from '../../src/dispatcher/mount.js';
+import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
-import { agentsMount } from '../../src/mounts/agents.js';
+import { agentsMount } from '../../src/reference-mounts/agents.js';
 import { sharedNatsEnv, sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { tracked } from '../harness/children.js';
 import { eventually } from '../harness/eventually.js';

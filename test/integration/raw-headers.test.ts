@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
-import { registryMount } from '../../src/registry/mount.js';
+import { registryMount } from '../../src/registry/system-tools.js';
 import type { ListReply } from '../../src/registry/types.js';
 import { testConnection } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';

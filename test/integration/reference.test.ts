@@ -9,11 +9,11 @@ import { BadRequestError, ConflictError, NotFoundError } from '../../src/bus/err
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import { agentsMount } from '../../src/mounts/agents.js';
-import { approvalsMount, loadPolicy } from '../../src/mounts/approvals.js';
-import { packagesMount } from '../../src/mounts/packages.js';
-import { sessionsMount } from '../../src/mounts/sessions.js';
-import { registryMount } from '../../src/registry/mount.js';
+import { agentsMount } from '../../src/reference-mounts/agents.js';
+import { approvalsMount, loadPolicy } from '../../src/reference-mounts/approvals.js';
+import { packagesMount } from '../../src/reference-mounts/packages.js';
+import { sessionsMount } from '../../src/reference-mounts/session-state.js';
+import { registryMount } from '../../src/registry/system-tools.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { startTarget, type Target } from '../harness/targets.js';
 

@@ -7,7 +7,7 @@ import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '.
 import { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { CHANGED_EVENTS, watchRegistry } from '../../src/registry/events.js';
-import type { RegistryMountOptions } from '../../src/registry/mount.js';
+import type { RegistryMountOptions } from '../../src/registry/system-tools.js';
 import { ToolProvider } from '../../src/registry/tool-provider.js';
 import type {
   ChangedEvent,

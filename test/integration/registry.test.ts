@@ -5,9 +5,9 @@ import { NotFoundError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
-import { registryMount } from '../../src/registry/mount.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
+import { registryMount } from '../../src/registry/system-tools.js';
 import type {
   IntrospectReply,
   ListReply,

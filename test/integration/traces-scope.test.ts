@@ -5,13 +5,13 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditLog } from '../../src/audit/log.js';
+import type { TraceQueryReply } from '../../src/audit/query.js';
 import { BusClient } from '../../src/bus/client.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
-import { AuditLog } from '../../src/dispatcher/audit.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
-import type { TraceQueryReply } from '../../src/mounts/audit-query.js';
-import { tracesMount } from '../../src/mounts/traces.js';
+import { tracesMount } from '../../src/reference-mounts/traces.js';
 import { testConnection } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 

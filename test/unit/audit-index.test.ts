@@ -1,8 +1,6 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
-import { encodeCallEvents } from '../../src/dispatcher/events-codec.js';
-import type { CallEvent } from '../../src/dispatcher/types.js';
+import { encodeCallEvents } from '../../src/audit/codec.js';
 import {
   encodeEntries,
   isTraceId,
@@ -13,7 +11,9 @@ import {
   seqsIn,
   shardSubject,
   traceIdsOfBatch,
-} from '../../src/mounts/audit-index.js';
+} from '../../src/audit/trace-index.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import type { CallEvent } from '../../src/dispatcher/types.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 

@@ -12,7 +12,7 @@ import { mintGrant, parseDuration } from '../../src/identity/mint.js';
 import { nkeyPublicKey } from '../../src/identity/nkey.js';
 import { GrantFailure, type VerifiedGrant } from '../../src/identity/types.js';
 import { GrantVerifier } from '../../src/identity/verify.js';
-import { decideByPolicy, globMatches } from '../../src/mounts/approvals.js';
+import { decideByPolicy, globMatches } from '../../src/reference-mounts/approvals.js';
 
 const issuer = createAccount();
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);

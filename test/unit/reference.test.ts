@@ -1,10 +1,10 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/dispatcher/types.js';
-import { describeMounts } from '../../src/mounts/agents.js';
-import { decideByPolicy, loadPolicy } from '../../src/mounts/approvals.js';
-import { validateSpecs } from '../../src/mounts/packages.js';
-import { eventsIn, TraceBuffer } from '../../src/mounts/traces.js';
+import { describeMounts } from '../../src/reference-mounts/agents.js';
+import { decideByPolicy, loadPolicy } from '../../src/reference-mounts/approvals.js';
+import { validateSpecs } from '../../src/reference-mounts/packages.js';
+import { eventsIn, TraceBuffer } from '../../src/reference-mounts/traces.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore } from '../../src/registry/store.js';
 import { toStrictSchema } from '../../src/registry/strict.js';

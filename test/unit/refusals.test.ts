@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { RefusalBudget } from '../../src/dispatcher/refusals.js';
+import { RefusalBudget } from '../../src/audit/refusals.js';
 import type { RefusalSummary } from '../../src/dispatcher/types.js';
 
 describe('the budget of refusals without a valid grant', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PayloadTooLargeError } from '../../src/bus/errors.js';
-import { SessionCache, type ToolSource } from '../../src/dispatcher/sessions.js';
+import { SessionCache, type ToolSource } from '../../src/dispatcher/session-cache.js';
 import { BoundedCache } from '../../src/registry/bounded-cache.js';
 import type { StoreChange } from '../../src/registry/store.js';
 import type { ResolvedToolContext, ResolveRequest } from '../../src/registry/types.js';

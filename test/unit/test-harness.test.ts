@@ -75,7 +75,7 @@ describe('the file order', () => {
   const files = [
     spec('u.test.ts', 0),
     spec('a.test.ts', 1),
-    spec('test/integration/fuzz.test.ts', 1),
+    spec('test/system/fuzz.test.ts', 1),
     spec('b.test.ts', 1),
     spec('v.test.ts', 0),
   ];
@@ -84,7 +84,7 @@ describe('the file order', () => {
   it('runs tier by tier, the longest files of a tier first (known, else cached, else unknown last)', async () => {
     const sorted = names(await new LongestFirst(ctx({})).sort(files));
     expect(sorted.slice(0, 2).sort()).toEqual(['u.test.ts', 'v.test.ts']);
-    expect(sorted.slice(2)).toEqual(['test/integration/fuzz.test.ts', 'b.test.ts', 'a.test.ts']);
+    expect(sorted.slice(2)).toEqual(['test/system/fuzz.test.ts', 'b.test.ts', 'a.test.ts']);
   });
 
   it('shuffles the files of each tier under --sequence.shuffle, the same way for the same seed', async () => {
@@ -93,7 +93,7 @@ describe('the file order', () => {
       const once = names(await new LongestFirst(ctx({ shuffle: true, seed })).sort(files));
       expect(names(await new LongestFirst(ctx({ shuffle: true, seed })).sort(files))).toEqual(once);
       expect(once.slice(0, 2).sort()).toEqual(['u.test.ts', 'v.test.ts']);
-      expect(once.slice(2).sort()).toEqual(['a.test.ts', 'b.test.ts', 'test/integration/fuzz.test.ts']);
+      expect(once.slice(2).sort()).toEqual(['a.test.ts', 'b.test.ts', 'test/system/fuzz.test.ts']);
       orders.add(once.join());
     }
     expect(orders.size).toBeGreaterThan(3);

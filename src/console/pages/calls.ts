@@ -6,7 +6,7 @@
 import { traceIdOf } from '../../bus/context.js';
 import { Mounts } from '../../bus/subjects.js';
 import type { CallEvent } from '../../dispatcher/types.js';
-import type { TraceQuery } from '../../mounts/traces.js';
+import type { TraceQuery } from '../../reference-mounts/traces.js';
 import { badge, href, html, notice, type SafeHtml, table } from '../html.js';
 import { isCallEvent } from '../live.js';
 import type { ConsoleRequest, Page } from '../types.js';

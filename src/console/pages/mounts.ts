@@ -5,7 +5,7 @@
  */
 import { discoverByName, type EndpointStats } from '../../bus/discovery.js';
 import { Mounts, serviceName } from '../../bus/subjects.js';
-import { describeMounts, infoAnswers, type MountDescription } from '../../mounts/agents.js';
+import { describeMounts, infoAnswers, type MountDescription } from '../../reference-mounts/agents.js';
 import { badge, html, notice, type SafeHtml, table } from '../html.js';
 import type { ConsoleRequest, Page } from '../types.js';
 

@@ -6,7 +6,7 @@
  */
 import { traceIdOf } from '../bus/context.js';
 import type { CallEvent } from '../dispatcher/types.js';
-import type { StoredBatch } from './audit-stream.js';
+import type { StoredBatch } from './stream.js';
 
 /** A `$query` request. */
 export interface TraceQuery {

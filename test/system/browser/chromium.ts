@@ -45,7 +45,7 @@ export async function launchChromium(): Promise<{ context: BrowserContext; close
 }
 
 const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS
-  ? fileURLToPath(new URL('../../docs/console/', import.meta.url))
+  ? fileURLToPath(new URL('../../../docs/console/', import.meta.url))
   : undefined;
 
 /** Saves the top `height` px of the page as docs/console/<name>.png when `CONSOLE_SCREENSHOTS` is set (the README shows them). */

@@ -1,6 +1,6 @@
 import { decode, encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { encodeCallEvents } from '../../src/dispatcher/events-codec.js';
+import { encodeCallEvents } from '../../src/audit/codec.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
 
 // Required<>: a field added to CallEvent must be added here, and then the encoder must write it.

@@ -7,9 +7,9 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { subscribeEvents } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
+import type { CallEvent } from '../dispatcher/types.js';
 import { observeCall } from '../telemetry/calls.js';
-import { encodeCallEvents } from './events-codec.js';
-import type { CallEvent } from './types.js';
+import { encodeCallEvents } from './codec.js';
 
 /** Subject of the audit events. */
 export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');

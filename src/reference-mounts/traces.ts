@@ -5,18 +5,18 @@
  * heard, kept in memory. Target of the built-in `trace_query`.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { CALL_EVENTS } from '../audit/log.js';
+import { filterOf, matches, queryBatches, type TraceQuery, type TraceQueryReply } from '../audit/query.js';
+import { AuditStream, type AuditStreamOptions, eventsOfBatch } from '../audit/stream.js';
 import { subscribeEventData } from '../bus/events.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import { CALL_EVENTS } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
-import { filterOf, matches, queryBatches, type TraceQuery, type TraceQueryReply } from './audit-query.js';
-import { AuditStream, type AuditStreamOptions, eventsOfBatch } from './audit-stream.js';
 import { sessionInScope } from './session-scope.js';
 
-export type { TraceQuery, TraceQueryReply } from './audit-query.js';
+export type { TraceQuery, TraceQueryReply } from '../audit/query.js';
 
 /** Events as they arrived: one batch's MessagePack bytes, decoded on the first query that reads them. */
 interface Segment {

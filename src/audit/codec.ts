@@ -4,7 +4,7 @@
  * from a table and writes each value directly. The bytes decode to what the generic encoder's
  * would (a test holds the two together).
  */
-import type { CallEvent, RefusalSummary } from './types.js';
+import type { CallEvent, RefusalSummary } from '../dispatcher/types.js';
 
 /** The MessagePack bytes of each field's name; a field added to `CallEvent` must be added here. */
 const KEY = {

@@ -5,12 +5,12 @@
  */
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { BusClient } from '../../src/bus/client.js';
-import { Mount } from '../../src/bus/mount.js';
-import type { ToolContextSpec } from '../../src/registry/types.js';
-import { sharedNatsUrl, testConnection, uniqueMount } from '../harness/bus.js';
-import { contextSpec, uniqueBucket } from '../harness/registry.js';
-import { type ServiceProcess, startScript } from '../harness/service.js';
+import { BusClient } from '../../../src/bus/client.js';
+import { Mount } from '../../../src/bus/mount.js';
+import type { ToolContextSpec } from '../../../src/registry/types.js';
+import { sharedNatsUrl, testConnection, uniqueMount } from '../../harness/bus.js';
+import { contextSpec, uniqueBucket } from '../../harness/registry.js';
+import { type ServiceProcess, startScript } from '../../harness/service.js';
 
 /** The input schema of the test's weather tool: a string, an integer in a range, an enum. */
 export const FORECAST_SCHEMA = {

@@ -8,8 +8,6 @@ export {
   loadPolicy,
   terminalAsker,
 } from './approvals.js';
-export { type BatchSource, queryBatches, type TraceQueryReply } from './audit-query.js';
-export { AuditStream, type AuditStreamOptions, eventsOfBatch, type StoredBatch } from './audit-stream.js';
 export { packagesMount, type SpecVerdict, validateSpecs } from './packages.js';
-export { DEFAULT_SESSIONS_BUCKET, sessionsMount } from './sessions.js';
+export { DEFAULT_SESSIONS_BUCKET, sessionsMount } from './session-state.js';
 export { durableTracesMount, TraceBuffer, type TraceQuery, tracesMount } from './traces.js';

@@ -6,11 +6,11 @@
  */
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newTraceparent } from '../../src/bus/context.js';
-import type { ToolResult } from '../../src/dispatcher/types.js';
-import type { ResolvedToolContext } from '../../src/registry/types.js';
-import { contextSpec } from '../harness/registry.js';
-import { cli } from '../harness/service.js';
+import { newTraceparent } from '../../../src/bus/context.js';
+import type { ToolResult } from '../../../src/dispatcher/types.js';
+import type { ResolvedToolContext } from '../../../src/registry/types.js';
+import { contextSpec } from '../../harness/registry.js';
+import { cli } from '../../harness/service.js';
 import { chromiumAvailable, launchChromium, screenshot } from './chromium.js';
 import { type ConsoleStack, startConsoleStack } from './stack.js';
 

@@ -19,8 +19,8 @@ import { type NatsConnection, nanos } from '@nats-io/nats-core';
 import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { StreamWriter } from '../bus/stream-writer.js';
-import { CALL_EVENTS } from '../dispatcher/audit.js';
 import type { CallEvent } from '../dispatcher/types.js';
+import { CALL_EVENTS } from './log.js';
 import {
   ensureIndexer,
   eventsOfBatch,
@@ -29,9 +29,9 @@ import {
   readTraceIndex,
   Shards,
   TraceIndexer,
-} from './audit-index.js';
+} from './trace-index.js';
 
-export { eventsOfBatch } from './audit-index.js';
+export { eventsOfBatch } from './trace-index.js';
 
 /** Where and how long the trail is kept. */
 export interface AuditStreamOptions {

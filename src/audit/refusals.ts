@@ -7,7 +7,7 @@
  * summary per `summaryMs` says how many, why and for which tools, so none goes untold. A call
  * with a verified principal never comes here.
  */
-import type { RefusalSummary } from './types.js';
+import type { RefusalSummary } from '../dispatcher/types.js';
 
 /** How many refusals without a valid grant are stored one by one; every field has a default. */
 export interface RefusalBudgetOptions {
