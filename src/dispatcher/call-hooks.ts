@@ -1,0 +1,120 @@
+/**
+ * What a caller may hear of a call while it runs and do to it (PROTOCOL 10): the target's
+ * progress, a cancel, the approval's wait, the moment it is sent. A plain `$call` has none; a
+ * task and the MCP bridge's calls do. Also the two bus acts they need: the `Matrix-Call-Id` of
+ * a request to a target, and the `<target>.$cancel {callId}` sent once when its caller stops.
+ */
+import type { BusClient } from '../bus/client.js';
+import { randomId } from '../bus/client.js';
+import type { CallContext } from '../bus/context.js';
+import type { OpContext, Progress } from '../bus/op-context.js';
+import { CANCEL_OP } from '../bus/subjects.js';
+import { countCancel } from '../telemetry/calls.js';
+import { approvalGate, type Verdict } from './approval.js';
+import type { ApprovalRequest } from './types.js';
+
+/** A pending approval as its gate tells it: what `input_required` names. */
+export interface PendingApproval {
+  approvalId: string;
+  /** ISO 8601 time the approval request expires. */
+  expiresAt?: string;
+}
+
+/** What a caller hears of one call and may do to it; every field optional. */
+export interface CallHooks {
+  /** Told of each progress report of the target. */
+  onProgress?: (progress: Progress) => void;
+  /** Cancels the call: before the target, nothing is sent; after, the target is sent `$cancel`. */
+  signal?: AbortSignal;
+  /** Told when its approval is pending a person's decision (a task is then `input_required`). */
+  onPending?: (pending: PendingApproval) => void;
+  /** Waits for this pending approval instead of asking again (a task taken over while `input_required`). */
+  approvalId?: string;
+  /**
+   * Awaited just before the request goes to the target, with its `Matrix-Call-Id` (a task marks
+   * itself sent, compare-and-set); a throw stops the call unsent.
+   */
+  beforeSend?: (callId: string) => Promise<void>;
+}
+
+/** How long the dispatcher waits for a target's `{cancelled: true}`, in ms: only for the log, never retried. */
+const CANCEL_WAIT_MS = 2_000;
+
+/** A `Matrix-Call-Id`: 96 random bits, 16 base64url characters. */
+export function newCallId(): string {
+  return randomId();
+}
+
+/**
+ * Sends `<target>.$cancel {callId}` once, with the call's context headers. A mount that holds
+ * the call stops it and answers `{cancelled: true}`; one without `$cancel` is left alone: no
+ * answer, an error or no responders are all the same, and nothing is sent again.
+ */
+export function cancelTarget(client: BusClient, target: string, callId: string, ctx: CallContext): void {
+  countCancel();
+  const { traceparent, session, principal, readSessions } = ctx;
+  client
+    .request(
+      target,
+      CANCEL_OP,
+      { callId },
+      { traceparent, session, principal, readSessions, callId, timeoutMs: CANCEL_WAIT_MS },
+    )
+    .catch(() => {});
+}
+
+/**
+ * The approval step with the call's hooks: today's gate (ask `$decide`, fail closed), stopped
+ * by the call's signal (then not approved: a cancelled wait is never a yes).
+ */
+export async function waitForApproval(
+  client: BusClient,
+  request: ApprovalRequest,
+  ctx: CallContext,
+  timeoutMs: number,
+  hooks: CallHooks | undefined,
+): Promise<Verdict> {
+  const signal = hooks?.signal;
+  if (signal === undefined) return approvalGate(client, request, ctx, timeoutMs);
+  if (signal.aborted) return { approved: false, reason: 'it was cancelled' };
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<Verdict>((resolve) => {
+    onAbort = () => resolve({ approved: false, reason: 'it was cancelled' });
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([approvalGate(client, request, ctx, timeoutMs), aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Shortest time between two progress reports passed on to one caller, in ms: a target's flood is thinned to this. */
+export const PROGRESS_RELAY_MS = 100;
+
+/**
+ * `report`, called at most once per `everyMs`: the reports between are dropped (the next one
+ * carries at least as much), so a target that floods its reply subject costs its caller little.
+ */
+export function throttled(report: (progress: Progress) => void, everyMs = PROGRESS_RELAY_MS): (p: Progress) => void {
+  let last = 0;
+  return (progress) => {
+    const now = Date.now();
+    if (now - last < everyMs) return;
+    last = now;
+    report(progress);
+  };
+}
+
+/**
+ * The hooks of a `$call` whose caller takes progress (`Matrix-Progress: 1`) or may cancel it (it
+ * sent a `Matrix-Call-Id`: `system.dispatcher.$cancel {callId}` fires its signal); undefined for a
+ * plain call, which then builds nothing.
+ */
+export function relayHooks(ctx: OpContext): CallHooks | undefined {
+  if (!ctx.wantsProgress && ctx.callId === undefined) return undefined;
+  const hooks: CallHooks = {};
+  if (ctx.wantsProgress) hooks.onProgress = throttled((p) => ctx.progress(p.progress, p.total, p.message));
+  if (ctx.callId !== undefined) hooks.signal = ctx.signal;
+  return hooks;
+}
