@@ -82,6 +82,7 @@ async function decide(
   ctx: CallContext,
   options: GateOptions,
 ): Promise<Verdict> {
+  if (options.signal?.aborted) return { approved: false, reason: 'it was cancelled' };
   let reply: unknown;
   const question: ApprovalRequest = { ...request, deadline: options.deadlineMs };
   const timeoutMs = Math.max(1, Math.min(DECIDE_TIMEOUT_MS, options.deadlineMs - Date.now()));
