@@ -17,6 +17,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { ServiceStopping } from '../approvals/gate.js';
 import { AuditLog, isoNow } from '../audit/log.js';
 import { RefusalBudget, type RefusalBudgetOptions } from '../audit/refusals.js';
 import { BusClient } from '../bus/client.js';
@@ -49,8 +50,14 @@ export interface DispatcherOptions {
   source?: ToolSource;
   /** Session cache tuning. */
   sessions?: SessionCacheOptions;
-  /** Longest wait for an approver, in ms; default 60000 (never past the caller's deadline). */
+  /**
+   * Longest wait for a person's approval when the caller sends no `Matrix-Deadline`, in ms;
+   * default 60000. A caller's deadline bounds the wait instead, and the policy's `askTimeoutMs`
+   * bounds it always.
+   */
   approvalTimeoutMs?: number;
+  /** KV bucket of pending approvals; default `matrix-approvals`. */
+  approvalsBucket?: string;
   /** Most calls in flight per target mount; past it a call fails fast. Default 1024. */
   maxInFlightPerTarget?: number;
   /** Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default a quarter of `maxInFlightPerTarget`. */
@@ -111,8 +118,14 @@ export class Dispatcher {
   private readonly validators = new ArgumentValidators();
   private readonly slots: TargetSlots;
   private readonly options: Required<
-    Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals'>
+    Omit<
+      DispatcherOptions,
+      'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals' | 'approvalsBucket'
+    >
   >;
+  private readonly approvalsBucket: string | undefined;
+  /** Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept. */
+  private readonly stopping = new AbortController();
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
@@ -139,6 +152,7 @@ export class Dispatcher {
       backoffMs: options.backoffMs ?? 5,
       audit: options.audit ?? true,
     };
+    this.approvalsBucket = options.approvalsBucket;
     this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
     this.stopObserving = observeInFlight(() => this.slots.all());
   }
@@ -221,8 +235,18 @@ export class Dispatcher {
     return this.slots.count(target);
   }
 
+  /**
+   * Ends every wait for a person's approval now: each such call is refused, its approval kept
+   * pending, so the call sent again (same id) after a restart waits for the same approval.
+   * Run before draining the mount, or the drain waits for them.
+   */
+  stopWaiting(): void {
+    if (!this.stopping.signal.aborted) this.stopping.abort(new ServiceStopping());
+  }
+
   /** Publishes the audit events not sent yet, stops listening for registry changes, and fails calls still waiting. */
   close(): void {
+    this.stopWaiting();
     this.refusalBudget.flush();
     this.flushPrincipalBudgets();
     this.auditLog.flush();
@@ -264,7 +288,17 @@ export class Dispatcher {
       session: context.session,
       principal: context.principal,
     };
-    const verdict = await waitForApproval(this.client, request, context, this.options.approvalTimeoutMs, run.hooks);
+    const verdict = await waitForApproval(
+      this.client,
+      request,
+      context,
+      {
+        deadlineMs: context.deadline ?? Date.now() + this.options.approvalTimeoutMs,
+        stopping: this.stopping.signal,
+        bucket: this.approvalsBucket,
+      },
+      run.hooks,
+    );
     if (!verdict.approved) {
       if (run.hooks?.signal?.aborted === true) throw refuse.cancelled(call.name, false);
       throw refuse.approvalDenied(call.name, verdict.reason);

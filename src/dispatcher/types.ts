@@ -39,26 +39,7 @@ export interface ToolResult {
   durationMs: number;
 }
 
-/** `system.approvals.$decide` request. */
-export interface ApprovalRequest {
-  callId: string;
-  tool: string;
-  target: string;
-  op: string;
-  arguments: Record<string, unknown>;
-  /** The calling session's id. */
-  session?: string;
-  /** Who acts. */
-  principal?: string;
-}
-
-/** `system.approvals.$decide` reply. */
-export interface ApprovalDecision {
-  decision: 'approve' | 'reject';
-  reason?: string;
-  /** Who decided. */
-  by?: string;
-}
+export type { ApprovalDecision, ApprovalRequest } from '../approvals/types.js';
 
 /** The audit event of one call, on `system.dispatcher.events.call`. */
 export interface CallEvent {
