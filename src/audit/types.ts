@@ -13,7 +13,8 @@ export interface CallEvent {
   principal?: string;
   /** W3C trace context of the call; its trace id is characters 3–34. */
   traceparent?: string;
-  outcome: 'ok' | 'error';
+  /** `cancelled`: its caller stopped it (a task's `$cancel`, an MCP `notifications/cancelled`). */
+  outcome: 'ok' | 'error' | 'cancelled';
   code?: string;
   durationMs: number;
   /** Requests sent to the target (0 when it was never called). */

@@ -19,8 +19,8 @@ export interface CallRequest {
   call: ToolCall;
 }
 
-/** Codes a failed tool result carries: the protocol's, plus `approval_denied`. */
-export const ToolErrorCode = { ...ErrorCode, ApprovalDenied: 'approval_denied' } as const;
+/** Codes a failed tool result carries: the protocol's, plus `approval_denied` and `cancelled` (its caller stopped it). */
+export const ToolErrorCode = { ...ErrorCode, ApprovalDenied: 'approval_denied', Cancelled: 'cancelled' } as const;
 export type ToolErrorCode = (typeof ToolErrorCode)[keyof typeof ToolErrorCode];
 
 /** What the model reads back. A failed tool is a result with `isError`, never a thrown error. */
@@ -39,23 +39,4 @@ export interface ToolResult {
   durationMs: number;
 }
 
-/** `system.approvals.$decide` request. */
-export interface ApprovalRequest {
-  callId: string;
-  tool: string;
-  target: string;
-  op: string;
-  arguments: Record<string, unknown>;
-  /** The calling session's id. */
-  session?: string;
-  /** Who acts. */
-  principal?: string;
-}
-
-/** `system.approvals.$decide` reply. */
-export interface ApprovalDecision {
-  decision: 'approve' | 'reject';
-  reason?: string;
-  /** Who decided. */
-  by?: string;
-}
+export type { ApprovalDecision, ApprovalRequest } from '../approvals/types.js';
