@@ -5,6 +5,7 @@
  * OpenAI strict mode sends for optional properties, and validated against the tool's
  * `inputSchema` by a validator compiled once per schema.
  */
+import type { CallEvent } from '../audit/types.js';
 import { MAX_DEPTH } from '../bus/codec.js';
 import { jsonShapeViolation, REQUEST_SHAPE, type ShapeViolation } from '../bus/shape.js';
 import { type Check, Dialect, SchemaCompiler } from '../contracts/compiler.js';
@@ -12,7 +13,7 @@ import { sha256Hex } from '../registry/canonical.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { argumentName, refuse } from './results.js';
 import { withoutStrictNulls } from './strict-nulls.js';
-import type { CallEvent, ToolCall } from './types.js';
+import type { ToolCall } from './types.js';
 
 export { argumentName, argumentsMessage } from './results.js';
 
