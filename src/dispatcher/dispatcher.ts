@@ -419,7 +419,15 @@ function member(session: Session, run: CallRun): ResolvedTool {
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext): CallRun {
-  const context: CallContext = { ...ctx, traceparent: ctx.traceparent ?? newTraceparent() };
+  // Field by field, not a spread: every call's context has one shape (see `opContext` in bus/mount.ts).
+  const context: CallContext = {
+    traceparent: ctx.traceparent ?? newTraceparent(),
+    deadline: ctx.deadline,
+    session: ctx.session,
+    principal: ctx.principal,
+    grant: ctx.grant,
+    readSessions: ctx.readSessions,
+  };
   const event: CallEvent = {
     callId: call.id,
     name: call.name,
