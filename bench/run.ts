@@ -51,7 +51,7 @@ const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undef
 const OTEL = { name: 'OpenTelemetry', rounds: 100, seconds: SECONDS / 30, inFlight: CPU_TABLE_IN_FLIGHT };
 const PROFILE_DIR = process.env.BENCH_PROFILE;
 /** main as it stood before the approvals and tasks issues landed. */
-const PLAIN_CALL_BASE = 'b5a196b';
+const PLAIN_CALL_BASE = 'aced7c4';
 /**
  * The commit whose service the plain `$call` is compared with in the same run (`BENCH_BASE`;
  * empty: no comparison): main before the approvals and tasks issues landed.

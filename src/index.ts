@@ -4,6 +4,18 @@
  * subjects, caches, validators…) is in `matrix-tool-registry/internal` and may change.
  */
 
+// Approvals: durable pending approvals a person answers (PROTOCOL 8), and the gate that waits for them.
+export { approvalGate, awaitDecision, type GateOptions } from './approvals/gate.js';
+export { type ApprovalsMountOptions, approvalsMount } from './approvals/mount.js';
+export type { ApprovalPolicyFile } from './approvals/policy.js';
+export type {
+  AnswerReply,
+  AnswerRequest,
+  ApprovalEvent,
+  PendingApproval,
+  PendingReply,
+  Verdict,
+} from './approvals/types.js';
 export type { RefusalBudgetOptions } from './audit/refusals.js';
 // The bus: connecting, calling ops, mounting them.
 export { BusClient, type BusClientOptions, type RequestOptions } from './bus/client.js';
@@ -47,7 +59,6 @@ export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
 
 // The reference mounts the built-in tools target.
 export { agentsMount } from './reference-mounts/agents.js';
-export { type ApprovalPolicyFile, approvalsMount } from './reference-mounts/approvals.js';
 export { packagesMount } from './reference-mounts/packages.js';
 export { sessionsMount } from './reference-mounts/session-state.js';
 export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';

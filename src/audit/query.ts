@@ -14,7 +14,7 @@ export interface TraceQuery {
   tool?: string;
   session?: string;
   principal?: string;
-  outcome?: 'ok' | 'error';
+  outcome?: 'ok' | 'error' | 'cancelled';
   /** ISO 8601; events at or after it. */
   since?: string;
   /** ISO 8601; events before it. */

@@ -78,11 +78,14 @@ export interface ReplyHeaders {
   serviceErrorCode?: string;
   serviceError?: string;
   contentType?: string;
+  /** `Matrix-Progress: 1`: a progress report before the reply (PROTOCOL 10), never the reply. */
+  progress?: boolean;
 }
 
 const SERVICE_ERROR_CODE = 'Nats-Service-Error-Code';
 const SERVICE_ERROR = 'Nats-Service-Error';
 const CONTENT_TYPE = 'content-type';
+const PROGRESS = 'Matrix-Progress';
 
 /**
  * A reply's headers, read as `requestHeadersOf` reads a request's and for the same reason (a
@@ -120,5 +123,6 @@ export function readReplyBlock(block: string): ReplyHeaders {
 function readReplyHeader(read: ReplyHeaders, name: string, value: string): void {
   if (name === SERVICE_ERROR_CODE) read.serviceErrorCode ??= value;
   else if (name === SERVICE_ERROR) read.serviceError ??= value;
+  else if (name === PROGRESS) read.progress ||= value === '1';
   else if (name.length === CONTENT_TYPE.length && name.toLowerCase() === CONTENT_TYPE) read.contentType ??= value;
 }

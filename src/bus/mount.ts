@@ -19,23 +19,17 @@ import {
   NotFoundError,
   PayloadTooLargeError,
   TimeoutError,
+  UnavailableError,
 } from './errors.js';
 import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
-import { isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
+import { CancelledError, type OpContext, RequestContext } from './op-context.js';
+import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
+
+export type { OpContext } from './op-context.js';
 
 /** A schema: the `$id` of one in `contracts/`, or the schema itself. */
 export type SchemaRef = string | Record<string, unknown>;
-
-/** What an op handler knows of its request besides the body. */
-export interface OpContext extends CallContext {
-  /** The mount answering. */
-  mount: string;
-  /** The op being answered, e.g. `$resolve`. */
-  op: string;
-  /** The encoding of the request, which the reply will use too. */
-  encoding: Encoding;
-}
 
 /** One op of a mount: its contract and its handler. */
 export interface OpSpec<Req = never, Rep = unknown> {
@@ -124,6 +118,10 @@ export class Mount {
   private subs: Subscription[] = [];
   private inFlight = 0;
   private idle: (() => void) | undefined;
+  /** Requests being worked on that carry a `Matrix-Call-Id`, by it: what `$cancel` can reach. */
+  private readonly calls = new Map<string, RequestContext>();
+  /** Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that name. */
+  private readonly cancelsCalls: boolean;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -133,6 +131,7 @@ export class Mount {
     this.prefixLength = options.name.length + 1;
     this.logger = options.logger ?? silentLogger;
     this.contracts = options.contracts ?? sharedContracts();
+    this.cancelsCalls = !(CANCEL_OP in options.ops);
     // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
     const ops: Record<string, OpSpec<any, unknown>> = { $introspect: this.introspectOp(), ...options.ops };
     for (const [op, spec] of Object.entries(ops)) {
@@ -165,6 +164,15 @@ export class Mount {
         }),
       }),
     );
+    // Every instance hears `$cancel` (no queue group): the one working on the call answers it.
+    if (this.cancelsCalls)
+      this.subs.push(
+        this.nc.subscribe(opSubject(this.name, CANCEL_OP), {
+          callback: guarded((err, msg) => {
+            if (err === null) this.onCancel(msg);
+          }),
+        }),
+      );
     this.subs.push(
       ...serveDiscovery(this.nc, {
         mount: this.name,
@@ -199,6 +207,7 @@ export class Mount {
     if (!msg.reply || !isInboxSubject(msg.reply)) return;
     const started = performance.now();
     const op = msg.subject.slice(this.prefixLength);
+    if (op === CANCEL_OP && this.cancelsCalls) return; // answered by every instance on its own subscription
     const bound = this.ops.get(op);
     let encoding: Encoding = Encoding.MsgPack;
     let traceparent: string | undefined;
@@ -217,10 +226,14 @@ export class Mount {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
       }
       ran = true;
-      const result = bound.spec.handle(request as never, opContext(read.context, this.name, op, encoding));
+      const ctx = new RequestContext(read.context, this.name, op, encoding, read.progress, this.nc, msg);
+      const result = bound.spec.handle(request as never, ctx);
       // A handler that answers at once is answered at once; only a promise is waited for.
-      if (result instanceof Promise) void this.answerWhenSettled(msg, result, encoding, bound, started);
-      else this.reply(msg, result, encoding, bound, started);
+      if (result instanceof Promise) void this.answerWhenSettled(msg, result, encoding, bound, started, ctx);
+      else {
+        ctx.settle();
+        this.reply(msg, result, encoding, bound, started);
+      }
     } catch (err) {
       const error = this.fail(msg, err, encoding, bound, started);
       if (!ran) this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
@@ -251,15 +264,47 @@ export class Mount {
     encoding: Encoding,
     bound: BoundOp,
     started: number,
+    ctx: RequestContext,
   ): Promise<void> {
     this.inFlight++;
+    const callId = ctx.callId;
+    if (callId !== undefined) this.calls.set(callId, ctx);
     try {
-      this.reply(msg, await pending, encoding, bound, started);
+      const value = await pending;
+      ctx.settle();
+      this.reply(msg, value, encoding, bound, started);
     } catch (err) {
+      ctx.settle();
       this.fail(msg, err, encoding, bound, started);
     } finally {
+      if (callId !== undefined && this.calls.get(callId) === ctx) this.calls.delete(callId);
       if (--this.inFlight === 0) this.idle?.();
     }
+  }
+
+  /**
+   * `$cancel {callId}`: fires the signal of the request with that `Matrix-Call-Id` and answers
+   * `{cancelled: true}`; an instance that does not hold the call stays silent (another may).
+   */
+  private onCancel(msg: Msg): void {
+    let callId: unknown;
+    let encoding: Encoding = Encoding.MsgPack;
+    let by: CallContext;
+    try {
+      const read = requestHeadersOf(msg);
+      by = read.context;
+      if (read.json) encoding = Encoding.Json;
+      callId = (decodeMap(msg.data, encoding) as { callId?: unknown }).callId;
+    } catch {
+      return;
+    }
+    const ctx = typeof callId === 'string' ? this.calls.get(callId) : undefined;
+    if (ctx === undefined || !ctx.cancel(by)) return;
+    if (msg.reply && isInboxSubject(msg.reply))
+      msg.respond(
+        encodeBody({ cancelled: true }, encoding),
+        encoding === Encoding.Json ? { headers: jsonHeaders() } : undefined,
+      );
   }
 
   private reply(msg: Msg, value: unknown, encoding: Encoding, bound: BoundOp, started: number): void {
@@ -282,7 +327,13 @@ export class Mount {
   }
 
   private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): MatrixError {
-    const error = err instanceof MatrixError ? err : this.internal(err, msg.subject);
+    // A handler stopped by its cancelled signal answers a caller that no longer waits: not a failure to log.
+    const error =
+      err instanceof MatrixError
+        ? err
+        : err instanceof CancelledError
+          ? new UnavailableError(err.message)
+          : this.internal(err, msg.subject);
     const h = encoding === Encoding.Json ? jsonHeaders() : new OutgoingHeaders();
     h.put(Header.ServiceErrorCode, String(error.status));
     h.put(Header.ServiceError, headerSafe(error.message));
@@ -338,24 +389,6 @@ export class Mount {
       }),
     };
   }
-}
-
-/**
- * The handler's context, field by field: every request's object has the one shape (a spread
- * of the header context gave each its own, and on Node 20 every read of one missed its cache).
- */
-function opContext(c: CallContext, mount: string, op: string, encoding: Encoding): OpContext {
-  return {
-    traceparent: c.traceparent,
-    deadline: c.deadline,
-    session: c.session,
-    principal: c.principal,
-    grant: c.grant,
-    readSessions: c.readSessions,
-    mount,
-    op,
-    encoding,
-  };
 }
 
 /** Bodies at most this long are remembered by their bytes. */

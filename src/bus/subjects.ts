@@ -13,7 +13,11 @@ export const Mounts = {
   Sessions: 'system.sessions',
   Traces: 'system.traces',
   Packages: 'system.packages',
+  Tasks: 'system.tasks',
 } as const;
+
+/** The op every `Mount` answers for the requests it works on: `<mount>.$cancel {callId}` (PROTOCOL 10). */
+export const CANCEL_OP = '$cancel';
 
 /** The subject of one op: `<mount>.<op>`. */
 export function opSubject(mount: string, op: string): string {
@@ -53,6 +57,8 @@ export const reservedPatterns: readonly string[] = [
   `${Mounts.Dispatcher}.>`,
   `${Mounts.Approvals}`,
   `${Mounts.Approvals}.>`,
+  `${Mounts.Tasks}`,
+  `${Mounts.Tasks}.>`,
 ];
 
 /** Does the NATS subject pattern `pattern` match the concrete `subject`? */

@@ -17,17 +17,19 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { ServiceStopping } from '../approvals/gate.js';
 import { AuditLog, isoNow } from '../audit/log.js';
 import { RefusalBudget, type RefusalBudgetOptions } from '../audit/refusals.js';
 import { BusClient } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
-import { ErrorCode, MatrixError } from '../bus/errors.js';
+import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
+import { CancelledError } from '../bus/op-context.js';
 import { mountReplyPrefix } from '../bus/subjects.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight } from '../telemetry/instruments.js';
-import { approvalGate } from './approval.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
+import { type CallHooks, cancelTarget, newCallId, waitForApproval } from './call-hooks.js';
 import { retryDelay, TargetSlots } from './forward.js';
 import { CallRefused, errorResult, refuse, targetFailed } from './results.js';
 import { type Route, route } from './route.js';
@@ -48,8 +50,14 @@ export interface DispatcherOptions {
   source?: ToolSource;
   /** Session cache tuning. */
   sessions?: SessionCacheOptions;
-  /** Longest wait for an approver, in ms; default 60000 (never past the caller's deadline). */
+  /**
+   * Longest wait for a person's approval when the caller sends no `Matrix-Deadline`, in ms;
+   * default 60000. A caller's deadline bounds the wait instead, and the policy's `askTimeoutMs`
+   * bounds it always.
+   */
   approvalTimeoutMs?: number;
+  /** KV bucket of pending approvals; default `matrix-approvals`. */
+  approvalsBucket?: string;
   /** Most calls in flight per target mount; past it a call fails fast. Default 1024. */
   maxInFlightPerTarget?: number;
   /** Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default a quarter of `maxInFlightPerTarget`. */
@@ -92,6 +100,8 @@ interface CallRun {
   started: number;
   /** Whether it got as far as an approver or its target (what it cost beyond this process). */
   reached: boolean;
+  /** What its caller hears of it and may do to it; undefined on a plain call. */
+  hooks: CallHooks | undefined;
 }
 
 /** Dispatches LLM tool calls to mounts. One per process is plenty; it is safe to share. */
@@ -108,8 +118,14 @@ export class Dispatcher {
   private readonly validators = new ArgumentValidators();
   private readonly slots: TargetSlots;
   private readonly options: Required<
-    Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals'>
+    Omit<
+      DispatcherOptions,
+      'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals' | 'approvalsBucket'
+    >
   >;
+  private readonly approvalsBucket: string | undefined;
+  /** Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept. */
+  private readonly stopping = new AbortController();
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
@@ -136,6 +152,7 @@ export class Dispatcher {
       backoffMs: options.backoffMs ?? 5,
       audit: options.audit ?? true,
     };
+    this.approvalsBucket = options.approvalsBucket;
     this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
     this.stopObserving = observeInFlight(() => this.slots.all());
   }
@@ -143,10 +160,16 @@ export class Dispatcher {
   /**
    * Runs one tool call for a session. Tool failures are results (`isError: true`); only a
    * session that cannot be resolved for the oracle's own fault (unknown refs, a malformed
-   * request) rejects, with a `MatrixError`.
+   * request) rejects, with a `MatrixError`. `hooks` let a caller hear the target's progress
+   * and cancel the call (tasks, the MCP bridge); a plain call passes none.
    */
-  async call(sessionRequest: ResolveRequest, toolCall: ToolCall, ctx: CallContext = {}): Promise<ToolResult> {
-    const run = startRun(toolCall, ctx);
+  async call(
+    sessionRequest: ResolveRequest,
+    toolCall: ToolCall,
+    ctx: CallContext = {},
+    hooks?: CallHooks,
+  ): Promise<ToolResult> {
+    const run = startRun(toolCall, ctx, hooks);
     let result: ToolResult;
     try {
       const found = this.session(sessionRequest, run);
@@ -169,6 +192,24 @@ export class Dispatcher {
   }
 
   /**
+   * Steps 1–2 of a call (membership, arguments, route) and nothing more: the route the call
+   * would take, or the error result of its refusal (audited like any refused call). What a task
+   * runs before it answers; the task then runs the whole call with `call`.
+   */
+  async check(sessionRequest: ResolveRequest, toolCall: ToolCall, ctx: CallContext = {}): Promise<Route | ToolResult> {
+    const run = startRun(toolCall, ctx, undefined);
+    try {
+      const found = this.session(sessionRequest, run);
+      const session = found instanceof Promise ? await found : found;
+      const tool = member(session, run);
+      const args = readArguments(toolCall, tool.inputSchema, this.validators, undefined);
+      return route(tool, args, session.resolved.timeoutMs, run.event);
+    } catch (err) {
+      return this.audit(run, this.failed(err, run));
+    }
+  }
+
+  /**
    * Audits a call refused before it reached this dispatcher's pipeline (at the mount, or for its
    * grant): every call is told. What an unverified caller claims is not identity, and the
    * client's connection is not known here; a valid grant (whose body asked for other authority,
@@ -179,7 +220,7 @@ export class Dispatcher {
   refused(toolCall: ToolCall, traceparent: string | undefined, why: EarlyRefusal | string): void {
     const refusal = typeof why === 'string' ? { code: why } : why;
     const { principal, session } = refusal;
-    const run = startRun(toolCall, { traceparent, principal, session });
+    const run = startRun(toolCall, { traceparent, principal, session }, undefined);
     run.event.grantFailure = refusal.grantFailure;
     run.event.grantSubject = refusal.grantSubject;
     if (!this.options.audit) return;
@@ -194,8 +235,18 @@ export class Dispatcher {
     return this.slots.count(target);
   }
 
+  /**
+   * Ends every wait for a person's approval now: each such call is refused, its approval kept
+   * pending, so the call sent again (same id) after a restart waits for the same approval.
+   * Run before draining the mount, or the drain waits for them.
+   */
+  stopWaiting(): void {
+    if (!this.stopping.signal.aborted) this.stopping.abort(new ServiceStopping());
+  }
+
   /** Publishes the audit events not sent yet, stops listening for registry changes, and fails calls still waiting. */
   close(): void {
+    this.stopWaiting();
     this.refusalBudget.flush();
     this.flushPrincipalBudgets();
     this.auditLog.flush();
@@ -237,8 +288,21 @@ export class Dispatcher {
       session: context.session,
       principal: context.principal,
     };
-    const verdict = await approvalGate(this.client, request, context, this.options.approvalTimeoutMs);
-    if (!verdict.approved) throw refuse.approvalDenied(call.name, verdict.reason);
+    const verdict = await waitForApproval(
+      this.client,
+      request,
+      context,
+      {
+        deadlineMs: context.deadline ?? Date.now() + this.options.approvalTimeoutMs,
+        stopping: this.stopping.signal,
+        bucket: this.approvalsBucket,
+      },
+      run.hooks,
+    );
+    if (!verdict.approved) {
+      if (run.hooks?.signal?.aborted === true) throw refuse.cancelled(call.name, false);
+      throw refuse.approvalDenied(call.name, verdict.reason);
+    }
   }
 
   /**
@@ -254,13 +318,32 @@ export class Dispatcher {
     if (refused === 'caller')
       throw refuse.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
     const deadline = deadlineOf(to.timeoutMs, run.context.deadline);
-    const options = { traceparent, session, principal, readSessions, deadline, json: to.json };
+    const callId = newCallId();
+    const hooks = run.hooks;
+    // One shape for every call: the hooks' fields are undefined on a plain one.
+    const options = {
+      traceparent,
+      session,
+      principal,
+      readSessions,
+      deadline,
+      json: to.json,
+      callId,
+      onProgress: hooks?.onProgress,
+      signal: hooks?.signal,
+    };
     try {
+      if (hooks?.beforeSend !== undefined) await hooks.beforeSend(callId);
       for (let attempt = 1; ; attempt++) {
         run.event.attempts = attempt;
         try {
           return await this.targets.request(to.target, to.op, to.body, options);
         } catch (err) {
+          // The caller stopped waiting (a cancel, its deadline) while the target may still work: tell it, once.
+          if (err instanceof CancelledError || err instanceof TimeoutError) {
+            cancelTarget(this.targets, to.target, callId, run.context);
+            if (err instanceof CancelledError) throw refuse.cancelled(run.call.name, true);
+          }
           const wait = retryDelay(to, err, attempt, deadline, this.options);
           if (wait === undefined) throw targetFailed(run.call.name, to, err);
           await new Promise((resolve) => setTimeout(resolve, wait));
@@ -323,7 +406,8 @@ export class Dispatcher {
       }
       shorten(run.event);
     }
-    result.durationMs = this.record(run, result.isError ? 'error' : 'ok', result.error?.code);
+    const code = result.error?.code;
+    result.durationMs = this.record(run, !result.isError ? 'ok' : code === 'cancelled' ? 'cancelled' : 'error', code);
     return result;
   }
 
@@ -366,7 +450,7 @@ export class Dispatcher {
 
   /** Publishes a summary of refusals counted past the rate (one principal's, when given), as an event of its own (no call's). */
   private summarise(summary: RefusalSummary, principal?: string): void {
-    const event = startRun({ id: `refusals-${randomUUID()}`, name: REFUSALS, arguments: {} }, {}).event;
+    const event = startRun({ id: `refusals-${randomUUID()}`, name: REFUSALS, arguments: {} }, {}, undefined).event;
     event.principal = principal;
     event.outcome = 'error';
     event.at = isoNow();
@@ -418,7 +502,7 @@ function member(session: Session, run: CallRun): ResolvedTool {
 }
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
-function startRun(call: ToolCall, ctx: CallContext): CallRun {
+function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
   // Field by field, not a spread: every call's context has one shape (see `opContext` in bus/mount.ts).
   const context: CallContext = {
     traceparent: ctx.traceparent ?? newTraceparent(),
@@ -427,6 +511,7 @@ function startRun(call: ToolCall, ctx: CallContext): CallRun {
     principal: ctx.principal,
     grant: ctx.grant,
     readSessions: ctx.readSessions,
+    callId: ctx.callId,
   };
   const event: CallEvent = {
     callId: call.id,
@@ -447,5 +532,5 @@ function startRun(call: ToolCall, ctx: CallContext): CallRun {
     grantSubject: undefined,
     refused: undefined,
   };
-  return { call, context, event, started: performance.now(), reached: false };
+  return { call, context, event, started: performance.now(), reached: false, hooks };
 }

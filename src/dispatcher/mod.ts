@@ -1,4 +1,3 @@
-export { approvalGate, DECIDE_OP, type Verdict } from './approval.js';
 export {
   ArgumentValidators,
   argumentName,

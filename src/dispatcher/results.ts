@@ -111,6 +111,15 @@ export const refuse = {
       `you already have ${inFlight} calls in flight to ${target}, the most one caller may have; try "${tool}" again when some have returned.`,
     ),
 
+  /** Approve or forward: its caller cancelled the call (a task's `$cancel`, an MCP `notifications/cancelled`). */
+  cancelled: (tool: string, sent: boolean) =>
+    new CallRefused(
+      'cancelled',
+      sent
+        ? `The call to "${tool}" was cancelled while its target worked; the target was told to stop, and may have done part of the work. Check its effect before you call it again.`
+        : `The call to "${tool}" was cancelled before it was sent; nothing ran.`,
+    ),
+
   /** Shape: a reply that cannot be turned into text. */
   unshowableReply: (tool: string, err: unknown) =>
     new CallRefused(

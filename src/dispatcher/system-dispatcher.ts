@@ -8,6 +8,7 @@ import { SchemaId } from '../contracts/schemas.js';
 import type { GrantError } from '../identity/errors.js';
 import { IdentityGate } from '../identity/gate.js';
 import { GrantFailure } from '../identity/types.js';
+import { relayHooks } from './call-hooks.js';
 import { Dispatcher, type EarlyRefusal } from './dispatcher.js';
 import type { CallRequest, ToolCall } from './types.js';
 
@@ -56,14 +57,12 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
             dispatcher.refused(request.call, ctx.traceparent, grantRefusal(err)),
           );
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
-          return dispatcher.call(admitted.request, request.call, {
-            traceparent,
-            deadline,
-            session,
-            principal,
-            grant,
-            readSessions,
-          });
+          return dispatcher.call(
+            admitted.request,
+            request.call,
+            { traceparent, deadline, session, principal, grant, readSessions },
+            relayHooks(ctx),
+          );
         },
       },
     },

@@ -19,8 +19,8 @@ export interface CallRequest {
   call: ToolCall;
 }
 
-/** Codes a failed tool result carries: the protocol's, plus `approval_denied`. */
-export const ToolErrorCode = { ...ErrorCode, ApprovalDenied: 'approval_denied' } as const;
+/** Codes a failed tool result carries: the protocol's, plus `approval_denied` and `cancelled` (its caller stopped it). */
+export const ToolErrorCode = { ...ErrorCode, ApprovalDenied: 'approval_denied', Cancelled: 'cancelled' } as const;
 export type ToolErrorCode = (typeof ToolErrorCode)[keyof typeof ToolErrorCode];
 
 /** What the model reads back. A failed tool is a result with `isError`, never a thrown error. */
@@ -39,26 +39,7 @@ export interface ToolResult {
   durationMs: number;
 }
 
-/** `system.approvals.$decide` request. */
-export interface ApprovalRequest {
-  callId: string;
-  tool: string;
-  target: string;
-  op: string;
-  arguments: Record<string, unknown>;
-  /** The calling session's id. */
-  session?: string;
-  /** Who acts. */
-  principal?: string;
-}
-
-/** `system.approvals.$decide` reply. */
-export interface ApprovalDecision {
-  decision: 'approve' | 'reject';
-  reason?: string;
-  /** Who decided. */
-  by?: string;
-}
+export type { ApprovalDecision, ApprovalRequest } from '../approvals/types.js';
 
 /** The audit event of one call, on `system.dispatcher.events.call`. */
 export interface CallEvent {
@@ -70,7 +51,8 @@ export interface CallEvent {
   principal?: string;
   /** W3C trace context of the call; its trace id is characters 3–34. */
   traceparent?: string;
-  outcome: 'ok' | 'error';
+  /** `cancelled`: its caller stopped it (a task's `$cancel`, an MCP `notifications/cancelled`). */
+  outcome: 'ok' | 'error' | 'cancelled';
   code?: string;
   durationMs: number;
   /** Requests sent to the target (0 when it was never called). */

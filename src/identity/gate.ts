@@ -7,7 +7,7 @@ import type { CallContext } from '../bus/context.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { grantedRequest } from './authorize.js';
 import { GrantError } from './errors.js';
-import { GrantFailure } from './types.js';
+import { GrantFailure, type VerifiedGrant } from './types.js';
 import { GrantVerifier, type GrantVerifierOptions, signedFor } from './verify.js';
 
 /** A request admitted: what to resolve, and the context to act under downstream. */
@@ -77,6 +77,14 @@ export class IdentityGate {
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * The verified grant of an op that needs one of its own (an approver's): a `GrantError` when
+   * it is missing or not valid; undefined when trusting callers (there are no grants to check).
+   */
+  verify(grant: string | undefined): VerifiedGrant | undefined {
+    return this.verifier?.verify(grant);
   }
 
   private admitByGrant(verifier: GrantVerifier, body: ResolveRequest, ctx: CallContext): Admitted {

@@ -117,3 +117,8 @@ export function traceResolve<T>(
     return value;
   }, failed);
 }
+
+/** Counts one `<target>.$cancel` the dispatcher sent (its caller cancelled, or its deadline passed while the target worked). */
+export function countCancel(): void {
+  activeInstruments()?.cancels.add(1);
+}

@@ -1,8 +1,8 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
+import { decideByPolicy, loadPolicy } from '../../src/approvals/policy.js';
 import type { CallEvent } from '../../src/dispatcher/types.js';
 import { describeMounts } from '../../src/reference-mounts/agents.js';
-import { decideByPolicy, loadPolicy } from '../../src/reference-mounts/approvals.js';
 import { validateSpecs } from '../../src/reference-mounts/packages.js';
 import { eventsIn, TraceBuffer } from '../../src/reference-mounts/traces.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
