@@ -299,6 +299,11 @@ export class Dispatcher {
       },
       run.hooks,
     );
+    const e = run.event;
+    e.approvalId = verdict.approvalId;
+    e.approvalWaitMs = verdict.waitedMs;
+    if (verdict.approved) e.approvedBy = verdict.by;
+    else e.rejectedBy = verdict.by;
     if (!verdict.approved) {
       if (run.hooks?.signal?.aborted === true) throw refuse.cancelled(call.name, false);
       throw refuse.approvalDenied(call.name, verdict.reason);
@@ -521,6 +526,10 @@ function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined
     at: '',
     grantFailure: undefined,
     grantSubject: undefined,
+    approvalId: undefined,
+    approvedBy: undefined,
+    rejectedBy: undefined,
+    approvalWaitMs: undefined,
     refused: undefined,
   };
   return { call, context, event, started: performance.now(), reached: false, hooks };
