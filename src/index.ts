@@ -17,6 +17,7 @@ export type {
   Verdict,
 } from './approvals/types.js';
 export type { RefusalBudgetOptions } from './audit/refusals.js';
+export type { CallEvent, RefusalSummary } from './audit/types.js';
 // The bus: connecting, calling ops, mounting them.
 export { BusClient, type BusClientOptions, type RequestOptions } from './bus/client.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv } from './bus/connect.js';
@@ -41,13 +42,7 @@ export { Mounts } from './bus/subjects.js';
 // The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
 export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/system-dispatcher.js';
-export {
-  type CallEvent,
-  type RefusalSummary,
-  type ToolCall,
-  ToolErrorCode,
-  type ToolResult,
-} from './dispatcher/types.js';
+export { type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/types.js';
 
 // Identity: session grants (who calls, with which profile), minted, presented and verified.
 export { GrantError } from './identity/errors.js';

@@ -6,13 +6,14 @@
  * `inputSchema` by a validator compiled once per schema.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { CallEvent } from '../audit/types.js';
 import { jsonTextDeeperThan, MAX_DEPTH } from '../bus/codec.js';
 import { type Check, violationsOf } from '../contracts/schemas.js';
 import { sha256Hex } from '../registry/canonical.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { argumentName, refuse } from './results.js';
 import { withoutStrictNulls } from './strict-nulls.js';
-import type { CallEvent, ToolCall } from './types.js';
+import type { ToolCall } from './types.js';
 
 export { argumentName, argumentsMessage } from './results.js';
 

@@ -7,12 +7,13 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalStore } from '../../src/approvals/store.js';
 import { watchCalls } from '../../src/audit/log.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';
 import {
   ApprovalsClient,
