@@ -13,6 +13,7 @@ export const Mounts = {
   Sessions: 'system.sessions',
   Traces: 'system.traces',
   Packages: 'system.packages',
+  Tasks: 'system.tasks',
 } as const;
 
 /** The subject of one op: `<mount>.<op>`. */
