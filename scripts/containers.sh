@@ -99,7 +99,10 @@ start_service() {
 }
 
 nats_image() { echo "localhost/matrix-nats:$(nats-server --version | sed 's/^nats-server: v//')"; }
-node_image() { echo "localhost/matrix-node:$(node --version | sed 's/^v//')-bookworm"; }
+# The service's image runs on Node 24, as the Dockerfile's default does: the npm package's binary
+# (scripts/node.sh) when this machine's node is of another major.
+node_dir() { "$here/node.sh" 24; }
+node_image() { echo "localhost/matrix-node:$("$(node_dir)/node" --version | sed 's/^v//')-bookworm"; }
 
 # Ryuk's image cannot be had here; the harness stops its container itself. This machine has a
 # /.dockerenv, so testcontainers would reach ports through the bridge's gateway: loopback instead.
@@ -121,7 +124,7 @@ setup() {
   remove_cni_bridge
   start_service
   "$here/images/nats.sh" "$(nats_image)"
-  "$here/images/node.sh" "$(node_image)"
+  "$here/images/node.sh" "$(node_image)" "$(node_dir)/node"
   print_env
 }
 

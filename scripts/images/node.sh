@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds image $1, a stand-in for node:20-bookworm-slim: a minimal Debian bookworm from
-# debootstrap, this machine's node and npm (Debian's own nodejs is 18), its CA bundle (TLS to the
-# npm registry is re-signed on the way here) and a `node` user, as in the official image.
+# Builds image $1, a stand-in for node:24-bookworm-slim: a minimal Debian bookworm from
+# debootstrap, the node binary $2 (scripts/node.sh gives one; Debian's own nodejs is 18), this
+# machine's npm, its CA bundle (TLS to the npm registry is re-signed on the way here) and a `node`
+# user, as in the official image.
 # Skips when the image exists; keeps debootstrap's downloads between runs.
 set -euo pipefail
 image="$1"
+node_bin="${2:?usage: $0 IMAGE NODE_BINARY}"
 if podman image exists "$image"; then exit 0; fi
 echo "containers: building $image" >&2
 readonly cache=/var/cache/matrix-tool-registry/debootstrap
@@ -15,7 +17,7 @@ mkdir -p "$cache"
 debootstrap --variant=minbase --cache-dir="$cache" bookworm "$root" "$mirror" >/dev/null
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 
-cp /usr/bin/node "$root/usr/local/bin/node"
+cp "$node_bin" "$root/usr/local/bin/node"
 mkdir -p "$root/usr/local/lib/node_modules"
 cp -a "$(dirname "$(readlink -f "$(command -v npm)")")/.." "$root/usr/local/lib/node_modules/npm"
 ln -s ../lib/node_modules/npm/bin/npm-cli.js "$root/usr/local/bin/npm"

@@ -34,7 +34,9 @@ import {
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
-import { replyHeadersOf } from './header-block.js';
+import { type ReplyHeaders, replyHeadersOf } from './header-block.js';
+import { type Logger, silentLogger } from './log.js';
+import { CancelledError, type Progress } from './op-context.js';
 import { opSubject } from './subjects.js';
 
 /** How one request is made. */
@@ -43,6 +45,13 @@ export interface RequestOptions extends CallContext {
   timeoutMs?: number;
   /** Send and receive JSON instead of MessagePack. */
   json?: boolean;
+  /**
+   * Told of each progress report the target sends before its reply (`Matrix-Progress: 1`,
+   * PROTOCOL 10). Reports come whether or not anyone listens; they are never the reply.
+   */
+  onProgress?: (progress: Progress) => void;
+  /** Stops waiting when it fires: the request rejects with `CancelledError` (the target is not told here). */
+  signal?: AbortSignal;
 }
 
 /** How a client is made. */
@@ -53,6 +62,8 @@ export interface BusClientOptions {
   sweepMs?: number;
   /** Prefix of its reply subjects; default the connection's (`_INBOX`, or its `inboxPrefix`). */
   inboxPrefix?: string;
+  /** Where a target's unreadable progress reports are logged (once per request); default nowhere. */
+  logger?: Logger;
 }
 
 /** A reply as it came: body decoded, headers kept. */
@@ -68,6 +79,9 @@ interface Pending {
   reject(err: Error): void;
   deadline: number;
   subject: string;
+  onProgress: ((progress: Progress) => void) | undefined;
+  /** Whether an unreadable progress report of this request was logged already. */
+  warned: boolean;
 }
 
 /** A request–reply client for mounts; share one per connection. */
@@ -79,6 +93,7 @@ export class BusClient {
   private sub: Subscription | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private watchingPermissions = false;
+  private readonly logger: Logger;
 
   constructor(
     readonly nc: NatsConnection,
@@ -86,6 +101,7 @@ export class BusClient {
   ) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
+    this.logger = options.logger ?? silentLogger;
     // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive replies.
     this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
   }
@@ -117,8 +133,19 @@ export class BusClient {
       return Promise.reject(err);
     }
     const token = this.newToken();
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(cancelled(subject));
     return new Promise<unknown>((resolve, reject) => {
-      this.pending.set(token, { resolve, reject, deadline, subject, raw });
+      this.pending.set(token, {
+        resolve,
+        reject,
+        deadline,
+        subject,
+        raw,
+        onProgress: options.onProgress,
+        warned: false,
+      });
+      if (signal !== undefined) this.stopOnAbort(signal, token);
       try {
         this.ensureSubscribed();
         this.nc.publish(subject, message.data, { reply: this.inbox + token, headers: message.headers });
@@ -129,6 +156,27 @@ export class BusClient {
       }
       this.ensureSweeping();
     });
+  }
+
+  /** Rejects the request of `token` with `CancelledError` when `signal` fires first. */
+  private stopOnAbort(signal: AbortSignal, token: string): void {
+    const p = this.pending.get(token);
+    const onAbort = () => {
+      if (this.pending.get(token) !== p || p === undefined) return;
+      this.pending.delete(token);
+      p.reject(cancelled(p.subject));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    if (p === undefined) return;
+    const { resolve, reject } = p;
+    p.resolve = (reply) => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(reply);
+    };
+    p.reject = (err) => {
+      signal.removeEventListener('abort', onAbort);
+      reject(err);
+    };
   }
 
   /** A reply token no request in flight holds. */
@@ -153,6 +201,7 @@ export class BusClient {
       data = encodeBody(args ?? {}, encoding);
       headers = writeContext(options, undefined, deadline);
       if (encoding === Encoding.Json) headers = putHeader(headers, Header.ContentType, JSON_CONTENT_TYPE);
+      if (options.onProgress !== undefined) headers = putHeader(headers, Header.Progress, '1');
     } catch (err) {
       throw new UnsendableRequestError(`the request to ${subject} cannot be sent: ${(err as Error).message}`, {
         cause: err,
@@ -234,13 +283,39 @@ export class BusClient {
     const token = msg.subject.slice(this.inbox.length);
     const p = this.pending.get(token);
     if (p === undefined) return; // late reply to a request that already timed out
+    const h = replyHeadersOf(msg);
+    if (h?.progress === true) {
+      this.onProgressReport(msg, h, p);
+      return;
+    }
     this.pending.delete(token);
     try {
-      const value = readReply(msg, p.subject);
+      const value = readReply(msg, h, p.subject);
       p.resolve(p.raw ? { value, headers: msg.headers, bytes: msg.data.length } : value);
     } catch (err) {
       p.reject(err as MatrixError);
     }
+  }
+
+  /** A progress report: to the request's listener when it is a map with a numeric `progress`; else logged once and dropped. */
+  private onProgressReport(msg: Msg, h: ReplyHeaders, p: Pending): void {
+    if (p.onProgress === undefined) return;
+    let report: Progress | undefined;
+    try {
+      report = progressOf(decodeReply(msg.data, h.contentType));
+    } catch {
+      report = undefined;
+    }
+    if (report !== undefined) {
+      p.onProgress(report);
+      return;
+    }
+    if (p.warned) return;
+    p.warned = true;
+    this.logger.error('progress report ignored: not a map with a numeric progress', {
+      subject: p.subject,
+      bytes: msg.data.length,
+    });
   }
 
   private ensureSweeping(): void {
@@ -271,8 +346,7 @@ export class BusClient {
  * MessagePack, else JSON. Throws the reply's `MatrixError`; a body nothing decodes is the
  * sender's fault, an `InternalError`, never the caller's bad request.
  */
-function readReply(msg: Msg, subject: string): unknown {
-  const h = replyHeadersOf(msg);
+function readReply(msg: Msg, h: ReplyHeaders | undefined, subject: string): unknown {
   const status = h?.serviceErrorCode;
   if (h !== undefined && h.code === 503 && !status && msg.data.length === 0) {
     throw new NoRespondersError(`no responders for ${subject}: nothing serves that op`);
@@ -308,6 +382,26 @@ function throwWireError(status: string, headerMessage: string, body: unknown, su
   throw errorFromWire(code, message, details);
 }
 
+function cancelled(subject: string): CancelledError {
+  return new CancelledError(`the request to ${subject} was cancelled before it was answered`);
+}
+
+/** A progress report as PROTOCOL 10 shapes it, or undefined: `{progress: number, total?: number, message?: string}`. */
+function progressOf(body: unknown): Progress | undefined {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined;
+  const { progress, total, message } = body as Record<string, unknown>;
+  if (typeof progress !== 'number' || !Number.isFinite(progress)) return undefined;
+  const report: Progress = { progress };
+  if (typeof total === 'number' && Number.isFinite(total)) report.total = total;
+  if (typeof message === 'string') report.message = message.length > 1024 ? message.slice(0, 1024) : message;
+  return report;
+}
+
+/** 96 random bits as 16 base64url characters, from the same pool as reply tokens: an id that costs no syscall. */
+export function randomId(): string {
+  return randomBase64url(12);
+}
+
 /** Random bytes, refilled a few KiB at a time: a reply token costs no syscall. */
 const randomPool = Buffer.alloc(4096);
 let randomAt = randomPool.length;
@@ -319,11 +413,16 @@ let randomAt = randomPool.length;
  * and 10 base-36 digits: 4+ characters longer on every request and reply subject.
  */
 export function randomToken(): string {
-  if (randomAt + 6 > randomPool.length) {
+  return randomBase64url(6);
+}
+
+/** `bytes` random bytes of the pool as base64url. */
+function randomBase64url(bytes: number): string {
+  if (randomAt + bytes > randomPool.length) {
     randomFillSync(randomPool);
     randomAt = 0;
   }
-  const token = randomPool.toString('base64url', randomAt, randomAt + 6);
-  randomAt += 6;
-  return token;
+  const text = randomPool.toString('base64url', randomAt, randomAt + bytes);
+  randomAt += bytes;
+  return text;
 }

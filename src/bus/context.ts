@@ -15,6 +15,8 @@ export const Header = {
   Principal: 'Matrix-Principal',
   Grant: 'Matrix-Grant',
   ReadSessions: 'Matrix-Read-Sessions',
+  CallId: 'Matrix-Call-Id',
+  Progress: 'Matrix-Progress',
   ContentType: 'Content-Type',
   ServiceErrorCode: 'Nats-Service-Error-Code',
   ServiceError: 'Nats-Service-Error',
@@ -34,6 +36,11 @@ export interface CallContext {
   grant?: string;
   /** Other sessions the caller's grant lets it read, comma-separated (set downstream from a verified grant). */
   readSessions?: string;
+  /**
+   * The id of one dispatcher→target request (`Matrix-Call-Id`, PROTOCOL 10): what a
+   * `<target>.$cancel {callId}` names. Set by the dispatcher, never passed further down.
+   */
+  callId?: string;
 }
 
 const traceparentPattern = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
@@ -46,13 +53,17 @@ const lower = {
   Deadline: Header.Deadline.toLowerCase(),
   Grant: Header.Grant.toLowerCase(),
   ReadSessions: Header.ReadSessions.toLowerCase(),
+  CallId: Header.CallId.toLowerCase(),
+  Progress: Header.Progress.toLowerCase(),
   ContentType: Header.ContentType.toLowerCase(),
 };
 
-/** What the headers of a request say: its context, and whether its body is JSON. */
+/** What the headers of a request say: its context, whether its body is JSON, whether its caller takes progress reports. */
 export interface RequestHeaders {
   context: CallContext;
   json: boolean;
+  /** `Matrix-Progress: 1` on a request: its caller takes progress reports (PROTOCOL 10). */
+  progress: boolean;
 }
 
 /** Longest `Matrix-Grant` a request may carry, in characters (a grant is a few hundred). */
@@ -68,6 +79,7 @@ export const HEADER_LIMITS = {
   [lower.Principal]: 256,
   [lower.Grant]: MAX_GRANT_LENGTH,
   [lower.ReadSessions]: 8_448,
+  [lower.CallId]: 256,
 } as const satisfies Record<string, number>;
 
 /**
@@ -77,10 +89,30 @@ export const HEADER_LIMITS = {
  * once: its first usable value counts. (A mount reads the raw block instead: `readHeaderBlock`.)
  */
 export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
-  const read: RequestHeaders = { context: {}, json: false };
+  const read = emptyRequestHeaders();
   if (h === undefined) return read;
   for (const [name, values] of h) for (const value of values) readHeader(read, name, value);
   return read;
+}
+
+/**
+ * What no header says yet: every context field there from the start (undefined), so each
+ * request's context has one shape whatever headers it carries and in whatever order.
+ */
+export function emptyRequestHeaders(): RequestHeaders {
+  return {
+    context: {
+      traceparent: undefined,
+      deadline: undefined,
+      session: undefined,
+      principal: undefined,
+      grant: undefined,
+      readSessions: undefined,
+      callId: undefined,
+    },
+    json: false,
+    progress: false,
+  };
 }
 
 /** Lengths of the names `readHeader` reads: any other name is passed over without lower-casing it. */
@@ -112,8 +144,14 @@ export function readHeader(read: RequestHeaders, name: string, value: string): v
     case lower.ReadSessions:
       context.readSessions ??= value;
       break;
+    case lower.CallId:
+      context.callId ??= value;
+      break;
     case lower.ContentType:
       read.json ||= value.startsWith(JSON_CONTENT_TYPE);
+      break;
+    case lower.Progress:
+      read.progress ||= value === '1';
       break;
   }
 }
@@ -172,6 +210,7 @@ export function writeContext(ctx: CallContext | undefined, h?: MsgHdrs, deadline
   if (ctx.principal !== undefined) out = putHeader(out, Header.Principal, ctx.principal);
   if (ctx.grant !== undefined) out = putHeader(out, Header.Grant, ctx.grant);
   if (ctx.readSessions !== undefined) out = putHeader(out, Header.ReadSessions, ctx.readSessions);
+  if (ctx.callId !== undefined) out = putHeader(out, Header.CallId, ctx.callId);
   return out;
 }
 

@@ -6,7 +6,7 @@
  * length once, and only the protocol's headers are kept.
  */
 import type { Msg } from '@nats-io/nats-core';
-import { type RequestHeaders, readHeader, readRequestHeaders } from './context.js';
+import { emptyRequestHeaders, type RequestHeaders, readHeader, readRequestHeaders } from './context.js';
 import { BadRequestError } from './errors.js';
 
 /** A header name as nats.js accepts one: printable ASCII but the colon. */
@@ -19,7 +19,7 @@ const HEADER_NAME = /^[!-9;-~]*$/;
  */
 export function requestHeadersOf(msg: Msg): RequestHeaders {
   const raw = rawHeaderBlock(msg);
-  if (raw === null) return { context: {}, json: false };
+  if (raw === null) return emptyRequestHeaders();
   if (raw !== undefined) return readHeaderBlock(raw);
   try {
     return readRequestHeaders(msg.headers);
@@ -46,7 +46,7 @@ export function rawHeaderBlock(msg: Msg): string | null | undefined {
  * holding a lone CR or LF, makes the block unreadable (a bad request), as it does for nats.js.
  */
 export function readHeaderBlock(block: string): RequestHeaders {
-  const read: RequestHeaders = { context: {}, json: false };
+  const read = emptyRequestHeaders();
   let at = block.indexOf('\r\n');
   if (at < 0) return read;
   for (at += 2; at < block.length; ) {
@@ -78,11 +78,14 @@ export interface ReplyHeaders {
   serviceErrorCode?: string;
   serviceError?: string;
   contentType?: string;
+  /** `Matrix-Progress: 1`: a progress report before the reply (PROTOCOL 10), never the reply. */
+  progress?: boolean;
 }
 
 const SERVICE_ERROR_CODE = 'Nats-Service-Error-Code';
 const SERVICE_ERROR = 'Nats-Service-Error';
 const CONTENT_TYPE = 'content-type';
+const PROGRESS = 'Matrix-Progress';
 
 /**
  * A reply's headers, read as `requestHeadersOf` reads a request's and for the same reason (a
@@ -120,5 +123,6 @@ export function readReplyBlock(block: string): ReplyHeaders {
 function readReplyHeader(read: ReplyHeaders, name: string, value: string): void {
   if (name === SERVICE_ERROR_CODE) read.serviceErrorCode ??= value;
   else if (name === SERVICE_ERROR) read.serviceError ??= value;
+  else if (name === PROGRESS) read.progress ||= value === '1';
   else if (name.length === CONTENT_TYPE.length && name.toLowerCase() === CONTENT_TYPE) read.contentType ??= value;
 }

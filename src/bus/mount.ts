@@ -7,6 +7,7 @@
  */
 
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
+import { describeViolations, violationDetails } from '../contracts/compiler.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
@@ -19,23 +20,18 @@ import {
   NotFoundError,
   PayloadTooLargeError,
   TimeoutError,
+  UnavailableError,
 } from './errors.js';
 import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
-import { isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
+import { CancelledError, type OpContext, RequestContext } from './op-context.js';
+import { closedTopLevel } from './shape.js';
+import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
+
+export type { OpContext } from './op-context.js';
 
 /** A schema: the `$id` of one in `contracts/`, or the schema itself. */
 export type SchemaRef = string | Record<string, unknown>;
-
-/** What an op handler knows of its request besides the body. */
-export interface OpContext extends CallContext {
-  /** The mount answering. */
-  mount: string;
-  /** The op being answered, e.g. `$resolve`. */
-  op: string;
-  /** The encoding of the request, which the reply will use too. */
-  encoding: Encoding;
-}
 
 /** One op of a mount: its contract and its handler. */
 export interface OpSpec<Req = never, Rep = unknown> {
@@ -53,6 +49,12 @@ export interface OpSpec<Req = never, Rep = unknown> {
    * same bytes (it must not change it).
    */
   sameBytesSameRequest?: boolean;
+  /**
+   * Checks the request's headers before its body is read (a grant, where trusted issuers are
+   * set): throwing a `MatrixError` refuses the request at the cost of one header read, its
+   * body never decoded.
+   */
+  beforeBody?: (ctx: CallContext) => void;
 }
 
 /** How to build a mount. */
@@ -100,13 +102,14 @@ interface BoundOp {
   // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
   spec: OpSpec<any, unknown>;
   check: Check;
+  /** The only top-level keys its request may have, when its schema closes its top level. */
+  knownKeys: ReadonlySet<string> | undefined;
   stats: EndpointStats;
   /** Requests read by their bytes, for ops that ask for it. */
   memo?: RequestMemo;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
-const MAX_LISTED_VIOLATIONS = 100;
 
 /** A mount on a NATS connection. `start()` subscribes; `stop()` drains and waits for in-flight work. */
 export class Mount {
@@ -124,6 +127,10 @@ export class Mount {
   private subs: Subscription[] = [];
   private inFlight = 0;
   private idle: (() => void) | undefined;
+  /** Requests being worked on that carry a `Matrix-Call-Id`, by it: what `$cancel` can reach. */
+  private readonly calls = new Map<string, RequestContext>();
+  /** Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that name. */
+  private readonly cancelsCalls: boolean;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -133,6 +140,7 @@ export class Mount {
     this.prefixLength = options.name.length + 1;
     this.logger = options.logger ?? silentLogger;
     this.contracts = options.contracts ?? sharedContracts();
+    this.cancelsCalls = !(CANCEL_OP in options.ops);
     // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
     const ops: Record<string, OpSpec<any, unknown>> = { $introspect: this.introspectOp(), ...options.ops };
     for (const [op, spec] of Object.entries(ops)) {
@@ -140,6 +148,7 @@ export class Mount {
         spec,
         check:
           typeof spec.request === 'string' ? this.contracts.check(spec.request) : this.contracts.compile(spec.request),
+        knownKeys: closedTopLevel(this.schemaOf(spec.request)),
         stats: {
           name: op.slice(1),
           subject: opSubject(options.name, op),
@@ -165,6 +174,15 @@ export class Mount {
         }),
       }),
     );
+    // Every instance hears `$cancel` (no queue group): the one working on the call answers it.
+    if (this.cancelsCalls)
+      this.subs.push(
+        this.nc.subscribe(opSubject(this.name, CANCEL_OP), {
+          callback: guarded((err, msg) => {
+            if (err === null) this.onCancel(msg);
+          }),
+        }),
+      );
     this.subs.push(
       ...serveDiscovery(this.nc, {
         mount: this.name,
@@ -199,6 +217,7 @@ export class Mount {
     if (!msg.reply || !isInboxSubject(msg.reply)) return;
     const started = performance.now();
     const op = msg.subject.slice(this.prefixLength);
+    if (op === CANCEL_OP && this.cancelsCalls) return; // answered by every instance on its own subscription
     const bound = this.ops.get(op);
     let encoding: Encoding = Encoding.MsgPack;
     let traceparent: string | undefined;
@@ -212,22 +231,30 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
+      bound.spec.beforeBody?.(read.context);
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
       }
       ran = true;
-      const result = bound.spec.handle(request as never, { ...read.context, mount: this.name, op, encoding });
+      const ctx = new RequestContext(read.context, this.name, op, encoding, read.progress, this.nc, msg);
+      const result = bound.spec.handle(request as never, ctx);
       // A handler that answers at once is answered at once; only a promise is waited for.
-      if (result instanceof Promise) void this.answerWhenSettled(msg, result, encoding, bound, started);
-      else this.reply(msg, result, encoding, bound, started);
+      if (result instanceof Promise) void this.answerWhenSettled(msg, result, encoding, bound, started, ctx);
+      else {
+        ctx.settle();
+        this.reply(msg, result, encoding, bound, started);
+      }
     } catch (err) {
       const error = this.fail(msg, err, encoding, bound, started);
       if (!ran) this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
     }
   }
 
-  /** The request body: within the size bound, decoded (at most `MAX_DEPTH` deep), valid against the op's schema. */
+  /**
+   * The request body: within the size bound, its shape bounded from its bytes (depth, entries,
+   * values, top-level keys), then decoded and valid against the op's schema.
+   */
   private readBody(msg: Msg, op: string, bound: BoundOp, encoding: Encoding): Record<string, unknown> {
     if (msg.data.length > this.maxRequestBytes) {
       throw new PayloadTooLargeError(
@@ -237,8 +264,8 @@ export class Mount {
     const key = bound.memo?.keyOf(msg.data, encoding);
     const known = key === undefined ? undefined : bound.memo?.get(key);
     if (known !== undefined) return known;
-    const request = decodeMap(msg.data, encoding);
-    const violations = bound.check(request);
+    const request = decodeMap(msg.data, encoding, bound.knownKeys);
+    const violations = bound.check(request, { bytes: msg.data.length });
     if (violations !== undefined) throw badRequest(op, violations);
     if (key !== undefined) bound.memo?.set(key, request);
     return request;
@@ -251,15 +278,47 @@ export class Mount {
     encoding: Encoding,
     bound: BoundOp,
     started: number,
+    ctx: RequestContext,
   ): Promise<void> {
     this.inFlight++;
+    const callId = ctx.callId;
+    if (callId !== undefined) this.calls.set(callId, ctx);
     try {
-      this.reply(msg, await pending, encoding, bound, started);
+      const value = await pending;
+      ctx.settle();
+      this.reply(msg, value, encoding, bound, started);
     } catch (err) {
+      ctx.settle();
       this.fail(msg, err, encoding, bound, started);
     } finally {
+      if (callId !== undefined && this.calls.get(callId) === ctx) this.calls.delete(callId);
       if (--this.inFlight === 0) this.idle?.();
     }
+  }
+
+  /**
+   * `$cancel {callId}`: fires the signal of the request with that `Matrix-Call-Id` and answers
+   * `{cancelled: true}`; an instance that does not hold the call stays silent (another may).
+   */
+  private onCancel(msg: Msg): void {
+    let callId: unknown;
+    let encoding: Encoding = Encoding.MsgPack;
+    let by: CallContext;
+    try {
+      const read = requestHeadersOf(msg);
+      by = read.context;
+      if (read.json) encoding = Encoding.Json;
+      callId = (decodeMap(msg.data, encoding) as { callId?: unknown }).callId;
+    } catch {
+      return;
+    }
+    const ctx = typeof callId === 'string' ? this.calls.get(callId) : undefined;
+    if (ctx === undefined || !ctx.cancel(by)) return;
+    if (msg.reply && isInboxSubject(msg.reply))
+      msg.respond(
+        encodeBody({ cancelled: true }, encoding),
+        encoding === Encoding.Json ? { headers: jsonHeaders() } : undefined,
+      );
   }
 
   private reply(msg: Msg, value: unknown, encoding: Encoding, bound: BoundOp, started: number): void {
@@ -282,7 +341,13 @@ export class Mount {
   }
 
   private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): MatrixError {
-    const error = err instanceof MatrixError ? err : this.internal(err, msg.subject);
+    // A handler stopped by its cancelled signal answers a caller that no longer waits: not a failure to log.
+    const error =
+      err instanceof MatrixError
+        ? err
+        : err instanceof CancelledError
+          ? new UnavailableError(err.message)
+          : this.internal(err, msg.subject);
     const h = encoding === Encoding.Json ? jsonHeaders() : new OutgoingHeaders();
     h.put(Header.ServiceErrorCode, String(error.status));
     h.put(Header.ServiceError, headerSafe(error.message));
@@ -376,13 +441,9 @@ function deepFreeze<T extends object>(value: T): T {
 }
 
 function badRequest(op: string, violations: NonNullable<ReturnType<Check>>): MatrixError {
-  const listed = violations.slice(0, MAX_LISTED_VIOLATIONS);
-  const first = listed
-    .map((v) => `${v.path || '(body)'} ${v.message}`)
-    .slice(0, 3)
-    .join('; ');
-  const more = violations.length > 3 ? ` (and ${violations.length - 3} more)` : '';
-  return new BadRequestError(`invalid ${op} request: ${first}${more}`, { details: { violations: listed } });
+  return new BadRequestError(`invalid ${op} request: ${describeViolations(violations)}`, {
+    details: violationDetails(violations),
+  });
 }
 
 function jsonHeaders(): OutgoingHeaders {

@@ -16,6 +16,9 @@ export const Mounts = {
   Tasks: 'system.tasks',
 } as const;
 
+/** The op every `Mount` answers for the requests it works on: `<mount>.$cancel {callId}` (PROTOCOL 10). */
+export const CANCEL_OP = '$cancel';
+
 /** The subject of one op: `<mount>.<op>`. */
 export function opSubject(mount: string, op: string): string {
   return `${mount}.${op}`;
@@ -41,6 +44,26 @@ export function eventSubject(mount: string, event: string): string {
   return `${mount}.events.${event}`;
 }
 
+/** The stream holding the trace-id index of the audit trail `stream`. */
+export function indexStreamName(stream: string): string {
+  return `${stream}_INDEX`;
+}
+
+/** The subject of one level of one shard of a trail's index (level 0: what a flush writes). */
+export function indexShardSubject(stream: string, shard: number, level = 0): string {
+  return `${Mounts.Dispatcher}.audit.${stream}.${shard}.${level}`;
+}
+
+/** Every level of one shard of a trail's index. */
+export function indexShardFilter(stream: string, shard: number): string {
+  return `${Mounts.Dispatcher}.audit.${stream}.${shard}.*`;
+}
+
+/** Every subject of a trail's index (the index stream's subjects). */
+export function indexSubjects(stream: string): string {
+  return `${Mounts.Dispatcher}.audit.${stream}.>`;
+}
+
 /** Subjects no registered tool may target and `matrix_invoke` may not call. */
 export const reservedPatterns: readonly string[] = [
   '$SYS.>',
@@ -54,6 +77,8 @@ export const reservedPatterns: readonly string[] = [
   `${Mounts.Dispatcher}.>`,
   `${Mounts.Approvals}`,
   `${Mounts.Approvals}.>`,
+  `${Mounts.Tasks}`,
+  `${Mounts.Tasks}.>`,
 ];
 
 /** Does the NATS subject pattern `pattern` match the concrete `subject`? */

@@ -4,6 +4,7 @@
  * they are all written here, so they read alike and change in one place.
  */
 import { ErrorCode, MatrixError, NoRespondersError, UnsendableRequestError, type Violation } from '../bus/errors.js';
+import { describeViolations } from '../contracts/compiler.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
 import type { ToolErrorCode, ToolResult } from './types.js';
 
@@ -111,6 +112,15 @@ export const refuse = {
       `you already have ${inFlight} calls in flight to ${target}, the most one caller may have; try "${tool}" again when some have returned.`,
     ),
 
+  /** Approve or forward: its caller cancelled the call (a task's `$cancel`, an MCP `notifications/cancelled`). */
+  cancelled: (tool: string, sent: boolean) =>
+    new CallRefused(
+      'cancelled',
+      sent
+        ? `The call to "${tool}" was cancelled while its target worked; the target was told to stop, and may have done part of the work. Check its effect before you call it again.`
+        : `The call to "${tool}" was cancelled before it was sent; nothing ran.`,
+    ),
+
   /** Shape: a reply that cannot be turned into text. */
   unshowableReply: (tool: string, err: unknown) =>
     new CallRefused(
@@ -197,7 +207,6 @@ export function argumentName(pointer: string): string {
 
 /** One sentence per violation, then what to do. */
 export function argumentsMessage(tool: string, violations: readonly Violation[]): string {
-  const listed = violations.slice(0, 20).map((v) => `${argumentName(v.path)} ${v.message}`);
-  const more = violations.length > 20 ? ` (and ${violations.length - 20} more)` : '';
-  return `Invalid arguments for "${tool}": ${listed.join('; ')}${more}. Fix the arguments and call "${tool}" again.`;
+  const listed = describeViolations(violations, { shown: 20, name: argumentName });
+  return `Invalid arguments for "${tool}": ${listed}. Fix the arguments and call "${tool}" again.`;
 }

@@ -25,6 +25,7 @@ export const MetricName = {
   Calls: 'matrix.tool.calls',
   CallDuration: 'matrix.tool.call.duration',
   Approvals: 'matrix.approvals',
+  Cancels: 'matrix.tool.cancels',
   InFlight: 'matrix.tool.calls.in_flight',
   CacheLookups: 'matrix.cache.lookups',
 } as const;
@@ -37,6 +38,8 @@ export interface Instruments {
   callDuration: Histogram;
   /** Approval decisions by `matrix.decision` (`approve` | `reject`). */
   approvals: Counter;
+  /** `<target>.$cancel` requests sent: a caller cancelled, or its deadline passed while the target worked. */
+  cancels: Counter;
 }
 
 // The API's no-op provider and counter are not exported; these are the same singletons.
@@ -151,6 +154,10 @@ function makeInstruments(meter: Meter): Instruments | undefined {
     approvals: meter.createCounter(MetricName.Approvals, {
       description: 'Approval decisions of gated tool calls.',
       unit: '{decision}',
+    }),
+    cancels: meter.createCounter(MetricName.Cancels, {
+      description: 'Cancels sent to targets still working on a call its caller gave up.',
+      unit: '{cancel}',
     }),
   };
 }

@@ -30,11 +30,14 @@ describe('the context headers', () => {
     h.append('Matrix-Session', 'first');
     h.append('matrix-session', 'second');
     h.append('content-type', 'application/json; charset=utf-8');
+    h.append('matrix-call-id', 'call-1');
+    h.append('MATRIX-PROGRESS', '1');
     expect(readRequestHeaders(h)).toEqual({
-      context: { traceparent: context.traceparent, deadline: 1_800_000_000_000, session: 'first' },
+      context: { traceparent: context.traceparent, deadline: 1_800_000_000_000, session: 'first', callId: 'call-1' },
       json: true,
+      progress: true,
     });
-    expect(readRequestHeaders(undefined)).toEqual({ context: {}, json: false });
+    expect(readRequestHeaders(undefined)).toEqual({ context: {}, json: false, progress: false });
   });
 
   it('refuse a deadline that is not a Unix time in ms, and a value that would break the block', () => {

@@ -1,0 +1,125 @@
+/**
+ * What a caller may hear of a call while it runs and do to it (PROTOCOL 10): the target's
+ * progress, a cancel, the approval's wait, the moment it is sent. A plain `$call` has none; a
+ * task and the MCP bridge's calls do. Also the two bus acts they need: the `Matrix-Call-Id` of
+ * a request to a target, and the `<target>.$cancel {callId}` sent once when its caller stops.
+ */
+
+import { approvalGate, awaitDecision, type Verdict } from '../approvals/gate.js';
+import type { BusClient } from '../bus/client.js';
+import { randomId } from '../bus/client.js';
+import type { CallContext } from '../bus/context.js';
+import type { OpContext, Progress } from '../bus/op-context.js';
+import { CANCEL_OP } from '../bus/subjects.js';
+import { countCancel } from '../telemetry/calls.js';
+import type { ApprovalRequest } from './types.js';
+
+/** A pending approval as its gate tells it: what `input_required` names. */
+export interface PendingApproval {
+  approvalId: string;
+  /** ISO 8601 time the approval request expires. */
+  expiresAt?: string;
+}
+
+/** What a caller hears of one call and may do to it; every field optional. */
+export interface CallHooks {
+  /** Told of each progress report of the target. */
+  onProgress?: (progress: Progress) => void;
+  /** Cancels the call: before the target, nothing is sent; after, the target is sent `$cancel`. */
+  signal?: AbortSignal;
+  /** Told when its approval is pending a person's decision (a task is then `input_required`). */
+  onPending?: (pending: PendingApproval) => void;
+  /** Waits for this pending approval instead of asking again (a task taken over while `input_required`). */
+  approvalId?: string;
+  /**
+   * Awaited just before the request goes to the target, with its `Matrix-Call-Id` (a task marks
+   * itself sent, compare-and-set); a throw stops the call unsent.
+   */
+  beforeSend?: (callId: string) => Promise<void>;
+}
+
+/** How long the dispatcher waits for a target's `{cancelled: true}`, in ms: only for the log, never retried. */
+const CANCEL_WAIT_MS = 2_000;
+
+/** A `Matrix-Call-Id`: 96 random bits, 16 base64url characters. */
+export function newCallId(): string {
+  return randomId();
+}
+
+/**
+ * Sends `<target>.$cancel {callId}` once, with the call's context headers. A mount that holds
+ * the call stops it and answers `{cancelled: true}`; one without `$cancel` is left alone: no
+ * answer, an error or no responders are all the same, and nothing is sent again.
+ */
+export function cancelTarget(client: BusClient, target: string, callId: string, ctx: CallContext): void {
+  countCancel();
+  const { traceparent, session, principal, readSessions } = ctx;
+  client
+    .request(
+      target,
+      CANCEL_OP,
+      { callId },
+      { traceparent, session, principal, readSessions, callId, timeoutMs: CANCEL_WAIT_MS },
+    )
+    .catch(() => {});
+}
+
+/** How the approval step waits: the call's deadline, the service's stop, the bucket. */
+export interface ApprovalWait {
+  /** Unix ms: no wait for a person goes past it. */
+  deadlineMs: number;
+  /** Aborted when the service stops: the wait ends, its approval stays pending for the call sent again. */
+  stopping?: AbortSignal;
+  /** KV bucket of pending approvals; default `matrix-approvals`. */
+  bucket?: string;
+}
+
+/**
+ * The approval step with the call's hooks: the gate (ask `$decide`, wait for a person, fail
+ * closed), or, with `hooks.approvalId`, the wait alone for an approval already pending. The
+ * call's signal withdraws the approval (a cancelled wait is never a yes); the service stopping
+ * keeps it.
+ */
+export function waitForApproval(
+  client: BusClient,
+  request: ApprovalRequest,
+  ctx: CallContext,
+  wait: ApprovalWait,
+  hooks: CallHooks | undefined,
+): Promise<Verdict> {
+  const signals = [hooks?.signal, wait.stopping].filter((s): s is AbortSignal => s !== undefined);
+  const signal = signals.length < 2 ? signals[0] : AbortSignal.any(signals);
+  const options = { deadlineMs: wait.deadlineMs, signal, bucket: wait.bucket };
+  if (hooks?.approvalId !== undefined) return awaitDecision(client, hooks.approvalId, options);
+  return approvalGate(client, request, ctx, { ...options, onPending: hooks?.onPending });
+}
+
+/** Shortest time between two progress reports passed on to one caller, in ms: a target's flood is thinned to this. */
+export const PROGRESS_RELAY_MS = 100;
+
+/**
+ * `report`, called at most once per `everyMs`: the reports between are dropped (the next one
+ * carries at least as much), so a target that floods its reply subject costs its caller little.
+ */
+export function throttled(report: (progress: Progress) => void, everyMs = PROGRESS_RELAY_MS): (p: Progress) => void {
+  let last = 0;
+  return (progress) => {
+    const now = Date.now();
+    if (now - last < everyMs) return;
+    last = now;
+    report(progress);
+  };
+}
+
+/**
+ * The hooks of a `$call` whose caller takes progress (`Matrix-Progress: 1`) or may cancel it (it
+ * sent a `Matrix-Call-Id`: `system.dispatcher.$cancel {callId}` fires its signal); undefined for a
+ * plain call, which then builds nothing.
+ */
+export function relayHooks(ctx: OpContext): CallHooks | undefined {
+  if (!ctx.wantsProgress && ctx.callId === undefined) return undefined;
+  const hooks: CallHooks = {};
+  if (ctx.wantsProgress) hooks.onProgress = throttled((p) => ctx.progress(p.progress, p.total, p.message));
+  if (ctx.callId !== undefined) hooks.signal = ctx.signal;
+  return hooks;
+}

@@ -1,0 +1,81 @@
+/**
+ * A mount written for the tests of progress, cancellation and tasks: `$work {steps, stepMs}`
+ * reports progress after each step, stops when its signal fires, and counts what it did, so a
+ * test can prove that a call ran once, ran again, or was stopped.
+ */
+import type { NatsConnection } from '@nats-io/nats-core';
+import { Mount, type OpContext } from '../../src/bus/mount.js';
+
+/** What the slow mount did. */
+export interface SlowMount {
+  mount: Mount;
+  /** `$work` requests that started. */
+  started: number;
+  /** Of them, those that ran to the end. */
+  finished: number;
+  /** Of them, those stopped by their signal, with its reason's name (`CancelledError`, `TimeoutError`). */
+  stopped: string[];
+  /** The `Matrix-Call-Id` of each request, in order. */
+  callIds: (string | undefined)[];
+  stop(): Promise<void>;
+}
+
+const anyObject = { type: 'object' } as const;
+
+/** Starts the slow mount `name` on `nc`. */
+export async function startSlowMount(nc: NatsConnection, name: string): Promise<SlowMount> {
+  const state: SlowMount = {
+    mount: undefined as unknown as Mount,
+    started: 0,
+    finished: 0,
+    stopped: [],
+    callIds: [],
+    stop: () => state.mount.stop(),
+  };
+  state.mount = new Mount(nc, {
+    name,
+    version: '0.0.1',
+    description: 'slow test mount: reports progress, honours cancel',
+    ops: {
+      $work: {
+        description: 'works `steps` steps of `stepMs` each, reporting progress after each',
+        request: anyObject,
+        response: anyObject,
+        handle: async (req: { steps?: number; stepMs?: number }, ctx: OpContext) => {
+          state.started++;
+          state.callIds.push(ctx.callId);
+          const steps = req.steps ?? 3;
+          const signal = ctx.signal;
+          for (let i = 1; i <= steps; i++) {
+            const stopped = await sleep(req.stepMs ?? 50, signal);
+            if (stopped) {
+              state.stopped.push((signal.reason as Error).name);
+              throw signal.reason;
+            }
+            ctx.progress(i, steps, `step ${i} of ${steps}`);
+          }
+          state.finished++;
+          return { done: steps };
+        },
+      },
+    },
+  });
+  await state.mount.start();
+  return state;
+}
+
+/** Waits `ms`, or less when `signal` fires; true when it fired. */
+function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(false);
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
