@@ -26,7 +26,7 @@ import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 import { registryMount } from '../registry/system-tools.js';
 import { startTelemetry } from '../telemetry/sdk.js';
-import { addSettings, type Flags, serveConfig, serveSettings, withConnection } from './config.js';
+import { addSettings, type Flags, serveConfig, serversSource, serveSettings, withConnection } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
 import { interrupted } from './run.js';
 
@@ -140,7 +140,7 @@ async function connectOrExplain(connect: ConnectOptions): Promise<NatsConnection
     return await connectBus({ ...connect, name: connect.name ?? 'matrix-tool-registry' });
   } catch (err) {
     throw new Error(
-      `cannot reach NATS at ${connect.servers} (${(err as Error).message}). ` +
+      `cannot reach NATS at ${connect.servers} (${serversSource(connect.servers)}; ${(err as Error).message}). ` +
         'Start one with `docker compose up -d nats`, or run a local `nats-server -js`, or set NATS_URL.',
     );
   }
