@@ -67,6 +67,8 @@ export function renderProviderTools(
             openWorldHint: a.openWorld,
           };
         }
+        // MCP's own field: every tool says it, `optional` when its projection does not.
+        tool.execution = { taskSupport: t.execution?.taskSupport ?? 'optional' };
         return tool;
       });
   }
