@@ -10,4 +10,5 @@ export * from './dispatcher/mod.js';
 export * from './identity/mod.js';
 export * from './reference-mounts/mod.js';
 export * from './registry/mod.js';
+export * from './tasks/mod.js';
 export * from './telemetry/mod.js';

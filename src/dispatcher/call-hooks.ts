@@ -35,6 +35,10 @@ export interface CallHooks {
    * itself sent, compare-and-set); a throw stops the call unsent.
    */
   beforeSend?: (callId: string) => Promise<void>;
+  /** The call runs as a task: a tool whose `execution.taskSupport` is `required` is refused without this. */
+  asTask?: boolean;
+  /** Longest wait for an approver, in ms, instead of the dispatcher's (a task waits longer than a request can). */
+  approvalTimeoutMs?: number;
 }
 
 /** How long the dispatcher waits for a target's `{cancelled: true}`, in ms: only for the log, never retried. */
@@ -75,6 +79,7 @@ export async function waitForApproval(
   hooks: CallHooks | undefined,
 ): Promise<Verdict> {
   const signal = hooks?.signal;
+  if (hooks?.approvalTimeoutMs !== undefined) timeoutMs = hooks.approvalTimeoutMs;
   if (signal === undefined) return approvalGate(client, request, ctx, timeoutMs);
   if (signal.aborted) return { approved: false, reason: 'it was cancelled' };
   let onAbort: (() => void) | undefined;

@@ -66,6 +66,16 @@ export class IdentityGate {
   }
 
   /**
+   * Who calls, for ops that act on what a caller owns (`system.tasks`): the principal and session
+   * of a valid grant; a `GrantError` (forbidden) without one. Trusting callers: their headers.
+   */
+  owner(ctx: CallContext): { principal?: string; session?: string } {
+    if (this.verifier === undefined) return { principal: ctx.principal, session: ctx.session };
+    const { sub, nats } = this.verifier.verify(ctx.grant).claims;
+    return { principal: sub, session: nats.session };
+  }
+
+  /**
    * Whom a valid grant names, for a request refused before its grant was checked (an invalid
    * body); undefined for a grant that is missing or not valid, or when trusting callers.
    */

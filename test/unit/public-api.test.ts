@@ -8,6 +8,7 @@ describe('the package entries', () => {
     expect(Object.keys(publicApi).sort()).toEqual([
       'BadRequestError',
       'BusClient',
+      'CancelledError',
       'ConflictError',
       'Dispatcher',
       'ErrorCode',
@@ -18,6 +19,7 @@ describe('the package entries', () => {
       'IdentityGate',
       'InternalError',
       'KvContextStore',
+      'MAX_LIVE_TASKS_PER_PRINCIPAL',
       'MatrixError',
       'Mount',
       'Mounts',
@@ -25,6 +27,9 @@ describe('the package entries', () => {
       'PayloadTooLargeError',
       'Registry',
       'StaticStore',
+      'TaskRunner',
+      'TaskStatus',
+      'TaskStore',
       'TimeoutError',
       'ToolErrorCode',
       'ToolProvider',
@@ -41,6 +46,7 @@ describe('the package entries', () => {
       'registryMount',
       'resolveToolContext',
       'sessionsMount',
+      'tasksMount',
       'tracesMount',
     ]);
   });
