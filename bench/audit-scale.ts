@@ -11,13 +11,16 @@
 
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { MERGE_AT, mergeShard } from '../src/audit/indexer.js';
 import { AuditLog } from '../src/audit/log.js';
 import { queryBatches, type TraceQuery } from '../src/audit/query.js';
+import { SHARDS, Shards } from '../src/audit/shards.js';
 import { AuditStream } from '../src/audit/stream.js';
-import { MERGE_AT, mergeShard, SHARDS, Shards, shardSubject } from '../src/audit/trace-index.js';
+import type { CallEvent } from '../src/audit/types.js';
 import { connectBus } from '../src/bus/connect.js';
+import { StreamStore } from '../src/bus/stream-store.js';
 import { StreamWriter } from '../src/bus/stream-writer.js';
-import type { CallEvent } from '../src/dispatcher/types.js';
+import { indexShardSubject as shardSubject } from '../src/bus/subjects.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
 
 const EVENTS = Number(process.argv[2]) || 1_000_000;
@@ -140,6 +143,7 @@ async function worstCase(nc: NatsConnection): Promise<void> {
   const audit = await AuditStream.open(nc, { stream: 'BENCH_WORST' });
   const jsm = await jetstreamManager(nc);
   const writer = new StreamWriter(nc, 60_000);
+  const store = await StreamStore.open(nc);
   const shards = Shards.fromDescription((await jsm.streams.info('BENCH_WORST_INDEX')).config.description);
   const id = (k: number) => ((k * 2654435761) % 2 ** 32).toString(16).padStart(8, '0').repeat(4);
   const written = new Array<number>(SHARDS).fill(0);
@@ -155,7 +159,7 @@ async function worstCase(nc: NatsConnection): Promise<void> {
     for (let shard = 0; shard < SHARDS; shard++) {
       if ((written[shard] ?? 0) < MERGE_AT) continue;
       written[shard] = 0;
-      await mergeShard(nc, jsm, writer, 'BENCH_WORST', shard, 1);
+      await mergeShard(store, writer, 'BENCH_WORST', shard, 1);
     }
   }
   writer.close();

@@ -4,7 +4,20 @@
  * subjects, caches, validators…) is in `matrix-tool-registry/internal` and may change.
  */
 
+// Approvals: durable pending approvals a person answers (PROTOCOL 8), and the gate that waits for them.
+export { approvalGate, awaitDecision, type GateOptions } from './approvals/gate.js';
+export { type ApprovalsMountOptions, approvalsMount } from './approvals/mount.js';
+export type { ApprovalPolicyFile } from './approvals/policy.js';
+export type {
+  AnswerReply,
+  AnswerRequest,
+  ApprovalEvent,
+  PendingApproval,
+  PendingReply,
+  Verdict,
+} from './approvals/types.js';
 export type { RefusalBudgetOptions } from './audit/refusals.js';
+export type { CallEvent, RefusalSummary } from './audit/types.js';
 // The bus: connecting, calling ops, mounting them.
 export { BusClient, type BusClientOptions, type RequestOptions } from './bus/client.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv } from './bus/connect.js';
@@ -30,13 +43,7 @@ export { Mounts } from './bus/subjects.js';
 // The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
 export { type DispatcherMountOptions, dispatcherMount } from './dispatcher/system-dispatcher.js';
-export {
-  type CallEvent,
-  type RefusalSummary,
-  type ToolCall,
-  ToolErrorCode,
-  type ToolResult,
-} from './dispatcher/types.js';
+export { type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/types.js';
 
 // Identity: session grants (who calls, with which profile), minted, presented and verified.
 export { GrantError } from './identity/errors.js';
@@ -48,7 +55,6 @@ export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
 
 // The reference mounts the built-in tools target.
 export { agentsMount } from './reference-mounts/agents.js';
-export { type ApprovalPolicyFile, approvalsMount } from './reference-mounts/approvals.js';
 export { packagesMount } from './reference-mounts/packages.js';
 export { sessionsMount } from './reference-mounts/session-state.js';
 export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';

@@ -3,6 +3,7 @@
  * validators and the pieces of the pipeline. For this repository's tests, benches and tools;
  * names here may change without notice. Applications import `matrix-tool-registry`.
  */
+export * from './approvals/mod.js';
 export * from './audit/mod.js';
 export * from './bus/mod.js';
 export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './contracts/schemas.js';

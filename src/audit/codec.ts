@@ -1,10 +1,14 @@
 /**
- * MessagePack of a batch of call events, written by hand. The generic encoder spends ~1.7 µs
- * an event, most of it encoding the same dozen key names again; this copies each key's bytes
+ * The MessagePack of a batch of call events, both ways: the one batch parser every reader of
+ * `system.dispatcher.events.call` uses (the in-process watchers, the trail, the index, the
+ * in-memory traces), and the encoder, written by hand. The generic encoder spends ~1.7 µs an
+ * event, most of it encoding the same dozen key names again; this one copies each key's bytes
  * from a table and writes each value directly. The bytes decode to what the generic encoder's
  * would (a test holds the two together).
  */
-import type { CallEvent, RefusalSummary } from '../dispatcher/types.js';
+import { decodeBody } from '../bus/codec.js';
+import { traceIdOf } from '../bus/context.js';
+import type { CallEvent, RefusalSummary } from './types.js';
 
 /** The MessagePack bytes of each field's name; a field added to `CallEvent` must be added here. */
 const KEY = {
@@ -198,4 +202,91 @@ function writeNumber(n: number): void {
   buf[pos++] = 0xcb;
   view.setFloat64(pos, n);
   pos += 8;
+}
+
+/**
+ * The events of one message of `system.dispatcher.events.call` (an array of events, or one), in
+ * order; entries that are not events are undefined, keeping their places. An unreadable message
+ * has none.
+ */
+export function decodeCallEvents(data: Uint8Array): (CallEvent | undefined)[] {
+  let value: unknown;
+  try {
+    value = decodeBody(data);
+  } catch {
+    return [];
+  }
+  const list = Array.isArray(value) ? value : [value];
+  return list.map((e) => (e !== null && typeof e === 'object' && !Array.isArray(e) ? (e as CallEvent) : undefined));
+}
+
+/**
+ * How many events a message holds, from its MessagePack header: an array's length, 1 for a map.
+ * Undefined when it is neither, or claims more events than it has bytes (each takes at least one).
+ */
+export function eventsIn(bytes: Uint8Array): number | undefined {
+  const first = bytes[0];
+  if (first === undefined) return undefined;
+  if ((first >= 0x80 && first <= 0x8f) || first === 0xde || first === 0xdf) return 1; // one event, a map
+  let count: number;
+  let header: number;
+  if (first >= 0x90 && first <= 0x9f)
+    [count, header] = [first - 0x90, 1]; // fixarray
+  else if (first === 0xdc && bytes.length >= 3)
+    [count, header] = [(bytes[1] as number) * 0x100 + (bytes[2] as number), 3]; // array 16
+  else if (first === 0xdd && bytes.length >= 5)
+    [count, header] = [new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1), 5]; // array 32
+  else return undefined;
+  return count <= bytes.length - header ? count : undefined;
+}
+
+/** `traceparent` as MessagePack writes a key of 11 bytes (fixstr), the needle of `traceIdsOfBatch`. */
+const TRACEPARENT_KEY = Buffer.from([0xab, ...Buffer.from('traceparent')]);
+
+/**
+ * The distinct trace ids of a batch's events. A MessagePack batch is not decoded: every
+ * `traceparent` key is found in its bytes and the string after it read (a tenth of decoding
+ * the events). A key-like run of bytes inside some other string can only add a trace id, which
+ * costs a lookup a batch to read and filter out; a real key is never skipped. A body that does
+ * not start as an array or a map is decoded, as the queries decode it.
+ */
+export function traceIdsOfBatch(data: Uint8Array): Set<string> {
+  const ids = new Set<string>();
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (!startsMessagePackArray(bytes)) {
+    for (const e of decodeCallEvents(data)) {
+      const id = traceIdOf(e?.traceparent);
+      if (id !== undefined) ids.add(id);
+    }
+    return ids;
+  }
+  for (let at = bytes.indexOf(TRACEPARENT_KEY); at >= 0; at = bytes.indexOf(TRACEPARENT_KEY, at + 1)) {
+    const id = traceIdOf(shortStringAt(bytes, at + TRACEPARENT_KEY.length));
+    if (id !== undefined) ids.add(id);
+  }
+  return ids;
+}
+
+/** An array (or a single event: a map) in MessagePack, as the dispatcher publishes. */
+function startsMessagePackArray(bytes: Buffer): boolean {
+  const first = bytes[0];
+  return (
+    first !== undefined &&
+    ((first & 0xf0) === 0x90 ||
+      (first & 0xf0) === 0x80 ||
+      first === 0xdc ||
+      first === 0xdd ||
+      first === 0xde ||
+      first === 0xdf)
+  );
+}
+
+/** The MessagePack string at `at` if it is one of at most 255 bytes (a traceparent is 55). */
+function shortStringAt(bytes: Buffer, at: number): string | undefined {
+  const header = bytes[at];
+  if (header === undefined) return undefined;
+  const [start, length] =
+    (header & 0xe0) === 0xa0 ? [at + 1, header & 0x1f] : header === 0xd9 ? [at + 2, bytes[at + 1]] : [0, undefined];
+  if (length === undefined || start + length > bytes.length) return undefined;
+  return bytes.toString('latin1', start, start + length);
 }

@@ -5,11 +5,11 @@
  * when calls come one at a time (measured: 45 µs of CPU per call before batching by time).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { subscribeEvents } from '../bus/events.js';
+import { subscribeEventData } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
-import type { CallEvent } from '../dispatcher/types.js';
 import { observeCall } from '../telemetry/calls.js';
-import { encodeCallEvents } from './codec.js';
+import { decodeCallEvents, encodeCallEvents } from './codec.js';
+import type { CallEvent } from './types.js';
 
 /** Subject of the audit events. */
 export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
@@ -104,7 +104,7 @@ export function isoNow(): string {
 
 /** Calls `onEvent` for every call event, one at a time, whatever batch it came in; returns a function that stops. */
 export function watchCalls(nc: NatsConnection, onEvent: (event: CallEvent) => void): () => void {
-  return subscribeEvents<CallEvent[] | CallEvent>(nc, CALL_EVENTS, (batch) => {
-    for (const e of Array.isArray(batch) ? batch : [batch]) if (e !== null && typeof e === 'object') onEvent(e);
+  return subscribeEventData(nc, CALL_EVENTS, (data) => {
+    for (const e of decodeCallEvents(data)) if (e !== undefined) onEvent(e);
   });
 }

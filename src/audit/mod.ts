@@ -1,10 +1,18 @@
 /** The audit trail: every call's event, written, stored in JetStream, indexed by trace id and queried. */
-export { AuditLog, CALL_EVENTS, type CallObserver, callObservers, watchCalls } from './log.js';
+export { decodeCallEvents, encodeCallEvents, eventsIn, traceIdsOfBatch } from './codec.js';
+export { encodeEntries, mergeEntries, PendingEntries, seqsIn } from './index-entries.js';
+export { ensureIndexer, INDEXER, MERGE_AT, mergeShard, TraceIndexer, type TraceIndexerOptions } from './indexer.js';
+export { AuditLog, CALL_EVENTS, type CallObserver, callObservers, isoNow, watchCalls } from './log.js';
 export { type BatchSource, queryBatches, type TraceQueryReply } from './query.js';
 export {
   DEFAULT_REFUSAL_BURST,
   DEFAULT_REFUSALS_PER_MINUTE,
+  REFUSALS,
+  RefusalAudit,
   RefusalBudget,
   type RefusalBudgetOptions,
 } from './refusals.js';
-export { AuditStream, type AuditStreamOptions, eventsOfBatch, type StoredBatch } from './stream.js';
+export { type IndexMessage, readShard, readTraceIndex } from './shard-reader.js';
+export { isTraceId, SHARDS, Shards } from './shards.js';
+export { AuditStream, type AuditStreamOptions, type StoredBatch } from './stream.js';
+export { type CallEvent, newCallEvent, type RefusalSummary } from './types.js';

@@ -4,10 +4,14 @@
  * takes them, and the trail is bounded by bytes, oldest dropped first: one stored event per
  * refusal would let anyone push everyone else's events out of it. A token bucket lets
  * `perMinute` of them (`burst` at once) be stored as they are; past it each is counted, and one
- * summary per `summaryMs` says how many, why and for which tools, so none goes untold. A call
- * with a verified principal never comes here.
+ * summary per `summaryMs` says how many, why and for which tools, so none goes untold. A
+ * principal's refusals that cost it nothing to send (a tool not in its session, refused
+ * arguments) have a budget of its own, so no agent can push the others' events out of the trail.
+ * `RefusalAudit` is the one door through which every refusal reaches the trail.
  */
-import type { RefusalSummary } from '../dispatcher/types.js';
+import { randomUUID } from 'node:crypto';
+import { type AuditLog, isoNow } from './log.js';
+import { type CallEvent, newCallEvent, type RefusalSummary } from './types.js';
 
 /** How many refusals without a valid grant are stored one by one; every field has a default. */
 export interface RefusalBudgetOptions {
@@ -107,4 +111,88 @@ export class RefusalBudget {
     if (summary.tools.length < MAX_TOOLS) summary.tools.push(name);
     else summary.otherTools++;
   }
+}
+
+/** The `name` of a summary event of refusals. */
+export const REFUSALS = '(refusals)';
+
+/** Principals whose refusal budgets one instance holds; past it they start afresh. */
+const MAX_PRINCIPAL_BUDGETS = 10_000;
+/** Characters of a refused call's id and tool name its event keeps (a name no session has is the caller's to choose). */
+const REFUSED_NAME_CHARS = 64;
+
+/**
+ * Every refusal's way into the audit trail: a budget for callers without a valid grant, one per
+ * principal, and the summary events of what they counted.
+ */
+export class RefusalAudit {
+  private readonly anonymous: RefusalBudget;
+  private readonly principals = new Map<string, RefusalBudget>();
+
+  constructor(
+    private readonly log: AuditLog,
+    private readonly options: RefusalBudgetOptions = {},
+  ) {
+    this.anonymous = new RefusalBudget(options, (summary) => this.summarise(summary));
+  }
+
+  /**
+   * A refused call's finished event: its id and name cut to `REFUSED_NAME_CHARS`, then stored
+   * when the budget of its `principal` (none: the budget of callers without a valid grant)
+   * admits it, else counted (by `reason`) into that budget's summary and told only to the
+   * in-process observers. Returns whether it was stored.
+   */
+  refused(event: CallEvent, reason: string, principal: string | undefined): boolean {
+    const budget = principal === undefined ? this.anonymous : this.budgetOf(principal);
+    const admitted = budget.admit(reason, event.name);
+    shorten(event);
+    if (admitted) this.log.record(event);
+    else this.log.observe(event);
+    return admitted;
+  }
+
+  /** Publishes every summary of what was counted and forgets the principals' budgets. */
+  flush(): void {
+    this.anonymous.flush();
+    this.flushPrincipals();
+  }
+
+  /** The budget of one principal's refusals (a new one when this instance holds too many). */
+  private budgetOf(principal: string): RefusalBudget {
+    let budget = this.principals.get(principal);
+    if (budget === undefined) {
+      if (this.principals.size >= MAX_PRINCIPAL_BUDGETS) this.flushPrincipals();
+      budget = new RefusalBudget(this.options, (summary) => this.summarise(summary, principal));
+      this.principals.set(principal, budget);
+    }
+    return budget;
+  }
+
+  private flushPrincipals(): void {
+    for (const budget of this.principals.values()) budget.flush();
+    this.principals.clear();
+  }
+
+  /** Publishes a summary of refusals counted past the rate (one principal's, when given), as an event of its own (no call's). */
+  private summarise(summary: RefusalSummary, principal?: string): void {
+    const event = newCallEvent(`refusals-${randomUUID()}`, REFUSALS);
+    event.principal = principal;
+    event.outcome = 'error';
+    event.at = isoNow();
+    event.refused = summary;
+    this.log.record(event, false);
+  }
+}
+
+/** Cuts a refused call's id and name to `REFUSED_NAME_CHARS` (never inside a surrogate pair). */
+function shorten(event: CallEvent): void {
+  event.callId = cut(event.callId);
+  event.name = cut(event.name);
+}
+
+function cut(text: string): string {
+  if (text.length <= REFUSED_NAME_CHARS) return text;
+  const end = REFUSED_NAME_CHARS - 1;
+  const code = text.charCodeAt(end - 1);
+  return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? end - 1 : end)}…`;
 }

@@ -75,6 +75,22 @@ export class Bucket {
     }
   }
 
+  /**
+   * Binds to a bucket that exists, without creating it or checking its configuration (its
+   * creator chose replicas and expiry); rejects with `UnavailableError` when it is missing.
+   */
+  static async bind(nc: NatsConnection, name: string): Promise<Bucket> {
+    try {
+      const kv = await new Kvm(nc).open(name);
+      await kv.status();
+      return new Bucket(kv, jetstream(nc), name);
+    } catch (err) {
+      throw new UnavailableError(`cannot open KV bucket ${name} (does it exist?): ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
   /** The sequence of the bucket's newest change; 0 when empty. */
   async lastRevision(): Promise<number> {
     const status = await this.available(() => this.kv.status(), 'read');

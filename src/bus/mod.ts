@@ -45,13 +45,24 @@ export {
   UnsendableRequestError,
   type Violation,
 } from './errors.js';
-export { subscribeEvents } from './events.js';
+export { subscribeEventData, subscribeEvents } from './events.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { type Logger, silentLogger, stderrLogger } from './log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
 export { CancelledError, type Progress, RequestContext } from './op-context.js';
 export {
+  type DurableOptions,
+  type StreamLimits,
+  type StreamMessage,
+  StreamStore,
+} from './stream-store.js';
+export { StreamWriter } from './stream-writer.js';
+export {
   eventSubject,
+  indexShardFilter,
+  indexShardSubject,
+  indexStreamName,
+  indexSubjects,
   isInboxSubject,
   isReservedSubject,
   Mounts,

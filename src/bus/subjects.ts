@@ -44,6 +44,26 @@ export function eventSubject(mount: string, event: string): string {
   return `${mount}.events.${event}`;
 }
 
+/** The stream holding the trace-id index of the audit trail `stream`. */
+export function indexStreamName(stream: string): string {
+  return `${stream}_INDEX`;
+}
+
+/** The subject of one level of one shard of a trail's index (level 0: what a flush writes). */
+export function indexShardSubject(stream: string, shard: number, level = 0): string {
+  return `${Mounts.Dispatcher}.audit.${stream}.${shard}.${level}`;
+}
+
+/** Every level of one shard of a trail's index. */
+export function indexShardFilter(stream: string, shard: number): string {
+  return `${Mounts.Dispatcher}.audit.${stream}.${shard}.*`;
+}
+
+/** Every subject of a trail's index (the index stream's subjects). */
+export function indexSubjects(stream: string): string {
+  return `${Mounts.Dispatcher}.audit.${stream}.>`;
+}
+
 /** Subjects no registered tool may target and `matrix_invoke` may not call. */
 export const reservedPatterns: readonly string[] = [
   '$SYS.>',

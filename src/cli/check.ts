@@ -13,6 +13,7 @@ import { Header } from '../bus/context.js';
 import { discoverService, type Verb } from '../bus/discovery.js';
 import { ErrorCode, errorStatus } from '../bus/errors.js';
 import { mountReplyPrefix, opSubject, serviceName } from '../bus/subjects.js';
+import { describeViolations } from '../contracts/compiler.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
 import { withConnection } from './config.js';
 import { ExitCode, jsonFlag, type Output, table, UsageError } from './output.js';
@@ -177,9 +178,12 @@ function checkIntrospect(answer: Answer | string, mount: string): { outcome: Che
     Object.fromEntries(Object.entries(read).filter(([k]) => known.includes(k))),
   );
   if (violations !== undefined) {
-    const first = violations.slice(0, 3).map((v) => `${v.path || '(body)'} ${v.message}`);
     return {
-      outcome: { check, ok: false, detail: `reply breaks the IntrospectReply contract: ${first.join('; ')}` },
+      outcome: {
+        check,
+        ok: false,
+        detail: `reply breaks the IntrospectReply contract: ${describeViolations(violations)}`,
+      },
       ops: undefined,
     };
   }

@@ -8,6 +8,7 @@
  * for the help text, and a unit test checks that the bus reads that very variable.
  */
 import { type Command, Option } from 'commander';
+import { DEFAULT_APPROVALS_BUCKET } from '../approvals/types.js';
 import { DEFAULT_REFUSAL_BURST, DEFAULT_REFUSALS_PER_MINUTE } from '../audit/refusals.js';
 import type { AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectOptionsFromEnv, DEFAULT_NATS_URL } from '../bus/connect.js';
@@ -70,7 +71,7 @@ export const serveSettings = {
     flags: '--policy <file>',
     env: 'MATRIX_APPROVAL_POLICY',
     description: 'approval policy file (JSON)',
-    defaultText: 'ask at the terminal',
+    defaultText: 'ask a person for every gated call (a pending approval)',
   },
   bucket: {
     flags: '--bucket <name>',
@@ -83,6 +84,12 @@ export const serveSettings = {
     env: 'MATRIX_SESSIONS_BUCKET',
     description: 'KV bucket of session state',
     defaultText: DEFAULT_SESSIONS_BUCKET,
+  },
+  approvalsBucket: {
+    flags: '--approvals-bucket <name>',
+    env: 'MATRIX_APPROVALS_BUCKET',
+    description: 'KV bucket of pending approvals',
+    defaultText: DEFAULT_APPROVALS_BUCKET,
   },
   trust: {
     flags: '--trust <nkeys>',
@@ -194,6 +201,7 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
     reference: value(s.reference) !== false,
     bucket: String(value(s.bucket) ?? DEFAULT_BUCKET),
     sessionsBucket: String(value(s.sessionsBucket) ?? DEFAULT_SESSIONS_BUCKET),
+    approvalsBucket: String(value(s.approvalsBucket) ?? DEFAULT_APPROVALS_BUCKET),
     replicas: wholeNumber(s.replicas.env, value(s.replicas), 1, 5) ?? 1,
     audit: auditConfig(value),
   };

@@ -4,6 +4,9 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Command } from 'commander';
+import { terminalAsker } from '../approvals/asker.js';
+import { approvalsMount } from '../approvals/mount.js';
+import { type ApprovalPolicyFile, loadPolicy } from '../approvals/policy.js';
 import type { RefusalBudgetOptions } from '../audit/refusals.js';
 import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectBus } from '../bus/connect.js';
@@ -14,7 +17,6 @@ import { localToolSource } from '../dispatcher/session-cache.js';
 import { dispatcherMount } from '../dispatcher/system-dispatcher.js';
 import { IdentityGate, parseIssuers } from '../identity/gate.js';
 import { agentsMount } from '../reference-mounts/agents.js';
-import { type ApprovalPolicyFile, approvalsMount, loadPolicy, terminalAsker } from '../reference-mounts/approvals.js';
 import { packagesMount } from '../reference-mounts/packages.js';
 import { sessionsMount } from '../reference-mounts/session-state.js';
 import { durableTracesMount } from '../reference-mounts/traces.js';
@@ -47,6 +49,8 @@ export interface ServeOptions {
   bucket: string;
   /** KV bucket of session state. */
   sessionsBucket: string;
+  /** KV bucket of pending approvals (`MATRIX_APPROVALS_BUCKET`). */
+  approvalsBucket: string;
   /** Replicas of the buckets when this creates them. */
   replicas: number;
   /** Trusted grant issuers, public nkeys (`MATRIX_TRUSTED_ISSUERS`, `--trust`); none = trusting callers. */
@@ -101,6 +105,8 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   let stopped: Promise<void> | undefined;
   const shutdown = async (reason: string) => {
     logger.info(`${reason}: draining`);
+    // Calls waiting for a person stop waiting first (their approvals stay pending), or the drain waits for them.
+    for (const stop of running.stopping) stop();
     await Promise.all(running.mounts.map((m) => m.stop()));
     for (const close of running.closers) close();
     await connection.drain();
@@ -141,6 +147,8 @@ async function connectOrExplain(connect: ConnectOptions): Promise<NatsConnection
 interface Running {
   mounts: Mount[];
   closers: Array<() => void>;
+  /** Run before the mounts drain. */
+  stopping: Array<() => void>;
 }
 
 /** What the mounts are given beside the options: the approval policy and who may call as whom. */
@@ -156,7 +164,7 @@ async function startMounts(
   { policy, identity }: Gates,
   logger: Logger,
 ): Promise<Running> {
-  const running: Running = { mounts: [], closers: [] };
+  const running: Running = { mounts: [], closers: [], stopping: [] };
   const registry = options.registry ? new Registry(await openStore(nc, options, logger), new Presence(nc)) : undefined;
   if (registry !== undefined) running.mounts.push(registryMount(nc, { registry, logger, identity }));
   if (options.dispatcher) {
@@ -164,8 +172,10 @@ async function startMounts(
     const dispatcher = new Dispatcher(nc, {
       ...(registry !== undefined && { source: localToolSource(registry) }),
       refusals: options.refusals,
+      approvalsBucket: options.approvalsBucket,
     });
     const tasks = await startTasks(nc, dispatcher, options.replicas, logger);
+    running.stopping.push(() => dispatcher.stopWaiting());
     running.closers.push(() => {
       tasks?.close();
       dispatcher.close();
@@ -179,7 +189,7 @@ async function startMounts(
       logger.error(`audit events not stored: ${err.message}`),
     );
   }
-  if (options.reference) await addReferenceMounts(nc, running, policy, options, logger, registry);
+  if (options.reference) await addReferenceMounts(nc, running, { policy, identity }, options, logger, registry);
   for (const m of running.mounts) m.logger = logger;
   await Promise.all(running.mounts.map((m) => m.start()));
   return running;
@@ -205,7 +215,7 @@ async function startTasks(
 async function addReferenceMounts(
   nc: NatsConnection,
   running: Running,
-  policy: ApprovalPolicyFile | undefined,
+  { policy, identity }: Gates,
   options: ServeOptions,
   logger: Logger,
   registry: Registry | undefined,
@@ -214,7 +224,13 @@ async function addReferenceMounts(
   running.closers.push(traces.stop);
   // system.agents asks the registered tools' targets by name: only their own users answer there.
   const agents = agentsMount(nc, registry === undefined ? {} : { targets: () => registry.targets() });
-  running.mounts.push(agents, traces.mount, packagesMount(nc), approvalsMount(nc, { policy, asker: terminalAsker() }));
+  running.mounts.push(agents, traces.mount, packagesMount(nc));
+  try {
+    const approvals = { bucket: options.approvalsBucket, replicas: options.replicas, identity, logger };
+    running.mounts.push(await approvalsMount(nc, { ...approvals, policy, asker: terminalAsker() }));
+  } catch (err) {
+    logger.error(`system.approvals not mounted (gated calls are refused): ${(err as Error).message}`);
+  }
   try {
     running.mounts.push(await sessionsMount(nc, { bucket: options.sessionsBucket }));
   } catch (err) {

@@ -7,7 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { watchCalls } from '../audit/log.js';
-import type { CallEvent } from '../dispatcher/types.js';
+import type { CallEvent } from '../audit/types.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ContextIndex } from './contexts-index.js';
 import type { LiveKind } from './types.js';

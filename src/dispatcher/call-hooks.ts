@@ -4,13 +4,14 @@
  * task and the MCP bridge's calls do. Also the two bus acts they need: the `Matrix-Call-Id` of
  * a request to a target, and the `<target>.$cancel {callId}` sent once when its caller stops.
  */
+
+import { approvalGate, awaitDecision, type Verdict } from '../approvals/gate.js';
 import type { BusClient } from '../bus/client.js';
 import { randomId } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
 import type { OpContext, Progress } from '../bus/op-context.js';
 import { CANCEL_OP } from '../bus/subjects.js';
 import { countCancel } from '../telemetry/calls.js';
-import { approvalGate, type Verdict } from './approval.js';
 import type { ApprovalRequest } from './types.js';
 
 /** A pending approval as its gate tells it: what `input_required` names. */
@@ -67,31 +68,36 @@ export function cancelTarget(client: BusClient, target: string, callId: string, 
     .catch(() => {});
 }
 
+/** How the approval step waits: the call's deadline, the service's stop, the bucket. */
+export interface ApprovalWait {
+  /** Unix ms: no wait for a person goes past it. */
+  deadlineMs: number;
+  /** Aborted when the service stops: the wait ends, its approval stays pending for the call sent again. */
+  stopping?: AbortSignal;
+  /** KV bucket of pending approvals; default `matrix-approvals`. */
+  bucket?: string;
+}
+
 /**
- * The approval step with the call's hooks: today's gate (ask `$decide`, fail closed), stopped
- * by the call's signal (then not approved: a cancelled wait is never a yes).
+ * The approval step with the call's hooks: the gate (ask `$decide`, wait for a person, fail
+ * closed), or, with `hooks.approvalId`, the wait alone for an approval already pending. The
+ * call's signal withdraws the approval (a cancelled wait is never a yes); the service stopping
+ * keeps it.
  */
-export async function waitForApproval(
+export function waitForApproval(
   client: BusClient,
   request: ApprovalRequest,
   ctx: CallContext,
-  timeoutMs: number,
+  wait: ApprovalWait,
   hooks: CallHooks | undefined,
 ): Promise<Verdict> {
-  const signal = hooks?.signal;
-  if (hooks?.approvalTimeoutMs !== undefined) timeoutMs = hooks.approvalTimeoutMs;
-  if (signal === undefined) return approvalGate(client, request, ctx, timeoutMs);
-  if (signal.aborted) return { approved: false, reason: 'it was cancelled' };
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<Verdict>((resolve) => {
-    onAbort = () => resolve({ approved: false, reason: 'it was cancelled' });
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([approvalGate(client, request, ctx, timeoutMs), aborted]);
-  } finally {
-    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
-  }
+  const signals = [hooks?.signal, wait.stopping].filter((s): s is AbortSignal => s !== undefined);
+  const signal = signals.length < 2 ? signals[0] : AbortSignal.any(signals);
+  // A task waits for a person as long as it is kept, not as long as one request may take.
+  const deadlineMs = hooks?.approvalTimeoutMs === undefined ? wait.deadlineMs : Date.now() + hooks.approvalTimeoutMs;
+  const options = { deadlineMs, signal, bucket: wait.bucket };
+  if (hooks?.approvalId !== undefined) return awaitDecision(client, hooks.approvalId, options);
+  return approvalGate(client, request, ctx, { ...options, onPending: hooks?.onPending });
 }
 
 /** Shortest time between two progress reports passed on to one caller, in ms: a target's flood is thinned to this. */

@@ -15,10 +15,11 @@
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
  * published: the steps before `forward` are synchronous.
  */
-import { randomUUID } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { ServiceStopping } from '../approvals/gate.js';
 import { AuditLog, isoNow } from '../audit/log.js';
-import { RefusalBudget, type RefusalBudgetOptions } from '../audit/refusals.js';
+import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
+import { type CallEvent, newCallEvent } from '../audit/types.js';
 import { BusClient } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
@@ -41,7 +42,7 @@ import {
 } from './session-cache.js';
 import { DEFAULT_CONTENT_CAP, type Shaped, shapeReply } from './shape.js';
 import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
-import type { CallEvent, RefusalSummary, ToolCall, ToolResult } from './types.js';
+import type { ToolCall, ToolResult } from './types.js';
 
 /** How a dispatcher behaves; every field has a default. */
 export interface DispatcherOptions {
@@ -49,8 +50,14 @@ export interface DispatcherOptions {
   source?: ToolSource;
   /** Session cache tuning. */
   sessions?: SessionCacheOptions;
-  /** Longest wait for an approver, in ms; default 60000 (never past the caller's deadline). */
+  /**
+   * Longest wait for a person's approval when the caller sends no `Matrix-Deadline`, in ms;
+   * default 60000. A caller's deadline bounds the wait instead, and the policy's `askTimeoutMs`
+   * bounds it always.
+   */
   approvalTimeoutMs?: number;
+  /** KV bucket of pending approvals; default `matrix-approvals`. */
+  approvalsBucket?: string;
   /** Most calls in flight per target mount; past it a call fails fast. Default 1024. */
   maxInFlightPerTarget?: number;
   /** Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default a quarter of `maxInFlightPerTarget`. */
@@ -111,14 +118,19 @@ export class Dispatcher {
   private readonly validators = new ArgumentValidators();
   private readonly slots: TargetSlots;
   private readonly options: Required<
-    Omit<DispatcherOptions, 'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals'>
+    Omit<
+      DispatcherOptions,
+      'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals' | 'approvalsBucket'
+    >
   >;
+  private readonly approvalsBucket: string | undefined;
+  /** Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept. */
+  private readonly stopping = new AbortController();
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
   private readonly auditLog: AuditLog;
-  private readonly refusalBudget: RefusalBudget;
-  private readonly refusalOptions: RefusalBudgetOptions;
-  private readonly principalBudgets = new Map<string, RefusalBudget>();
+  /** Every refusal's way into the trail, within its budgets. */
+  private readonly refusals: RefusalAudit;
 
   constructor(
     readonly nc: NatsConnection,
@@ -127,8 +139,7 @@ export class Dispatcher {
     this.client = new BusClient(nc);
     this.targets = new BusClient(nc, { inboxPrefix: mountReplyPrefix(nc) });
     this.auditLog = new AuditLog(nc);
-    this.refusalOptions = options.refusals ?? {};
-    this.refusalBudget = new RefusalBudget(this.refusalOptions, (summary) => this.summarise(summary));
+    this.refusals = new RefusalAudit(this.auditLog, options.refusals);
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
     this.slots = new TargetSlots(options.maxInFlightPerTarget ?? 1024, options.maxInFlightPerPrincipal);
     this.options = {
@@ -139,6 +150,7 @@ export class Dispatcher {
       backoffMs: options.backoffMs ?? 5,
       audit: options.audit ?? true,
     };
+    this.approvalsBucket = options.approvalsBucket;
     this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
     this.stopObserving = observeInFlight(() => this.slots.all());
   }
@@ -214,10 +226,7 @@ export class Dispatcher {
     run.event.grantFailure = refusal.grantFailure;
     run.event.grantSubject = refusal.grantSubject;
     if (!this.options.audit) return;
-    shorten(run.event);
-    const budget = principal === undefined ? this.refusalBudget : this.principalBudget(principal);
-    if (budget.admit(refusal.grantFailure ?? refusal.code, toolCall.name)) this.record(run, 'error', refusal.code);
-    else this.auditLog.observe(this.finish(run, 'error', refusal.code));
+    this.refusals.refused(this.finish(run, 'error', refusal.code), refusal.grantFailure ?? refusal.code, principal);
   }
 
   /** Calls in flight to `target` now (each holds one of its `maxInFlightPerTarget` slots). */
@@ -225,10 +234,19 @@ export class Dispatcher {
     return this.slots.count(target);
   }
 
+  /**
+   * Ends every wait for a person's approval now: each such call is refused, its approval kept
+   * pending, so the call sent again (same id) after a restart waits for the same approval.
+   * Run before draining the mount, or the drain waits for them.
+   */
+  stopWaiting(): void {
+    if (!this.stopping.signal.aborted) this.stopping.abort(new ServiceStopping());
+  }
+
   /** Publishes the audit events not sent yet, stops listening for registry changes, and fails calls still waiting. */
   close(): void {
-    this.refusalBudget.flush();
-    this.flushPrincipalBudgets();
+    this.stopWaiting();
+    this.refusals.flush();
     this.auditLog.flush();
     this.stopWatching();
     this.stopObserving();
@@ -268,7 +286,17 @@ export class Dispatcher {
       session: context.session,
       principal: context.principal,
     };
-    const verdict = await waitForApproval(this.client, request, context, this.options.approvalTimeoutMs, run.hooks);
+    const verdict = await waitForApproval(
+      this.client,
+      request,
+      context,
+      {
+        deadlineMs: context.deadline ?? Date.now() + this.options.approvalTimeoutMs,
+        stopping: this.stopping.signal,
+        bucket: this.approvalsBucket,
+      },
+      run.hooks,
+    );
     if (!verdict.approved) {
       if (run.hooks?.signal?.aborted === true) throw refuse.cancelled(call.name, false);
       throw refuse.approvalDenied(call.name, verdict.reason);
@@ -361,40 +389,21 @@ export class Dispatcher {
   /**
    * `audit`: the call's event, published whatever the outcome; stamps the result's duration. A
    * principal's calls refused here before they reached an approver or a target (a tool not in
-   * the session, refused arguments) cost it nothing to send: past its own budget they are
-   * counted into a summary under its name, so no agent can push the others' events out of the
-   * trail with them. Every call that reached a target or an approver is stored.
+   * the session, refused arguments) cost it nothing to send: they go through its refusal budget
+   * (`RefusalAudit`), past which they are counted into a summary under its name. Every call that
+   * reached a target or an approver is stored.
    */
   private audit(run: CallRun, result: ToolResult): ToolResult {
     const principal = run.context.principal;
     if (result.isError && !run.reached && principal !== undefined && this.options.audit) {
-      const code = result.error?.code ?? 'internal';
-      if (!this.principalBudget(principal).admit(code, run.call.name)) {
-        this.auditLog.observe(this.finish(run, 'error', code));
-        result.durationMs = run.event.durationMs;
-        return result;
-      }
-      shorten(run.event);
+      const event = this.finish(run, 'error', result.error?.code);
+      this.refusals.refused(event, result.error?.code ?? 'internal', principal);
+      result.durationMs = event.durationMs;
+      return result;
     }
     const code = result.error?.code;
     result.durationMs = this.record(run, !result.isError ? 'ok' : code === 'cancelled' ? 'cancelled' : 'error', code);
     return result;
-  }
-
-  /** The budget of one principal's refusals (a new one when this instance holds too many). */
-  private principalBudget(principal: string): RefusalBudget {
-    let budget = this.principalBudgets.get(principal);
-    if (budget === undefined) {
-      if (this.principalBudgets.size >= MAX_PRINCIPAL_BUDGETS) this.flushPrincipalBudgets();
-      budget = new RefusalBudget(this.refusalOptions, (summary) => this.summarise(summary, principal));
-      this.principalBudgets.set(principal, budget);
-    }
-    return budget;
-  }
-
-  private flushPrincipalBudgets(): void {
-    for (const budget of this.principalBudgets.values()) budget.flush();
-    this.principalBudgets.clear();
   }
 
   /** Publishes the call's audit event (when auditing is on); returns the call's duration in ms. */
@@ -417,37 +426,6 @@ export class Dispatcher {
     e.traceparent = run.context.traceparent;
     return e;
   }
-
-  /** Publishes a summary of refusals counted past the rate (one principal's, when given), as an event of its own (no call's). */
-  private summarise(summary: RefusalSummary, principal?: string): void {
-    const event = startRun({ id: `refusals-${randomUUID()}`, name: REFUSALS, arguments: {} }, {}, undefined).event;
-    event.principal = principal;
-    event.outcome = 'error';
-    event.at = isoNow();
-    event.refused = summary;
-    this.auditLog.record(event, false);
-  }
-}
-
-/** The `name` of a summary event of refusals. */
-export const REFUSALS = '(refusals)';
-
-/** Principals whose refusal budgets one instance holds; past it they start afresh. */
-const MAX_PRINCIPAL_BUDGETS = 10_000;
-/** Characters of a refused call's id and tool name its event keeps (a name no session has is the caller's to choose). */
-const REFUSED_NAME_CHARS = 64;
-
-/** Cuts a refused call's id and name to `REFUSED_NAME_CHARS` (never inside a surrogate pair). */
-function shorten(event: CallEvent): void {
-  event.callId = cut(event.callId);
-  event.name = cut(event.name);
-}
-
-function cut(text: string): string {
-  if (text.length <= REFUSED_NAME_CHARS) return text;
-  const end = REFUSED_NAME_CHARS - 1;
-  const code = text.charCodeAt(end - 1);
-  return `${text.slice(0, code >= 0xd800 && code <= 0xdbff ? end - 1 : end)}…`;
 }
 
 /** The call's duration so far, in ms, to the microsecond. */
@@ -473,25 +451,16 @@ function member(session: Session, run: CallRun): ResolvedTool {
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
-  const context: CallContext = { ...ctx, traceparent: ctx.traceparent ?? newTraceparent() };
-  const event: CallEvent = {
-    callId: call.id,
-    name: call.name,
-    target: undefined,
-    op: undefined,
-    session: undefined,
-    principal: undefined,
-    traceparent: undefined,
-    outcome: 'ok',
-    code: undefined,
-    durationMs: 0,
-    attempts: 0,
-    argumentsDigest: undefined,
-    argumentsBytes: undefined,
-    at: '',
-    grantFailure: undefined,
-    grantSubject: undefined,
-    refused: undefined,
+  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in bus/op-context.ts).
+  const context: CallContext = {
+    traceparent: ctx.traceparent ?? newTraceparent(),
+    deadline: ctx.deadline,
+    session: ctx.session,
+    principal: ctx.principal,
+    grant: ctx.grant,
+    readSessions: ctx.readSessions,
+    callId: ctx.callId,
   };
+  const event = newCallEvent(call.id, call.name);
   return { call, context, event, started: performance.now(), reached: false, hooks };
 }

@@ -1,4 +1,3 @@
-export { approvalGate, DECIDE_OP, type Verdict } from './approval.js';
 export {
   ArgumentValidators,
   argumentName,
@@ -7,7 +6,7 @@ export {
   parseArguments,
   readArguments,
 } from './arguments.js';
-export { Dispatcher, type DispatcherOptions, type EarlyRefusal, REFUSALS } from './dispatcher.js';
+export { Dispatcher, type DispatcherOptions, type EarlyRefusal } from './dispatcher.js';
 export { type RetryPolicy, retryDelay, TargetSlots } from './forward.js';
 export { CallRefused, errorResult, refuse, targetFailed } from './results.js';
 export { isInvokeTool, type Route, route } from './route.js';

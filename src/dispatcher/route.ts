@@ -4,10 +4,11 @@
  * `args.target`/`args.op`, only where its context's `allowTargets` allow, never to a reserved
  * subject, and always behind approval.
  */
+
+import type { CallEvent } from '../audit/types.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import type { ResolvedTool } from '../registry/types.js';
 import { refuse } from './results.js';
-import type { CallEvent } from './types.js';
 
 /** Where a call goes, once checked: the request the forward step sends. */
 export interface Route {

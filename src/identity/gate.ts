@@ -7,7 +7,7 @@ import type { CallContext } from '../bus/context.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { grantedRequest } from './authorize.js';
 import { GrantError } from './errors.js';
-import { GrantFailure } from './types.js';
+import { GrantFailure, type VerifiedGrant } from './types.js';
 import { GrantVerifier, type GrantVerifierOptions, signedFor } from './verify.js';
 
 /** A request admitted: what to resolve, and the context to act under downstream. */
@@ -52,14 +52,7 @@ export class IdentityGate {
     try {
       return this.admitByGrant(this.verifier, body, ctx);
     } catch (err) {
-      // Fail closed: whatever went wrong admitting it, the call is refused, and told.
-      const refusal =
-        err instanceof GrantError
-          ? err
-          : new GrantError(
-              GrantFailure.Malformed,
-              `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`,
-            );
+      const refusal = failClosed(err);
       onRefused?.(refusal);
       throw refusal;
     }
@@ -71,8 +64,26 @@ export class IdentityGate {
    */
   owner(ctx: CallContext): { principal?: string; session?: string } {
     if (this.verifier === undefined) return { principal: ctx.principal, session: ctx.session };
-    const { sub, nats } = this.verifier.verify(ctx.grant).claims;
-    return { principal: sub, session: nats.session };
+    try {
+      const { sub, nats } = this.verifier.verify(ctx.grant).claims;
+      return { principal: sub, session: nats.session };
+    } catch (err) {
+      throw failClosed(err);
+    }
+  }
+
+  /**
+   * Refuses a request whose grant is missing or not valid (`GrantError`), from its headers
+   * alone: run before its body is read, so a caller without a valid grant costs one header read
+   * and a cache lookup. The verified grant stays cached for `admit`. A no-op when trusting callers.
+   */
+  checkGrant(ctx: CallContext): void {
+    if (this.verifier === undefined) return;
+    try {
+      this.verifier.verify(ctx.grant);
+    } catch (err) {
+      throw failClosed(err);
+    }
   }
 
   /**
@@ -87,6 +98,14 @@ export class IdentityGate {
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * The verified grant of an op that needs one of its own (an approver's): a `GrantError` when
+   * it is missing or not valid; undefined when trusting callers (there are no grants to check).
+   */
+  verify(grant: string | undefined): VerifiedGrant | undefined {
+    return this.verifier?.verify(grant);
   }
 
   private admitByGrant(verifier: GrantVerifier, body: ResolveRequest, ctx: CallContext): Admitted {
@@ -107,6 +126,16 @@ export class IdentityGate {
       throw err instanceof GrantError ? signedFor(err, grant.claims) : err;
     }
   }
+}
+
+/** Fail closed: whatever went wrong admitting a call, it is refused, and told. */
+function failClosed(err: unknown): GrantError {
+  return err instanceof GrantError
+    ? err
+    : new GrantError(
+        GrantFailure.Malformed,
+        `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`,
+      );
 }
 
 /** Trusted issuers from `MATRIX_TRUSTED_ISSUERS` / `--trust`: public nkeys, comma-separated. */

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { createAccount, fromSeed, type KeyPair } from '@nats-io/nkeys';
 import { encodeGrant } from './jwt.js';
-import { GRANT_TYPE, type GrantAuthority } from './types.js';
+import { type ApproveClaim, GRANT_TYPE, type GrantAuthority } from './types.js';
 
 /** What a grant says. */
 export interface GrantSpec {
@@ -18,6 +18,8 @@ export interface GrantSpec {
   notBeforeSeconds?: number;
   /** Other sessions whose state `session_state_read` may read. */
   readSessions?: string[];
+  /** Which pending approvals the holder may list and answer (`nats.approve`). */
+  approve?: ApproveClaim;
 }
 
 /** Signs a grant with an issuer's key pair. */
@@ -33,6 +35,7 @@ export function mintGrant(issuer: KeyPair, spec: GrantSpec, now = Date.now()): s
         session: spec.session,
         resolve: spec.resolve,
         ...(spec.readSessions === undefined ? {} : { readSessions: spec.readSessions }),
+        ...(spec.approve === undefined ? {} : { approve: spec.approve }),
       },
     },
     issuer,

@@ -26,6 +26,21 @@ export interface GrantNatsClaim {
   resolve: GrantAuthority;
   /** Other sessions whose state `session_state_read` may read (this project's addition; absent = only its own). */
   readSessions?: string[];
+  /** Which pending approvals its holder may list and answer (PROTOCOL 8); absent = none. */
+  approve?: ApproveClaim;
+}
+
+/**
+ * `nats.approve` of an approver's grant: glob lists (`*` any run of characters, `?` one); each
+ * list present must match the call, an absent one matches any. `{}` covers every approval.
+ */
+export interface ApproveClaim {
+  /** Tool names. */
+  tools?: string[];
+  /** Target mounts. */
+  targets?: string[];
+  /** Principals whose calls it may answer (never its own). */
+  principals?: string[];
 }
 
 /** The claims of a grant, as they travel. */

@@ -4,6 +4,7 @@
  * Verified grants are cached by text, so a warm call pays a map lookup and a clock read.
  */
 import { type KeyObject, verify } from 'node:crypto';
+import { describeViolations } from '../contracts/compiler.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
@@ -167,10 +168,26 @@ function checkClaims(claims: Record<string, unknown>): GrantClaims {
   ) {
     throw malformed('its nats.readSessions must be at most 64 session ids');
   }
+  if (nats.approve !== undefined && !isApproveClaim(nats.approve))
+    throw malformed(
+      'its nats.approve must be {tools?, targets?, principals?}, each at most 64 globs of 1 to 256 characters',
+    );
   return {
     ...(claims as unknown as GrantClaims),
     nats: { ...(nats as unknown as GrantClaims['nats']), resolve: checkAuthority(nats.resolve) },
   };
+}
+
+/** Is it `{tools?, targets?, principals?}`, each a list of at most 64 globs of 1 to 256 characters? */
+function isApproveClaim(value: unknown): boolean {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  return Object.entries(value).every(
+    ([field, globs]) =>
+      (field === 'tools' || field === 'targets' || field === 'principals') &&
+      Array.isArray(globs) &&
+      globs.length <= 64 &&
+      globs.every((g) => typeof g === 'string' && g.length >= 1 && g.length <= 256),
+  );
 }
 
 /** The grant's `resolve`: a valid `$resolve` request; only its authority fields are kept. */
@@ -180,10 +197,7 @@ function checkAuthority(resolve: unknown): GrantClaims['nats']['resolve'] {
   const violations = contracts().check(SchemaId.ResolveRequest)(resolve);
   if (violations !== undefined) {
     throw malformed(
-      `its nats.resolve is not a valid $resolve request: ${violations
-        .map((v) => `${v.path || '(resolve)'} ${v.message}`)
-        .slice(0, 3)
-        .join('; ')}`,
+      `its nats.resolve is not a valid $resolve request: ${describeViolations(violations, { empty: '(resolve)' })}`,
     );
   }
   const source = resolve as Record<string, unknown>;

@@ -5,15 +5,16 @@
  * heard, kept in memory. Target of the built-in `trace_query`.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { decodeCallEvents, eventsIn } from '../audit/codec.js';
 import { CALL_EVENTS } from '../audit/log.js';
 import { filterOf, matches, queryBatches, type TraceQuery, type TraceQueryReply } from '../audit/query.js';
-import { AuditStream, type AuditStreamOptions, eventsOfBatch } from '../audit/stream.js';
+import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
+import type { CallEvent } from '../audit/types.js';
 import { subscribeEventData } from '../bus/events.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import type { CallEvent } from '../dispatcher/types.js';
 import { sessionInScope } from './session-scope.js';
 
 export type { TraceQuery, TraceQueryReply } from '../audit/query.js';
@@ -101,11 +102,11 @@ export class TraceBuffer {
   }
 }
 
-/** The events of a segment, decoded once; entries that are not events are dropped as `watchCalls` drops them. */
+/** The events of a segment, decoded once (by the parser `watchCalls` uses); entries that are not events are skipped. */
 function decoded(segment: Segment): CallEvent[] {
   if (segment.events === undefined) {
     // Dropped entries keep their place, so the live window over the batch stays aligned.
-    segment.events = eventsOfBatch(segment.bytes as Uint8Array)
+    segment.events = decodeCallEvents(segment.bytes as Uint8Array)
       .slice(0, segment.count)
       .map((e) => e ?? NOT_AN_EVENT);
     while (segment.events.length < segment.count) segment.events.push(NOT_AN_EVENT);
@@ -116,26 +117,6 @@ function decoded(segment: Segment): CallEvent[] {
 
 /** The place of an entry that was not an event; queries skip it. */
 const NOT_AN_EVENT: CallEvent = { callId: '', name: '', outcome: 'error', durationMs: 0, at: '' };
-
-/**
- * How many events a message holds, from its MessagePack header: an array's length, 1 for a map.
- * Undefined when it is neither, or claims more events than it has bytes (each takes at least one).
- */
-export function eventsIn(bytes: Uint8Array): number | undefined {
-  const first = bytes[0];
-  if (first === undefined) return undefined;
-  if ((first >= 0x80 && first <= 0x8f) || first === 0xde || first === 0xdf) return 1; // one event, a map
-  let count: number;
-  let header: number;
-  if (first >= 0x90 && first <= 0x9f)
-    [count, header] = [first - 0x90, 1]; // fixarray
-  else if (first === 0xdc && bytes.length >= 3)
-    [count, header] = [(bytes[1] as number) * 0x100 + (bytes[2] as number), 3]; // array 16
-  else if (first === 0xdd && bytes.length >= 5)
-    [count, header] = [new DataView(bytes.buffer, bytes.byteOffset, 5).getUint32(1), 5]; // array 32
-  else return undefined;
-  return count <= bytes.length - header ? count : undefined;
-}
 
 /** Builds the `system.traces` mount over this instance's memory; it starts listening at once. */
 export function tracesMount(nc: NatsConnection, options: { capacity?: number } = {}): { mount: Mount; stop(): void } {

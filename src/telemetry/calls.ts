@@ -4,7 +4,7 @@
  * call metrics. Also the `$resolve` span and the approval counter.
  */
 import { type Context, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { CallEvent } from '../dispatcher/types.js';
+import type { CallEvent } from '../audit/types.js';
 import { activeInstruments, activeTracer } from './instruments.js';
 
 /** Span attribute names beyond the GenAI conventions. */

@@ -2,11 +2,11 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Service } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approvalsMount } from '../../src/approvals/mount.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { type CheckOutcome, checkConformance } from '../../src/cli/check.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
-import { approvalsMount } from '../../src/reference-mounts/approvals.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
 import { sessionsMount } from '../../src/reference-mounts/session-state.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';
@@ -35,7 +35,7 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
       agentsMount(nc),
       traces.mount,
       packagesMount(nc),
-      approvalsMount(nc),
+      await approvalsMount(nc, { bucket: `test-approvals-check-${process.pid}` }),
     );
     mounts.push(await sessionsMount(nc, { bucket }));
     await Promise.all(mounts.map((m) => m.start()));

@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CALL_EVENTS } from '../../src/audit/log.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { decodeBody, Encoding } from '../../src/bus/codec.js';
 import { Header, newTraceparent } from '../../src/bus/context.js';
@@ -8,7 +9,7 @@ import type { Mount } from '../../src/bus/mount.js';
 import type { Progress } from '../../src/bus/op-context.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
-import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';

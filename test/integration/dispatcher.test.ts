@@ -3,6 +3,7 @@ import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { type Service, Svcm } from '@nats-io/services';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CALL_EVENTS } from '../../src/audit/log.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { type CallContext, newTraceparent, traceIdOf } from '../../src/bus/context.js';
@@ -11,7 +12,7 @@ import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
-import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { Registry } from '../../src/registry/registry.js';
@@ -734,10 +735,16 @@ describe('system.dispatcher', () => {
   });
 
   it('answers a malformed $call with a protocol error listing every violation', async () => {
-    const failure = client.request('system.dispatcher', '$call', { call: { name: 5 }, extra: true });
+    const failure = client.request('system.dispatcher', '$call', { call: { name: 5, extra: true } });
     await expect(failure).rejects.toMatchObject({ code: 'bad_request' });
     const err = (await failure.catch((e: unknown) => e)) as { violations: Array<{ path: string }> };
-    expect(err.violations.map((v) => v.path).sort()).toEqual(['/call/id', '/call/name', '/extra', '/session']);
+    expect(err.violations.map((v) => v.path).sort()).toEqual(['/call/extra', '/call/id', '/call/name', '/session']);
+  });
+
+  it('answers a $call with an unknown top-level field with that field alone', async () => {
+    const failure = client.request('system.dispatcher', '$call', { extra: true, call: { name: 5 } });
+    const err = (await failure.catch((e: unknown) => e)) as { violations: Array<{ path: string }> };
+    expect(err.violations.map((v) => v.path)).toEqual(['/extra']);
   });
 
   it('leaves out a structured reply too deep to travel, keeping its text', async () => {

@@ -4,9 +4,9 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { watchCalls } from '../../src/audit/log.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import type { CallEvent } from '../../src/dispatcher/types.js';
 import { eventually } from '../harness/eventually.js';
 import { CLI_MAIN } from '../harness/mcp.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';

@@ -5,10 +5,10 @@ import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/typ
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { watchCalls } from '../../src/audit/log.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
-import type { CallEvent } from '../../src/dispatcher/types.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
 import { sharedNatsEnv, sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { tracked } from '../harness/children.js';

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approvalsMount } from '../../src/approvals/mount.js';
 import { Header } from '../../src/bus/context.js';
 import { ErrorCode, errorFromWire, errorStatus } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
@@ -14,7 +15,6 @@ import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import { ToolErrorCode } from '../../src/dispatcher/types.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
-import { approvalsMount } from '../../src/reference-mounts/approvals.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
 import { sessionsMount } from '../../src/reference-mounts/session-state.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';
@@ -73,7 +73,7 @@ describe('docs/protocol.md, held to the code', () => {
       agentsMount(nc),
       traces.mount,
       packagesMount(nc),
-      approvalsMount(nc),
+      await approvalsMount(nc, { bucket: `test-approvals-doc-${process.pid}` }),
     );
     mounts.push(await sessionsMount(nc, { bucket }));
     const dispatcher = new Dispatcher(nc);

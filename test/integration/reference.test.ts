@@ -4,13 +4,14 @@ import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { approvalsMount } from '../../src/approvals/mount.js';
+import { loadPolicy } from '../../src/approvals/policy.js';
 import { BusClient } from '../../src/bus/client.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
-import { approvalsMount, loadPolicy } from '../../src/reference-mounts/approvals.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
 import { sessionsMount } from '../../src/reference-mounts/session-state.js';
 import { registryMount } from '../../src/registry/system-tools.js';
@@ -47,7 +48,9 @@ describe('the reference mounts', () => {
       await agentsMount(nc).start(),
       await packagesMount(nc).start(),
       await (await sessionsMount(nc, { bucket })).start(),
-      await approvalsMount(nc, { policy: loadPolicy(policyFile) }).start(),
+      await (
+        await approvalsMount(nc, { policy: loadPolicy(policyFile), bucket: `test-approvals-ref-${process.pid}` })
+      ).start(),
     );
     dispatcher = new Dispatcher(nc, { approvalTimeoutMs: 2_000 });
   });
@@ -116,7 +119,11 @@ describe('the reference mounts', () => {
       op: '$z',
       arguments: {},
     });
-    expect(asked).toMatchObject({ decision: 'reject', reason: expect.stringContaining('no one at a terminal') });
+    // Where the policy says ask, a person answers later: a pending approval, not a reject.
+    expect(asked).toMatchObject({
+      decision: 'pending',
+      approvalId: expect.stringMatching(/^[0-9a-f]{20}-[0-9a-f]{12}$/),
+    });
   });
 
   it('refuses an invalid policy file, naming what is wrong', () => {

@@ -1,16 +1,21 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MERGE_AT, mergeShard } from '../../src/audit/indexer.js';
 import { AuditLog } from '../../src/audit/log.js';
 import { queryBatches, type TraceQuery, type TraceQueryReply } from '../../src/audit/query.js';
+import { readShard } from '../../src/audit/shard-reader.js';
+import { Shards } from '../../src/audit/shards.js';
 import type { AuditStream } from '../../src/audit/stream.js';
-import { MERGE_AT, mergeShard, readShard, Shards, shardSubject } from '../../src/audit/trace-index.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import { UnavailableError } from '../../src/bus/errors.js';
+import { StreamStore } from '../../src/bus/stream-store.js';
 import { StreamWriter } from '../../src/bus/stream-writer.js';
-import type { CallEvent, ToolResult } from '../../src/dispatcher/types.js';
+import { indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
 import { durableTracesMount } from '../../src/reference-mounts/traces.js';
 import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -214,6 +219,7 @@ describe('the trace-id index', () => {
     const traces = await durableTracesMount(nc, { stream: 'MERGE_TEST' });
     const audit = traces.audit as AuditStream;
     const jsm = await jetstreamManager(nc);
+    const store = await StreamStore.open(nc);
     const shards = Shards.fromDescription((await jsm.streams.info(audit.indexName)).config.description);
     const writer = new StreamWriter(nc);
     // 400 trace ids of one shard, each written by a flush of its own (a trail of one call per flush).
@@ -226,9 +232,9 @@ describe('the trace-id index', () => {
     for (const [i, id] of ids.entries()) {
       await writer.append(shardSubject('MERGE_TEST', shard), Buffer.from(`{"${id}":[${i + 1}]}`));
       // As the indexer does after each 32 flushes to a shard.
-      if (i % MERGE_AT === MERGE_AT - 1) await mergeShard(nc, jsm, writer, 'MERGE_TEST', shard, 1);
+      if (i % MERGE_AT === MERGE_AT - 1) await mergeShard(store, writer, 'MERGE_TEST', shard, 1);
     }
-    const stored = await readShard(nc, jsm, 'MERGE_TEST', shard);
+    const stored = await readShard(store, 'MERGE_TEST', shard);
     expect(stored.length).toBeLessThanOrEqual(3 * MERGE_AT);
     expect(new Set(stored.map((m) => m.level)).size).toBeGreaterThan(1);
     for (let from = 0; from < ids.length; from += 50) {
@@ -246,6 +252,7 @@ describe('the trace-id index', () => {
     // A lookup or a merge that took part of a shard for all of it would miss batches (and a
     // merge would purge what it never read).
     const jsm = await jetstreamManager(nc);
+    const store = await StreamStore.open(nc);
     await jsm.streams.add({ name: 'SLOW_READ_INDEX', subjects: ['system.dispatcher.audit.SLOW_READ.>'] });
     const writer = new StreamWriter(nc);
     for (let from = 0; from < 3_000; from += 500) {
@@ -255,8 +262,8 @@ describe('the trace-id index', () => {
         ),
       );
     }
-    expect(await readShard(nc, jsm, 'SLOW_READ', 9)).toHaveLength(3_000);
-    await expect(readShard(nc, jsm, 'SLOW_READ', 9, { timeoutMs: 1 })).rejects.toBeInstanceOf(UnavailableError);
+    expect(await readShard(store, 'SLOW_READ', 9)).toHaveLength(3_000);
+    await expect(readShard(store, 'SLOW_READ', 9, { timeoutMs: 1 })).rejects.toBeInstanceOf(UnavailableError);
     writer.close();
     await jsm.streams.delete('SLOW_READ_INDEX');
   }, 60_000);

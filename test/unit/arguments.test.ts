@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/types.js';
 import { ArgumentValidators, readArguments } from '../../src/dispatcher/arguments.js';
 import { CallRefused } from '../../src/dispatcher/results.js';
 import { acceptsNull, withoutStrictNulls } from '../../src/dispatcher/strict-nulls.js';
-import type { CallEvent } from '../../src/dispatcher/types.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';

@@ -1,19 +1,11 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { encodeCallEvents } from '../../src/audit/codec.js';
-import {
-  encodeEntries,
-  isTraceId,
-  mergeEntries,
-  PendingEntries,
-  SHARDS,
-  Shards,
-  seqsIn,
-  shardSubject,
-  traceIdsOfBatch,
-} from '../../src/audit/trace-index.js';
+import { encodeCallEvents, traceIdsOfBatch } from '../../src/audit/codec.js';
+import { encodeEntries, mergeEntries, PendingEntries, seqsIn } from '../../src/audit/index-entries.js';
+import { isTraceId, SHARDS, Shards } from '../../src/audit/shards.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
-import type { CallEvent } from '../../src/dispatcher/types.js';
+import { indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 

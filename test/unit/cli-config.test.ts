@@ -31,6 +31,7 @@ describe('CLI configuration: flags over environment over defaults', () => {
       reference: true,
       bucket: 'matrix-tool-contexts',
       sessionsBucket: 'matrix-sessions',
+      approvalsBucket: 'matrix-approvals',
       replicas: 1,
       audit: { replicas: 1 },
     });

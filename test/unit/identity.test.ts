@@ -1,6 +1,7 @@
 import { Algorithms, encode } from '@nats-io/jwt';
 import { createAccount, createUser } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
+import { decideByPolicy, globMatches } from '../../src/approvals/policy.js';
 import { isInboxSubject, isReservedSubject } from '../../src/bus/subjects.js';
 import { grantedRequest, sameValue } from '../../src/identity/authorize.js';
 import { GrantCache } from '../../src/identity/cache.js';
@@ -12,7 +13,6 @@ import { mintGrant, parseDuration } from '../../src/identity/mint.js';
 import { nkeyPublicKey } from '../../src/identity/nkey.js';
 import { GrantFailure, type VerifiedGrant } from '../../src/identity/types.js';
 import { GrantVerifier } from '../../src/identity/verify.js';
-import { decideByPolicy, globMatches } from '../../src/reference-mounts/approvals.js';
 
 const issuer = createAccount();
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);

@@ -1,10 +1,11 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import type { CallEvent } from '../../src/dispatcher/types.js';
+import { decideByPolicy, loadPolicy } from '../../src/approvals/policy.js';
+import { eventsIn } from '../../src/audit/codec.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { describeMounts } from '../../src/reference-mounts/agents.js';
-import { decideByPolicy, loadPolicy } from '../../src/reference-mounts/approvals.js';
 import { validateSpecs } from '../../src/reference-mounts/packages.js';
-import { eventsIn, TraceBuffer } from '../../src/reference-mounts/traces.js';
+import { TraceBuffer } from '../../src/reference-mounts/traces.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore } from '../../src/registry/store.js';
 import { toStrictSchema } from '../../src/registry/strict.js';

@@ -3,9 +3,10 @@
  * this console heard itself (so a call shows the moment its event arrives, whatever the
  * traces mount keeps), searched by trace, session, principal, tool, outcome and time.
  */
+
+import type { CallEvent } from '../../audit/types.js';
 import { traceIdOf } from '../../bus/context.js';
 import { Mounts } from '../../bus/subjects.js';
-import type { CallEvent } from '../../dispatcher/types.js';
 import type { TraceQuery } from '../../reference-mounts/traces.js';
 import { badge, href, html, notice, type SafeHtml, table } from '../html.js';
 import { isCallEvent } from '../live.js';

@@ -1,0 +1,112 @@
+/**
+ * One mount instance's view of the pending approvals: the KV bucket mirrored by a watch (so
+ * `$pending` reads memory, and every instance sees the approvals any instance stored), and the
+ * sweeper: nats-server 2.9 has no per-key TTL, so records past their own `expiresAt` are
+ * deleted here (compare-and-set: of several instances, one deletes and tells the expiry).
+ */
+import type { BucketWatch } from '../bus/kv.js';
+import type { Logger } from '../bus/log.js';
+import { type ApprovalStore, isLive, type Revisioned } from './store.js';
+import { ApprovalStatus, type StoredApproval } from './types.js';
+
+/** How often the sweeper runs, in ms, unless configured. */
+export const DEFAULT_SWEEP_MS = 5_000;
+/** Longest wait at start for the watch to catch up with the bucket, in ms. */
+const CATCH_UP_MS = 3_000;
+
+/** The mirror and the sweeper of one bucket. */
+export class ApprovalBook {
+  private readonly records = new Map<string, Revisioned>();
+  private sorted: StoredApproval[] | undefined;
+  private readonly settledListeners = new Map<string, () => void>();
+  private watch: BucketWatch | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly store: ApprovalStore,
+    private readonly onExpired: (record: StoredApproval) => void,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Mirrors the bucket (resolving once caught up, or after 3 s) and starts sweeping every `sweepMs`. */
+  async start(sweepMs = DEFAULT_SWEEP_MS): Promise<void> {
+    const last = await this.store.lastRevision().catch(() => 0);
+    let caughtUp: () => void = () => {};
+    const ready = new Promise<void>((resolve) => (caughtUp = resolve));
+    if (last === 0) caughtUp();
+    this.watch = this.store.watch(
+      (key, found, revision) => {
+        this.heard(key, found);
+        if (revision >= last) caughtUp();
+      },
+      (err) => this.logger.error('watch of pending approvals failed; it restarts', { error: String(err) }),
+    );
+    const timer = setTimeout(caughtUp, CATCH_UP_MS);
+    await ready;
+    clearTimeout(timer);
+    this.sweeper = setInterval(() => void this.sweep(), sweepMs);
+    this.sweeper.unref();
+  }
+
+  stop(): void {
+    this.watch?.stop();
+    clearInterval(this.sweeper);
+  }
+
+  /** The pending approvals not yet expired, oldest first (by request time, then id). */
+  pending(now = Date.now()): StoredApproval[] {
+    this.sorted ??= [...this.records.values()]
+      .map((r) => r.record)
+      .filter((r) => r.status === ApprovalStatus.Pending)
+      .sort((a, b) =>
+        a.requestedAt === b.requestedAt ? cmp(a.approvalId, b.approvalId) : cmp(a.requestedAt, b.requestedAt),
+      );
+    return this.sorted.filter((r) => Date.parse(r.expiresAt) > now);
+  }
+
+  /** How many approvals are live (pending, or approved and unused). */
+  liveCount(now = Date.now()): number {
+    let n = 0;
+    for (const { record } of this.records.values()) if (isLive(record, now)) n++;
+    return n;
+  }
+
+  /** Calls `listener` once when the approval is no longer pending here (answered, used, removed); returns a stop. */
+  whenSettled(approvalId: string, listener: () => void): () => void {
+    this.settledListeners.set(approvalId, listener);
+    return () => this.settledListeners.delete(approvalId);
+  }
+
+  /** Deletes records past their `expiresAt`; tells each pending one that expired. */
+  async sweep(now = Date.now()): Promise<void> {
+    for (const found of [...this.records.values()]) {
+      if (Date.parse(found.record.expiresAt) > now) continue;
+      try {
+        if ((await this.store.remove(found)) && found.record.status === ApprovalStatus.Pending)
+          this.onExpired(found.record);
+      } catch (err) {
+        this.logger.error('could not remove an expired approval; the next sweep tries again', {
+          approvalId: found.record.approvalId,
+          error: String(err),
+        });
+      }
+    }
+  }
+
+  private heard(key: string, found: Revisioned | undefined): void {
+    const before = this.records.get(key)?.record;
+    if (found === undefined) this.records.delete(key);
+    else this.records.set(key, found);
+    this.sorted = undefined;
+    const same = found !== undefined && found.record.approvalId === before?.approvalId;
+    if (before !== undefined && !(same && found.record.status === ApprovalStatus.Pending)) {
+      const listener = this.settledListeners.get(before.approvalId);
+      if (listener !== undefined) {
+        this.settledListeners.delete(before.approvalId);
+        listener();
+      }
+    }
+  }
+}
+
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -1,0 +1,105 @@
+/**
+ * The entries of the trace-id index: trace id → the sequences of the batches that hold its
+ * events, stored as JSON objects `{"<trace id>": [seq, …], …}`, one or a few per shard and flush.
+ */
+import { indexShardSubject } from '../bus/subjects.js';
+import { isTraceId, type Shards } from './shards.js';
+
+/** Largest index message: a shard's entries of one flush are split past it. */
+const MAX_INDEX_MESSAGE = 256 * 1024;
+
+/** Entries collected since the last flush: per shard, trace id → batch sequences. */
+export class PendingEntries {
+  private readonly shards = new Map<number, Map<string, number[]>>();
+
+  constructor(private readonly sharding: Shards) {}
+
+  get size(): number {
+    return this.shards.size;
+  }
+
+  /** The shards that have entries. */
+  touched(): Iterable<number> {
+    return this.shards.keys();
+  }
+
+  add(traceIds: Iterable<string>, seq: number): void {
+    for (const id of traceIds) {
+      const shard = this.sharding.of(id);
+      let traces = this.shards.get(shard);
+      if (traces === undefined) this.shards.set(shard, (traces = new Map()));
+      const seqs = traces.get(id);
+      if (seqs === undefined) traces.set(id, [seq]);
+      else if (!seqs.includes(seq)) seqs.push(seq);
+    }
+  }
+
+  /** The index messages: one JSON object `{"<trace id>": [seq, …], …}` per shard, split past `maxBytes`. */
+  messages(stream: string, maxBytes = MAX_INDEX_MESSAGE): { subject: string; data: Uint8Array }[] {
+    const out: { subject: string; data: Uint8Array }[] = [];
+    for (const [shard, traces] of this.shards) {
+      const subject = indexShardSubject(stream, shard);
+      for (const data of encodeEntries(traces, maxBytes)) out.push({ subject, data });
+    }
+    return out;
+  }
+}
+
+/** Entries as index messages: `{"<trace id>": [seq, …], …}`, a new message past `maxBytes`. */
+export function encodeEntries(entries: Map<string, Iterable<number>>, maxBytes = MAX_INDEX_MESSAGE): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let parts: string[] = [];
+  let length = 2;
+  for (const [id, seqs] of entries) {
+    const part = `"${id}":[${[...seqs].join(',')}]`;
+    if (parts.length > 0 && length + part.length + 1 > maxBytes) {
+      out.push(Buffer.from(`{${parts.join(',')}}`));
+      parts = [];
+      length = 2;
+    }
+    parts.push(part);
+    length += part.length + 1;
+  }
+  if (parts.length > 0) out.push(Buffer.from(`{${parts.join(',')}}`));
+  return out;
+}
+
+/** Every entry of index messages, without sequences below `floor` (batches aged out of the trail). */
+export function mergeEntries(messages: Iterable<Uint8Array>, floor: number): Map<string, Set<number>> {
+  const merged = new Map<string, Set<number>>();
+  for (const data of messages) {
+    let entries: unknown;
+    try {
+      entries = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString());
+    } catch {
+      continue;
+    }
+    if (entries === null || typeof entries !== 'object') continue;
+    for (const [id, seqs] of Object.entries(entries)) {
+      if (!isTraceId(id) || !Array.isArray(seqs)) continue;
+      let set = merged.get(id);
+      for (const seq of seqs) {
+        if (!Number.isSafeInteger(seq) || seq < floor || seq < 1) continue;
+        if (set === undefined) merged.set(id, (set = new Set()));
+        set.add(seq);
+      }
+    }
+  }
+  return merged;
+}
+
+/** The batch sequences an index message lists under a trace id (positive whole numbers only). */
+export function seqsIn(data: Uint8Array, traceId: string): number[] {
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  // Most messages of a shard do not name the trace: look before parsing.
+  if (bytes.indexOf(`"${traceId}"`) < 0) return [];
+  let entries: unknown;
+  try {
+    entries = JSON.parse(bytes.toString());
+  } catch {
+    return [];
+  }
+  const seqs =
+    entries !== null && typeof entries === 'object' ? (entries as Record<string, unknown>)[traceId] : undefined;
+  return Array.isArray(seqs) ? seqs.filter((n): n is number => Number.isSafeInteger(n) && n > 0) : [];
+}
