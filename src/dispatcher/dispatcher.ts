@@ -297,6 +297,11 @@ export class Dispatcher {
       },
       run.hooks,
     );
+    const e = run.event;
+    e.approvalId = verdict.approvalId;
+    e.approvalWaitMs = verdict.waitedMs;
+    if (verdict.approved) e.approvedBy = verdict.by;
+    else e.rejectedBy = verdict.by;
     if (!verdict.approved) {
       if (run.hooks?.signal?.aborted === true) throw refuse.cancelled(call.name, false);
       throw refuse.approvalDenied(call.name, verdict.reason);
