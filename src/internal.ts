@@ -9,6 +9,7 @@ export * from './bus/mod.js';
 export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './contracts/schemas.js';
 export * from './dispatcher/mod.js';
 export * from './identity/mod.js';
+export * from './oracle/mod.js';
 export * from './reference-mounts/mod.js';
 export * from './registry/mod.js';
 export * from './tasks/mod.js';

@@ -176,6 +176,14 @@ export function settingValue(setting: Setting, flags: Flags, env: NodeJS.Process
   return fromEnv === '' ? undefined : fromEnv;
 }
 
+/** Where a connection's server URL came from, in words for an error: `NATS_URL`, `--server`, or the default. */
+export function serversSource(servers: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (servers !== undefined && servers === env.NATS_URL) return 'from NATS_URL';
+  if (servers === undefined || (servers === DEFAULT_NATS_URL && !env.NATS_URL))
+    return 'the default: neither --server nor NATS_URL is set';
+  return 'from --server';
+}
+
 /** Where and how to connect: the connection flags over the `NATS_*` environment. */
 export function connectConfig(
   flags: Flags,

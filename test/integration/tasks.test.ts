@@ -7,6 +7,7 @@ import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
+import type { McpTool } from '../../src/registry/provider-tools.js';
 import type {
   MatrixToolProjection,
   ResolvedToolContext,
@@ -153,7 +154,8 @@ describe('tool calls as tasks (system.tasks)', () => {
       ...session,
       format: 'mcp',
     });
-    const byName = new Map((resolved.providerTools ?? []).map((t) => [t.name, t.execution]));
+    const mcpTools = (resolved.providerTools ?? []) as McpTool[];
+    const byName = new Map(mcpTools.map((t) => [t.name, t.execution]));
     expect(byName.get('only_task')).toEqual({ taskSupport: 'required' });
     expect(byName.get('never_task')).toEqual({ taskSupport: 'forbidden' });
     expect(byName.get('work')).toEqual({ taskSupport: 'optional' });
