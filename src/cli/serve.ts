@@ -61,6 +61,10 @@ export interface ServeOptions {
   refusals?: RefusalBudgetOptions;
   /** Port of the Prometheus `/metrics` endpoint; none by default. */
   metricsPort?: number;
+  /** Address of the metrics endpoint; default 127.0.0.1. */
+  metricsHost?: string;
+  /** Bearer token of the metrics endpoint (`MATRIX_METRICS_TOKEN`); none by default. */
+  metricsToken?: string;
   /** OTLP/HTTP endpoint for spans and metrics (`OTEL_EXPORTER_OTLP_ENDPOINT`); none by default. */
   otlpEndpoint?: string;
 }
@@ -84,6 +88,8 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
   const telemetry = await startTelemetry({
     metricsPort: options.metricsPort,
+    metricsHost: options.metricsHost,
+    metricsToken: options.metricsToken,
     otlpEndpoint: options.otlpEndpoint,
   }).catch((err: Error) => {
     throw new UsageError(err.message);

@@ -3,9 +3,18 @@
  * span per call (GenAI semantic conventions), a child of the caller's `traceparent`, and the
  * call metrics. Also the `$resolve` span and the approval counter.
  */
-import { type Context, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  type AttributeValue,
+  type Context,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import type { CallEvent } from '../audit/types.js';
 import { activeInstruments, activeTracer } from './instruments.js';
+import { OVERFLOW_TOOL, SeriesBound, toolLabel } from './series.js';
 
 /** Span attribute names beyond the GenAI conventions. */
 export const Attr = {
@@ -50,13 +59,23 @@ export function observeCall(event: CallEvent): void {
   }
   const meters = activeInstruments();
   if (meters !== undefined) {
-    const attributes =
-      event.code === undefined
-        ? { [Attr.ToolName]: event.name, [Attr.Outcome]: event.outcome }
-        : { [Attr.ToolName]: event.name, [Attr.Outcome]: event.outcome, [Attr.ErrorType]: event.code };
+    const attributes = callAttributes(event, callSeries);
     meters.calls.add(1, attributes);
     meters.callDuration.record(event.durationMs / 1000, attributes);
   }
+}
+
+/** The series of the call counter and the duration histogram (they share their labels). */
+const callSeries = new SeriesBound({ [Attr.ToolName]: OVERFLOW_TOOL });
+
+/** The metric attributes of a call: a tool label no caller chose, its outcome and error type, within `bound`. */
+export function callAttributes(event: CallEvent, bound: SeriesBound): Record<string, AttributeValue> {
+  const tool = toolLabel(event);
+  const attributes: Record<string, AttributeValue> =
+    event.code === undefined
+      ? { [Attr.ToolName]: tool, [Attr.Outcome]: event.outcome }
+      : { [Attr.ToolName]: tool, [Attr.Outcome]: event.outcome, [Attr.ErrorType]: event.code };
+  return bound.admit(`${tool}\u0000${event.outcome}\u0000${event.code ?? ''}`, attributes);
 }
 
 function describeCall(span: Span, e: CallEvent): void {
