@@ -9,16 +9,16 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { CallEvent } from '../audit/types.js';
 import { jsonTextDeeperThan, MAX_DEPTH } from '../bus/codec.js';
 import { type Check, violationsOf } from '../contracts/schemas.js';
-import { sha256Hex } from '../registry/canonical.js';
+import { sha256Hex } from '../hashing.js';
 import type { JsonSchemaObject } from '../registry/types.js';
-import { argumentName, refuse } from './results.js';
+import { argumentName, failure } from './results.js';
 import { withoutStrictNulls } from './strict-nulls.js';
 import type { ToolCall } from './types.js';
 
 export { argumentName, argumentsMessage } from './results.js';
 
 /**
- * The arguments of a call, ready to send; throws `CallRefused` (`bad_request`, or `internal`
+ * The arguments of a call, ready to send; throws `CallFailure` (`bad_request`, or `internal`
  * for a schema that does not compile). With `event`, records the arguments' digest and size
  * on it, whatever the outcome.
  */
@@ -31,10 +31,10 @@ export function readArguments(
   const raw = call.arguments;
   if (typeof raw === 'string' && jsonTextDeeperThan(raw, MAX_DEPTH)) {
     if (event !== undefined) recordDigest(event, raw);
-    throw refuse.refusedArguments(call.name, `they nest deeper than ${MAX_DEPTH} levels`);
+    throw failure.refusedArguments(call.name, `they nest deeper than ${MAX_DEPTH} levels`);
   }
   const parsed = parseArguments(raw);
-  if (!parsed.ok) throw refuse.unreadableArguments(call.name, parsed.reason);
+  if (!parsed.ok) throw failure.unreadableArguments(call.name, parsed.reason);
   const args = parsed.value;
   // JSON text that names no `__proto__` (not even through a \u escape) parsed into nothing to walk for it.
   const walk = typeof raw !== 'string' || raw.includes('__proto__') || raw.includes('\\u');
@@ -43,16 +43,16 @@ export function readArguments(
   // Arguments past the bound are not stringified (that could exhaust the stack): text is hashed as it came.
   if (event !== undefined)
     recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
-  if (problem !== undefined) throw refuse.refusedArguments(call.name, problem);
+  if (problem !== undefined) throw failure.refusedArguments(call.name, problem);
   let check: Check;
   try {
     check = validators.check(schema);
   } catch (err) {
-    throw refuse.schemaBroken(call.name, err);
+    throw failure.schemaBroken(call.name, err);
   }
   const value = withoutStrictNulls(schema, args) as Record<string, unknown>;
   const violations = check(value);
-  if (violations !== undefined) throw refuse.invalidArguments(call.name, violations);
+  if (violations !== undefined) throw failure.invalidArguments(call.name, violations);
   return value;
 }
 
