@@ -37,18 +37,23 @@ class Samples {
   }
 }
 
-/** Measures every operation at `inFlight`, in `rounds` interleaved slices of `seconds / rounds`. */
+/**
+ * Measures every operation at `inFlight`, in `rounds` interleaved slices of `seconds / rounds`.
+ * CPU is read `settleMs` after a slice's last call: what the slice left behind is its own.
+ */
 export async function measureInterleaved(
   ops: ReadonlyArray<() => Promise<unknown>>,
   inFlight: number,
   seconds: number,
   rounds: number,
   cpu?: CpuProbe,
+  settleMs = 0,
 ): Promise<Figures[]> {
   const samples = ops.map(() => new Samples());
   for (const op of ops) await run(op, inFlight, 0.3, new Samples()); // warm-up
   for (let round = 0; round < rounds; round++) {
-    for (const [i, op] of ops.entries()) await run(op, inFlight, seconds / rounds, samples[i] as Samples, cpu);
+    for (const [i, op] of ops.entries())
+      await run(op, inFlight, seconds / rounds, samples[i] as Samples, cpu, settleMs);
   }
   return samples.map((s) => s.figures());
 }
@@ -59,6 +64,7 @@ async function run(
   seconds: number,
   into: Samples,
   cpu?: CpuProbe,
+  settleMs = 0,
 ): Promise<void> {
   const before = cpu?.();
   const started = performance.now();
@@ -77,6 +83,7 @@ async function run(
   await Promise.all(Array.from({ length: inFlight }, worker));
   into.seconds += (performance.now() - started) / 1000;
   if (cpu !== undefined && before !== undefined) {
+    if (settleMs > 0) await new Promise((resolve) => setTimeout(resolve, settleMs));
     const after = cpu();
     into.cpu ??= {};
     for (const name of Object.keys(after))

@@ -1,9 +1,11 @@
 /** The Moleculer peer: an `echo.echo` action with parameter validation, over the bench's NATS. */
 import { ServiceBroker } from 'moleculer';
+import { withUser } from './stack.js';
 
 const broker = new ServiceBroker({
   nodeID: 'bench-moleculer-server',
-  transporter: process.env.NATS_URL,
+  // Moleculer reads the user from the URL only (its `user` option is overwritten by the URL's).
+  transporter: withUser(String(process.env.NATS_URL), process.env.NATS_USER, process.env.NATS_PASSWORD),
   logger: false,
   validator: true,
 });

@@ -4,10 +4,10 @@
  * decoding), and answers with the echo's bytes. What `system.dispatcher` does, without its work.
  */
 import { createInbox, type Msg } from '@nats-io/nats-core';
-import { connectBus } from '../src/bus/connect.js';
+import { connectBus, connectOptionsFromEnv } from '../src/bus/connect.js';
 import { readContext, writeContext } from '../src/bus/context.js';
 
-const nc = await connectBus({ servers: process.env.NATS_URL, name: 'bench-relay' });
+const nc = await connectBus({ ...connectOptionsFromEnv(), name: 'bench-relay' });
 const inbox = `${createInbox()}.`;
 const pending = new Map<string, Msg>();
 let next = 0;

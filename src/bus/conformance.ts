@@ -6,6 +6,7 @@
  * (`decodeReply`). `matrix-tools check` prints it.
  */
 import { createInbox, type Msg, type NatsConnection, headers as natsHeaders, nuid } from '@nats-io/nats-core';
+import { describeViolations } from '../contracts/compiler.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
 import { decodeBody, decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { Header } from './context.js';
@@ -192,9 +193,12 @@ function checkIntrospect(answer: Answer | string, mount: string): { outcome: Che
     Object.fromEntries(Object.entries(read).filter(([k]) => known.includes(k))),
   );
   if (violations !== undefined) {
-    const first = violations.slice(0, 3).map((v) => `${v.path || '(body)'} ${v.message}`);
     return {
-      outcome: { check, ok: false, detail: `reply breaks the IntrospectReply contract: ${first.join('; ')}` },
+      outcome: {
+        check,
+        ok: false,
+        detail: `reply breaks the IntrospectReply contract: ${describeViolations(violations)}`,
+      },
       ops: undefined,
     };
   }

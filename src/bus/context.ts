@@ -89,10 +89,30 @@ export const HEADER_LIMITS = {
  * once: its first usable value counts. (A mount reads the raw block instead: `readHeaderBlock`.)
  */
 export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
-  const read: RequestHeaders = { context: {}, json: false, progress: false };
+  const read = emptyRequestHeaders();
   if (h === undefined) return read;
   for (const [name, values] of h) for (const value of values) readHeader(read, name, value);
   return read;
+}
+
+/**
+ * What no header says yet: every context field there from the start (undefined), so each
+ * request's context has one shape whatever headers it carries and in whatever order.
+ */
+export function emptyRequestHeaders(): RequestHeaders {
+  return {
+    context: {
+      traceparent: undefined,
+      deadline: undefined,
+      session: undefined,
+      principal: undefined,
+      grant: undefined,
+      readSessions: undefined,
+      callId: undefined,
+    },
+    json: false,
+    progress: false,
+  };
 }
 
 /** Lengths of the names `readHeader` reads: any other name is passed over without lower-casing it. */

@@ -40,7 +40,10 @@ export interface Violation {
 
 /** Machine-readable detail of an error; `violations` for `bad_request`. */
 export interface ErrorDetails {
+  /** At most 10 violations (a `bad_request`). */
   violations?: Violation[];
+  /** How many violations found are not listed in `violations`. */
+  moreViolations?: number;
   [key: string]: unknown;
 }
 

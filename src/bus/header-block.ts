@@ -6,7 +6,7 @@
  * length once, and only the protocol's headers are kept.
  */
 import type { Msg } from '@nats-io/nats-core';
-import { type RequestHeaders, readHeader, readRequestHeaders } from './context.js';
+import { emptyRequestHeaders, type RequestHeaders, readHeader, readRequestHeaders } from './context.js';
 import { BadRequestError } from './errors.js';
 
 /** A header name as nats.js accepts one: printable ASCII but the colon. */
@@ -19,7 +19,7 @@ const HEADER_NAME = /^[!-9;-~]*$/;
  */
 export function requestHeadersOf(msg: Msg): RequestHeaders {
   const raw = rawHeaderBlock(msg);
-  if (raw === null) return { context: {}, json: false, progress: false };
+  if (raw === null) return emptyRequestHeaders();
   if (raw !== undefined) return readHeaderBlock(raw);
   try {
     return readRequestHeaders(msg.headers);
@@ -46,7 +46,7 @@ export function rawHeaderBlock(msg: Msg): string | null | undefined {
  * holding a lone CR or LF, makes the block unreadable (a bad request), as it does for nats.js.
  */
 export function readHeaderBlock(block: string): RequestHeaders {
-  const read: RequestHeaders = { context: {}, json: false, progress: false };
+  const read = emptyRequestHeaders();
   let at = block.indexOf('\r\n');
   if (at < 0) return read;
   for (at += 2; at < block.length; ) {

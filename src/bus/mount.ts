@@ -7,6 +7,7 @@
  */
 
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
+import { describeViolations, violationDetails } from '../contracts/compiler.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
@@ -24,6 +25,7 @@ import {
 import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { CancelledError, type OpContext, RequestContext } from './op-context.js';
+import { closedTopLevel } from './shape.js';
 import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
 export type { OpContext } from './op-context.js';
@@ -47,6 +49,12 @@ export interface OpSpec<Req = never, Rep = unknown> {
    * same bytes (it must not change it).
    */
   sameBytesSameRequest?: boolean;
+  /**
+   * Checks the request's headers before its body is read (a grant, where trusted issuers are
+   * set): throwing a `MatrixError` refuses the request at the cost of one header read, its
+   * body never decoded.
+   */
+  beforeBody?: (ctx: CallContext) => void;
 }
 
 /** An op of any request type, as a mount holds its ops: each declares its own, and its JSON Schema checks it. */
@@ -96,13 +104,14 @@ export interface Refusal {
 interface BoundOp {
   spec: AnyOpSpec;
   check: Check;
+  /** The only top-level keys its request may have, when its schema closes its top level. */
+  knownKeys: ReadonlySet<string> | undefined;
   stats: EndpointStats;
   /** Requests read by their bytes, for ops that ask for it. */
   memo?: RequestMemo;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
-const MAX_LISTED_VIOLATIONS = 100;
 
 /** A mount on a NATS connection. `start()` subscribes; `stop()` drains and waits for in-flight work. */
 export class Mount {
@@ -140,6 +149,7 @@ export class Mount {
         spec,
         check:
           typeof spec.request === 'string' ? this.contracts.check(spec.request) : this.contracts.compile(spec.request),
+        knownKeys: closedTopLevel(this.schemaOf(spec.request)),
         stats: {
           name: op.slice(1),
           subject: opSubject(options.name, op),
@@ -222,6 +232,7 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
+      bound.spec.beforeBody?.(read.context);
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
@@ -241,7 +252,10 @@ export class Mount {
     }
   }
 
-  /** The request body: within the size bound, decoded (at most `MAX_DEPTH` deep), valid against the op's schema. */
+  /**
+   * The request body: within the size bound, its shape bounded from its bytes (depth, entries,
+   * values, top-level keys), then decoded and valid against the op's schema.
+   */
   private readBody(msg: Msg, op: string, bound: BoundOp, encoding: Encoding): Record<string, unknown> {
     if (msg.data.length > this.maxRequestBytes) {
       throw new PayloadTooLargeError(
@@ -251,8 +265,8 @@ export class Mount {
     const key = bound.memo?.keyOf(msg.data, encoding);
     const known = key === undefined ? undefined : bound.memo?.get(key);
     if (known !== undefined) return known;
-    const request = decodeMap(msg.data, encoding);
-    const violations = bound.check(request);
+    const request = decodeMap(msg.data, encoding, bound.knownKeys);
+    const violations = bound.check(request, { bytes: msg.data.length });
     if (violations !== undefined) throw badRequest(op, violations);
     if (key !== undefined) bound.memo?.set(key, request);
     return request;
@@ -428,13 +442,9 @@ function deepFreeze<T extends object>(value: T): T {
 }
 
 function badRequest(op: string, violations: NonNullable<ReturnType<Check>>): MatrixError {
-  const listed = violations.slice(0, MAX_LISTED_VIOLATIONS);
-  const first = listed
-    .map((v) => `${v.path || '(body)'} ${v.message}`)
-    .slice(0, 3)
-    .join('; ');
-  const more = violations.length > 3 ? ` (and ${violations.length - 3} more)` : '';
-  return new BadRequestError(`invalid ${op} request: ${first}${more}`, { details: { violations: listed } });
+  return new BadRequestError(`invalid ${op} request: ${describeViolations(violations)}`, {
+    details: violationDetails(violations),
+  });
 }
 
 function jsonHeaders(): OutgoingHeaders {

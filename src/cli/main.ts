@@ -8,6 +8,7 @@
  * is a file with its verbs, `(client, args, out)`, and one line here.
  */
 import { Command, CommanderError } from 'commander';
+import { addApprovalCommands } from './approvals.js';
 import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
@@ -25,6 +26,7 @@ const program = new Command('matrix-tools')
 
 addServeCommand(program);
 addToolCommands(program);
+addApprovalCommands(program);
 addCheckCommand(program);
 addConsoleCommand(program);
 addIdentityCommands(program, withSession);

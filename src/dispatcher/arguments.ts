@@ -5,10 +5,10 @@
  * OpenAI strict mode sends for optional properties, and validated against the tool's
  * `inputSchema` by a validator compiled once per schema.
  */
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { CallEvent } from '../audit/types.js';
-import { jsonTextDeeperThan, MAX_DEPTH } from '../bus/codec.js';
-import { type Check, violationsOf } from '../contracts/schemas.js';
+import { MAX_DEPTH } from '../bus/codec.js';
+import { jsonShapeViolation, REQUEST_SHAPE, type ShapeViolation } from '../bus/shape.js';
+import { type Check, Dialect, SchemaCompiler } from '../contracts/compiler.js';
 import { sha256Hex } from '../hashing.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { argumentName, failure } from './results.js';
@@ -29,9 +29,11 @@ export function readArguments(
   event?: CallEvent,
 ): Record<string, unknown> {
   const raw = call.arguments;
-  if (typeof raw === 'string' && jsonTextDeeperThan(raw, MAX_DEPTH)) {
+  // JSON text is bounded before it is parsed (an object came inside a request the mount bounded).
+  const shape = typeof raw === 'string' ? jsonShapeViolation(raw, REQUEST_SHAPE) : undefined;
+  if (shape !== undefined) {
     if (event !== undefined) recordDigest(event, raw);
-    throw failure.refusedArguments(call.name, `they nest deeper than ${MAX_DEPTH} levels`);
+    throw failure.refusedArguments(call.name, shapeReason(shape));
   }
   const parsed = parseArguments(raw);
   if (!parsed.ok) throw failure.unreadableArguments(call.name, parsed.reason);
@@ -51,7 +53,9 @@ export function readArguments(
     throw failure.schemaBroken(call.name, err);
   }
   const value = withoutStrictNulls(schema, args) as Record<string, unknown>;
-  const violations = check(value);
+  // Every violation of small arguments; large ones stop at their first (the bound of the report).
+  const bytes = typeof raw === 'string' ? raw.length : (event?.argumentsBytes ?? Number.POSITIVE_INFINITY);
+  const violations = check(value, { bytes });
   if (violations !== undefined) throw failure.invalidArguments(call.name, violations);
   return value;
 }
@@ -122,58 +126,36 @@ export function parseArguments(raw: Record<string, unknown> | string | undefined
   return { ok: true, value: value as Record<string, unknown> };
 }
 
+/** Why arguments over the shape bound are refused, in the words a model reads. */
+function shapeReason(shape: ShapeViolation): string {
+  return shape.keyword === 'maxDepth'
+    ? `they nest deeper than ${MAX_DEPTH} levels`
+    : `they ${shape.message.replace(/^holds/, 'hold')}`;
+}
+
 /**
- * Validators for tool input schemas, compiled once and reused: by schema object (resolutions
- * are cached, so the same object comes back) and, failing that, by the schema's text.
+ * Validators for tool input schemas: the tools dialect of the one schema compiler, kept by
+ * schema object (resolutions are cached, so the same object comes back) and, failing that, by
+ * the schema's text, within a bound of schema text.
  */
 export class ArgumentValidators {
-  private ajv = ArgumentValidators.newAjv();
-  private byObject = new WeakMap<object, Check>();
-  private readonly byText = new Map<string, Check>();
-  /** Characters of schema text compiled since the cache last started afresh. */
-  private textLength = 0;
+  private readonly compiler: SchemaCompiler;
 
   /**
-   * @param maxSchemas distinct schemas kept compiled; past it the cache starts afresh.
+   * @param maxSchemas distinct schemas kept compiled; past it the least recently used go.
    * @param maxSchemaText characters of schema text kept compiled (ajv's code grows with it); default 8 Mi.
    */
-  constructor(
-    private readonly maxSchemas = 5_000,
-    private readonly maxSchemaText = 8 * 1024 * 1024,
-  ) {}
-
-  // Tool schemas come from many authors and drafts: unknown keywords and formats are allowed.
-  private static newAjv(): Ajv2020 {
-    return new Ajv2020({ allErrors: true, strict: false, verbose: true, logger: false, validateFormats: false });
+  constructor(maxSchemas = 5_000, maxSchemaText = 8 * 1024 * 1024) {
+    this.compiler = new SchemaCompiler(Dialect.Tools, [], { maxEntries: maxSchemas, maxBytes: maxSchemaText });
   }
 
   /** Characters of schema text compiled now, and how many schemas: what the bounds hold. */
   get size(): { schemas: number; text: number } {
-    return { schemas: this.byText.size, text: this.textLength };
+    return this.compiler.size;
   }
 
   /** The check of a schema; throws if the schema does not compile. */
   check(schema: JsonSchemaObject): Check {
-    let check = this.byObject.get(schema);
-    if (check !== undefined) return check;
-    const text = JSON.stringify(schema);
-    check = this.byText.get(text);
-    if (check === undefined) {
-      // A registry that churns through schemas, or registers huge ones, must not grow this cache (and ajv's) past its bounds.
-      if (this.byText.size >= this.maxSchemas || this.textLength + text.length > this.maxSchemaText) this.startAfresh();
-      const validate = this.ajv.compile(schema);
-      check = (value) => (validate(value) ? undefined : violationsOf(validate.errors));
-      this.byText.set(text, check);
-      this.textLength += text.length;
-    }
-    this.byObject.set(schema, check);
-    return check;
-  }
-
-  private startAfresh(): void {
-    this.byText.clear();
-    this.byObject = new WeakMap();
-    this.ajv = ArgumentValidators.newAjv();
-    this.textLength = 0;
+    return this.compiler.check(schema);
   }
 }

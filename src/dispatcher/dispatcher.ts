@@ -293,6 +293,11 @@ export class Dispatcher {
       },
       run.hooks,
     );
+    const e = run.event;
+    e.approvalId = verdict.approvalId;
+    e.approvalWaitMs = verdict.waitedMs;
+    if (verdict.approved) e.approvedBy = verdict.by;
+    else e.rejectedBy = verdict.by;
     if (!verdict.approved) {
       if (run.hooks?.signal?.aborted === true) throw failure.cancelled(call.name, false);
       throw failure.approvalDenied(call.name, verdict.reason);
@@ -447,7 +452,16 @@ function member(session: Session, run: CallRun): ResolvedTool {
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
-  const context: CallContext = { ...ctx, traceparent: ctx.traceparent ?? newTraceparent() };
+  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in bus/op-context.ts).
+  const context: CallContext = {
+    traceparent: ctx.traceparent ?? newTraceparent(),
+    deadline: ctx.deadline,
+    session: ctx.session,
+    principal: ctx.principal,
+    grant: ctx.grant,
+    readSessions: ctx.readSessions,
+    callId: ctx.callId,
+  };
   const event = newCallEvent(call.id, call.name);
   return { call, context, event, started: performance.now(), reached: false, hooks };
 }

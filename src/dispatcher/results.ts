@@ -4,6 +4,7 @@
  * they are all written here, so they read alike and change in one place.
  */
 import { ErrorCode, MatrixError, NoRespondersError, UnsendableRequestError, type Violation } from '../bus/errors.js';
+import { describeViolations } from '../contracts/compiler.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
 import type { ToolErrorCode, ToolResult } from './types.js';
 
@@ -209,7 +210,6 @@ export function argumentName(pointer: string): string {
 
 /** One sentence per violation, then what to do. */
 export function argumentsMessage(tool: string, violations: readonly Violation[]): string {
-  const listed = violations.slice(0, 20).map((v) => `${argumentName(v.path)} ${v.message}`);
-  const more = violations.length > 20 ? ` (and ${violations.length - 20} more)` : '';
-  return `Invalid arguments for "${tool}": ${listed.join('; ')}${more}. Fix the arguments and call "${tool}" again.`;
+  const listed = describeViolations(violations, { shown: 20, name: argumentName });
+  return `Invalid arguments for "${tool}": ${listed}. Fix the arguments and call "${tool}" again.`;
 }

@@ -1,11 +1,11 @@
 /** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { decodeBody, Encoding } from '../bus/codec.js';
+import { decodeMap, Encoding } from '../bus/codec.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import type { GrantError } from '../identity/errors.js';
+import { GrantError } from '../identity/errors.js';
 import { IdentityGate } from '../identity/gate.js';
 import { GrantFailure } from '../identity/types.js';
 import { relayHooks } from './call-hooks.js';
@@ -43,14 +43,17 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     // A $call refused before it ran (bad body, bad header, deadline past) is audited as well,
     // under the principal of its grant when that grant is valid.
     onRefused: ({ op, data, traceparent, grant, error }) => {
-      if (op === '$call')
-        dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
+      if (op !== '$call') return;
+      if (error instanceof GrantError) dispatcher.refused(callIn(data), traceparent, grantRefusal(error));
+      else dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
     },
     ops: {
       $call: {
         description: 'Runs one LLM tool call for a session and returns the result the model reads.',
         request: SchemaId.CallRequest,
         response: SchemaId.ToolResult,
+        // No valid grant, no body read: the refusal costs a header read.
+        beforeBody: (ctx) => identity.checkGrant(ctx),
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
           const admitted = identity.admit(request.session, ctx, (err) =>
@@ -83,13 +86,16 @@ function grantRefusal(err: GrantError): EarlyRefusal {
   return refusal;
 }
 
+/** Longest refused body whose call id and tool name are read for its audit event. */
+const REFUSED_BODY_READ_BYTES = 4 * 1024;
+
 /** What can be read of a refused request's call: its id and tool name when they are short strings. */
 function callIn(data: Uint8Array): ToolCall {
   let call: unknown;
-  // A body refused for its size is not decoded after all.
-  for (const encoding of data.length <= 64 * 1024 ? [Encoding.MsgPack, Encoding.Json] : []) {
+  // Only a short body is read, within the request bounds: a refusal costs no more than the bytes it read.
+  for (const encoding of data.length <= REFUSED_BODY_READ_BYTES ? [Encoding.MsgPack, Encoding.Json] : []) {
     try {
-      call = (decodeBody(data, encoding) as { call?: unknown } | undefined)?.call;
+      call = decodeMap(data, encoding).call;
       break;
     } catch {
       call = undefined;

@@ -52,16 +52,23 @@ export class IdentityGate {
     try {
       return this.admitByGrant(this.verifier, body, ctx);
     } catch (err) {
-      // Fail closed: whatever went wrong admitting it, the call is refused, and told.
-      const refusal =
-        err instanceof GrantError
-          ? err
-          : new GrantError(
-              GrantFailure.Malformed,
-              `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`,
-            );
+      const refusal = failClosed(err);
       onRefused?.(refusal);
       throw refusal;
+    }
+  }
+
+  /**
+   * Refuses a request whose grant is missing or not valid (`GrantError`), from its headers
+   * alone: run before its body is read, so a caller without a valid grant costs one header read
+   * and a cache lookup. The verified grant stays cached for `admit`. A no-op when trusting callers.
+   */
+  checkGrant(ctx: CallContext): void {
+    if (this.verifier === undefined) return;
+    try {
+      this.verifier.verify(ctx.grant);
+    } catch (err) {
+      throw failClosed(err);
     }
   }
 
@@ -105,6 +112,16 @@ export class IdentityGate {
       throw err instanceof GrantError ? signedFor(err, grant.claims) : err;
     }
   }
+}
+
+/** Fail closed: whatever went wrong admitting a call, it is refused, and told. */
+function failClosed(err: unknown): GrantError {
+  return err instanceof GrantError
+    ? err
+    : new GrantError(
+        GrantFailure.Malformed,
+        `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`,
+      );
 }
 
 /** Trusted issuers from `MATRIX_TRUSTED_ISSUERS` / `--trust`: public nkeys, comma-separated. */

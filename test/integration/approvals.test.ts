@@ -6,10 +6,15 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalStore } from '../../src/approvals/store.js';
+import { watchCalls } from '../../src/audit/log.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import type { Mount } from '../../src/bus/mount.js';
+import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
+import { tracesMount } from '../../src/reference-mounts/traces.js';
 import {
   ApprovalsClient,
   deployTarget,
@@ -184,6 +189,67 @@ describe('a gated call that a person answers', () => {
     await person.answer({ approvalId: pending.approvalId, decision: 'approve' }, { principal: 'user:ana' });
     expect((await running).structured).toEqual({ deployed: 'one' });
     expect(target.seen.filter((s) => (s.args as { service?: string }).service === 'two')).toHaveLength(0);
+  });
+
+  it('audits who answered and how long the call waited, and trace_query shows it', async () => {
+    const traces = tracesMount(nc);
+    await traces.mount.start();
+    const audited = gatedDispatcher(nc, app, { approvalsBucket: bucket, audit: true });
+    const events: CallEvent[] = [];
+    const stop = watchCalls(nc, (e) => events.push(e));
+    try {
+      const traceparent = newTraceparent();
+      const running = audited.call(
+        gatedSession,
+        { id: 'audit-1', name: 'deploy', arguments: { service: 'a' } },
+        {
+          principal: 'agent:alpha',
+          traceparent,
+        },
+      );
+      const pending = await person.awaitPending('audit-1');
+      await person.answer({ approvalId: pending.approvalId, decision: 'approve' }, { principal: 'user:ana' });
+      await running;
+      const rejecting = audited.call(
+        gatedSession,
+        { id: 'audit-2', name: 'deploy', arguments: { service: 'b' } },
+        {
+          principal: 'agent:alpha',
+        },
+      );
+      const second = await person.awaitPending('audit-2');
+      await person.answer(
+        { approvalId: second.approvalId, decision: 'reject', reason: 'no' },
+        { principal: 'user:bob' },
+      );
+      await rejecting;
+      audited.close();
+      await eventually(() =>
+        expect(events.map((e) => e.callId)).toEqual(expect.arrayContaining(['audit-1', 'audit-2'])),
+      );
+      const approved = events.find((e) => e.callId === 'audit-1');
+      expect(approved).toMatchObject({ approvalId: pending.approvalId, approvedBy: 'user:ana', outcome: 'ok' });
+      expect(approved?.approvalWaitMs).toBeGreaterThanOrEqual(0);
+      expect(approved?.rejectedBy).toBeUndefined();
+      expect(events.find((e) => e.callId === 'audit-2')).toMatchObject({
+        approvalId: second.approvalId,
+        rejectedBy: 'user:bob',
+        code: 'approval_denied',
+      });
+      for (const e of events) expect(contracts().check(SchemaId.CallEvents)([e])).toBeUndefined();
+      const traced = await person.client.request<{ events: CallEvent[] }>('system.traces', '$query', {
+        traceId: traceIdOf(traceparent),
+      });
+      expect(traced.events[0]).toMatchObject({
+        callId: 'audit-1',
+        approvedBy: 'user:ana',
+        approvalId: pending.approvalId,
+      });
+    } finally {
+      stop();
+      await traces.mount.stop();
+      traces.stop();
+    }
   });
 
   it('refuses a principal that answers its own call', async () => {

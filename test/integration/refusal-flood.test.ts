@@ -89,7 +89,7 @@ describe('a flood of $calls without a valid grant', () => {
     const stranger = grant({ by: createAccount() });
     const valid = grant();
     const garbage = new TextEncoder().encode('not a request at all');
-    // Four kinds of refusal: no grant, an untrusted issuer's, an expired one, and a body the mount cannot read.
+    // Four kinds of refusal: no grant, an untrusted issuer's, an expired one, and a body the mount cannot read (and no grant).
     const refuse = (i: number): Promise<unknown> => {
       const call = { id: `flood-${i}`, name: `tool_${i % 7}` };
       const kind = i % 4;
@@ -155,7 +155,8 @@ describe('a flood of $calls without a valid grant', () => {
       expect(Object.values(s.refused?.reasons ?? {}).reduce((a, b) => a + b, 0)).toBe(s.refused?.count);
     }
     const reasons = new Set(summaries.flatMap((s) => Object.keys(s.refused?.reasons ?? {})));
-    expect([...reasons].sort()).toEqual(['bad_request', 'expired', 'missing', 'untrusted_issuer']);
+    // A body nobody can read, sent without a grant, is refused for the grant: its body is never read.
+    expect([...reasons].sort()).toEqual(['expired', 'missing', 'untrusted_issuer']);
 
     // Every call with a valid grant is stored, under its principal and session.
     const ofGrant = events.filter((e) => e.principal !== undefined);

@@ -172,7 +172,7 @@ describe('the TypeScript types against contracts/', () => {
 
   it('compiles every built-in tool input schema', () => {
     for (const spec of builtinContexts) {
-      for (const tool of spec.matrixTools ?? []) expect(() => c.ajv.compile(tool.inputSchema)).not.toThrow();
+      for (const tool of spec.matrixTools ?? []) expect(() => c.compile(tool.inputSchema)).not.toThrow();
     }
   });
 });

@@ -1,0 +1,232 @@
+/**
+ * What `npm run bench` prints and writes to bench/RESULTS.md: the rows, the CPU each process
+ * spent per call, and issue 25's targets, each with its bound, the limit this box allows where
+ * a limit row exists, and PASS or MISS. Every ratio is from the one run.
+ */
+import { cpus, totalmem } from 'node:os';
+import type { Figures } from './measure.js';
+import { type OtelFigures, otelSection } from './otel.js';
+
+/** The rows the targets are computed from, by name. */
+export const Scenario = {
+  Raw: 'raw nats.js request',
+  Ceiling: 'ceiling (one inbox, no timer)',
+  CeilingHeaders: 'ceiling + context headers',
+  Relay: 'ceiling + headers, two hops (relay)',
+  InProcess: 'dispatch, in-process library',
+  InProcessUnaudited: 'dispatch, in-process, audit off',
+  Service: 'dispatch, via system.dispatcher',
+  ServiceUnaudited: 'dispatch, via system.dispatcher, audit off',
+  ServiceBase: 'dispatch, via system.dispatcher, base commit',
+  CallGranted: '$call with a cached grant',
+  Resolve: '$resolve, cached',
+  ResolveGranted: '$resolve, cached, with a grant',
+  ResolveUncached: '$resolve, uncached, 10k contexts',
+  List: '$list page of 100 of 10k',
+  Moleculer: 'Moleculer 0.14 broker.call',
+  McpStdio: 'MCP SDK tools/call, stdio',
+  McpGateway: 'MCP gateway (Streamable HTTP → stdio)',
+} as const;
+
+export interface Row {
+  scenario: string;
+  inFlight: number;
+  figures: Figures;
+}
+
+interface Target {
+  what: string;
+  /** The measured value: a ratio, or µs of CPU per call. */
+  value: number;
+  bound: number;
+  /** `max`: the value must be at most the bound; `min`: at least. */
+  kind: 'max' | 'min';
+  /** What this machine allows for the same figure, where a limit row bounds it. */
+  limit?: number;
+}
+
+/** The in-flight level of the CPU table and of every throughput target. */
+export const CPU_TABLE_IN_FLIGHT = 64;
+
+/** Total CPU per call of a row at 64 in flight, µs, summed over every process measured. */
+export function totalCpu(f: Figures | undefined): number {
+  if (f?.cpu === undefined) return NaN;
+  return Object.values(f.cpu).reduce((sum, us) => sum + (Number.isFinite(us) ? us : 0), 0);
+}
+
+/** Issue 25's targets (and issue 17's), from this run's rows; `partial` leaves out those whose rows were not measured. */
+function targetsOf(
+  get: (scenario: string, inFlight: number) => Figures | undefined,
+  otel: OtelFigures | undefined,
+  partial: boolean,
+  base: string,
+): Target[] {
+  const n = CPU_TABLE_IN_FLIGHT;
+  const rps = (s: string) => get(s, n)?.rps ?? NaN;
+  const p50 = (s: string) => get(s, 1)?.p50 ?? NaN;
+  const targets: Target[] = [
+    {
+      what: `system.dispatcher req/s ÷ relay (${n} in flight)`,
+      value: rps(Scenario.Service) / rps(Scenario.Relay),
+      bound: 0.6,
+      kind: 'min',
+      limit: 1,
+    },
+    {
+      what: 'system.dispatcher p50 ÷ relay (1 in flight)',
+      value: p50(Scenario.Service) / p50(Scenario.Relay),
+      bound: 1.15,
+      kind: 'max',
+      limit: 1,
+    },
+    {
+      what: `system.dispatcher total CPU per call, audit on ÷ off (${n} in flight)`,
+      value: totalCpu(get(Scenario.Service, n)) / totalCpu(get(Scenario.ServiceUnaudited, n)),
+      bound: 1.15,
+      kind: 'max',
+      limit: 1,
+    },
+    {
+      what: `in-process dispatch, audit on, req/s ÷ Moleculer (${n} in flight)`,
+      value: rps(Scenario.InProcess) / rps(Scenario.Moleculer),
+      bound: 1.0,
+      kind: 'min',
+    },
+    {
+      what: `system.dispatcher req/s ÷ MCP gateway (${n} in flight)`,
+      value: rps(Scenario.Service) / rps(Scenario.McpGateway),
+      bound: 8,
+      kind: 'min',
+    },
+    {
+      what: `$call with a cached grant req/s ÷ without, one stack (${n} in flight)`,
+      value: rps(Scenario.CallGranted) / rps(Scenario.Service),
+      bound: 0.95,
+      kind: 'min',
+    },
+    {
+      what: `$resolve cached with a grant req/s ÷ without, one stack (${n} in flight)`,
+      value: rps(Scenario.ResolveGranted) / rps(Scenario.Resolve),
+      bound: 0.95,
+      kind: 'min',
+    },
+    ...(base === ''
+      ? []
+      : [
+          {
+            what: `plain $call req/s ÷ the service of ${base} (${n} in flight)`,
+            value: rps(Scenario.Service) / rps(Scenario.ServiceBase),
+            bound: 0.95,
+            kind: 'min' as const,
+          },
+        ]),
+    {
+      what: '$resolve cached p50 ÷ raw request (1 in flight)',
+      value: p50(Scenario.Resolve) / p50(Scenario.Raw),
+      bound: 1.2,
+      kind: 'max',
+    },
+    {
+      what: '$resolve uncached, 10k contexts, p50 ÷ raw request (1 in flight)',
+      value: p50(Scenario.ResolveUncached) / p50(Scenario.Raw),
+      bound: 1.5,
+      kind: 'max',
+    },
+    {
+      what: `in-process dispatch CPU per call, OTel API with no SDK ÷ no observer (issue 17; median over ${otel?.rounds ?? 0} rounds)`,
+      value: otel?.ratio[1] ?? NaN,
+      bound: 1.05,
+      kind: 'max',
+    },
+  ];
+  // A full run that could not measure one misses it (NaN meets no bound).
+  return partial ? targets.filter((t) => Number.isFinite(t.value)) : targets;
+}
+
+/** Issue 16's targets that issue 25 withdrew, and why (shown beside this run's figures). */
+const WITHDRAWN = [
+  '`system.dispatcher` req/s ≥ 0.33 × the ceiling and p50 ≤ 1.8 × raw: the relay (two hops that do nothing) reaches about 0.36 × the ceiling and 2.0–2.2 × raw on this box, so no dispatcher could meet them; replaced by the bounds against the relay.',
+  'in-process dispatch ≥ 0.7 × the ceiling, ≥ 1.25 × Moleculer, p50 ≤ 1.0 × raw: replaced by ≥ 1.0 × Moleculer with the audit trail on.',
+  '`$resolve` cached ≤ 8 µs of service CPU a call: replaced by the latency bound (p50 ≤ 1.2 × raw), which is what a caller sees.',
+];
+
+export function render(
+  rows: Row[],
+  options: {
+    seconds: number;
+    rounds: number;
+    settleMs: number;
+    partial: boolean;
+    /** The commit the plain `$call` is compared with ('' for none). */
+    base: string;
+    rss?: { big: number; empty: number };
+    otel?: { figures: OtelFigures; inFlight: number; seconds: number };
+  },
+): { markdown: string; failed: boolean } {
+  const get = (scenario: string, inFlight: number) =>
+    rows.find((r) => r.scenario === scenario && r.inFlight === inFlight)?.figures;
+  const raw = (n: number) => get(Scenario.Raw, n) as Figures;
+  const relay = (n: number) => get(Scenario.Relay, n);
+  const ratio = (a: number, b: number | undefined) => (b === undefined ? '' : (a / b).toFixed(2));
+  const lines = rows.map(
+    ({ scenario, inFlight, figures: f }) =>
+      `| ${scenario} | ${inFlight} | ${f.p50.toFixed(0)} | ${f.p99.toFixed(0)} | ${f.rps.toFixed(0)}${f.errors ? ` (${f.errors} errors)` : ''} | ${ratio(f.p50, raw(inFlight).p50)} | ${ratio(f.rps, raw(inFlight).rps)} | ${ratio(f.p50, relay(inFlight)?.p50)} | ${ratio(f.rps, relay(inFlight)?.rps)} |`,
+  );
+  const targets = targetsOf(get, options.otel?.figures, options.partial, options.base);
+  const n = CPU_TABLE_IN_FLIGHT;
+  const processes = Object.keys(rows.find((r) => r.figures.cpu !== undefined)?.figures.cpu ?? {});
+  const cpuLines = rows
+    .filter((r) => r.inFlight === n && r.figures.cpu !== undefined)
+    .map(({ scenario, figures }) => {
+      const cpu = figures.cpu as Record<string, number>;
+      return `| ${scenario} | ${processes.map((p) => (cpu[p] as number).toFixed(1)).join(' | ')} | ${totalCpu(figures).toFixed(1)} |`;
+    });
+  const met = (t: Target) => (t.kind === 'max' ? t.value <= t.bound : t.value >= t.bound);
+  const targetLines = targets.map(
+    (t) =>
+      `| ${t.what} | ${t.value.toFixed(2)} | ${t.kind === 'max' ? '≤' : '≥'} ${t.bound} | ${t.limit === undefined ? '' : t.limit.toFixed(2)} | ${met(t) ? 'PASS' : 'MISS'} |`,
+  );
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
+  const markdown = [
+    '# Benchmark results',
+    '',
+    `Run ${new Date().toISOString()} on ${machine}; one nats-server on loopback with an account each for the service as shipped, the service trusting a grant issuer, the service with the audit trail off and (when compared) the service of an earlier commit; one echo target answering in all of them; each service and peer in its own process; ${options.seconds} s per scenario and concurrency, in ${options.rounds} interleaved rounds. Produced by \`npm run bench\`.`,
+    '',
+    '| scenario | in flight | p50 µs | p99 µs | req/s | p50 ÷ raw | req/s ÷ raw | p50 ÷ relay | req/s ÷ relay |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...lines,
+    '',
+    `## CPU per call at ${n} in flight`,
+    '',
+    `µs of CPU each process spent per completed call (from \`/proc\` and \`process.cpuUsage\`), read ${options.settleMs} ms after each slice ends so that work a slice left behind (the audit batches, the trace-id indexer's flush) is charged to it. The bench process is the caller: raw request, ceiling, the in-process dispatcher, and the Moleculer and MCP clients run in it. With every process on the same two cores, the total bounds throughput.`,
+    '',
+    `| scenario | ${processes.join(' | ')} | total |`,
+    `|---|${processes.map(() => '---').join('|')}|---|`,
+    ...cpuLines,
+    '',
+    ...(options.otel === undefined
+      ? []
+      : otelSection(options.otel.figures, options.otel.inFlight, options.otel.seconds)),
+    '## Targets (issue 25, and issue 17, from this run)',
+    '',
+    'The limit is what this box allows for the same figure: the relay (two hops that do nothing) for the dispatcher, no audit trail for its cost.',
+    '',
+    '| target | measured | bound | limit | |',
+    '|---|---|---|---|---|',
+    ...targetLines,
+    '',
+    '### Withdrawn',
+    '',
+    ...WITHDRAWN.map((w) => `- ${w}`),
+    '',
+    ...(options.rss === undefined
+      ? []
+      : [
+          '## Memory',
+          '',
+          `Registry RSS with 10,000 registered contexts of 20 tools each: ${options.rss.big.toFixed(0)} MiB (with none: ${options.rss.empty.toFixed(0)} MiB).`,
+          '',
+        ]),
+  ].join('\n');
+  return { markdown, failed: !targets.every(met) };
+}
