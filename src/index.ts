@@ -47,10 +47,31 @@ export { type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/type
 // Identity: session grants (who calls, with which profile), minted, presented and verified.
 export { GrantError } from './identity/errors.js';
 export { IdentityGate } from './identity/gate.js';
-export { GrantedSession } from './identity/granted.js';
 export { type GrantSpec, mintGrant, newIssuerKey } from './identity/mint.js';
 export type { GrantAuthority, GrantClaims, VerifiedGrant } from './identity/types.js';
 export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
+
+// The oracle's side: a session's tools for an LLM, its calls through system.dispatcher.
+export type { CallOptions, CallProgress } from './oracle/call.js';
+export {
+  type ChangeListener,
+  openToolSession,
+  type SessionRequest,
+  ToolSession,
+  type ToolSessionOptions,
+} from './oracle/session.js';
+export {
+  type AnthropicToolResult,
+  type AnthropicToolUse,
+  type AnyToolCall,
+  type OpenAIChatToolCall,
+  type OpenAIFunctionCallOutput,
+  type OpenAIResponsesFunctionCall,
+  type OpenAIToolMessage,
+  ResultFormat,
+  type ToolResultMessages,
+  toolResultMessage,
+} from './oracle/tool-calls.js';
 
 // The reference mounts the built-in tools target.
 export { agentsMount } from './reference-mounts/agents.js';
@@ -60,6 +81,14 @@ export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';
 
 // The registry: contexts of tools, resolved per profile, served as system.tools.
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';
+export type {
+  AnthropicTool,
+  McpTool,
+  McpToolAnnotations,
+  OpenAIFunctionTool,
+  ProviderTool,
+  ProviderToolsByFormat,
+} from './registry/provider-tools.js';
 export { Registry } from './registry/registry.js';
 export { type ResolveOptions, resolveToolContext } from './registry/resolver.js';
 export { StaticStore, type ToolContextStore } from './registry/store.js';

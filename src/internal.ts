@@ -10,6 +10,7 @@ export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf 
 export * from './dispatcher/mod.js';
 export { MAX_SESSION_REQUEST_CHARS, sessionKey, sha256Hex } from './hashing.js';
 export * from './identity/mod.js';
+export * from './oracle/mod.js';
 export * from './reference-mounts/mod.js';
 export * from './registry/mod.js';
 export * from './telemetry/mod.js';

@@ -25,7 +25,7 @@ import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
 import { structuredObject } from '../dispatcher/shape.js';
 import type { ToolResult } from '../dispatcher/types.js';
-import { watchRegistry } from '../registry/events.js';
+import { recheckOnChange } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { wellFormedLines } from './mcp-input.js';
@@ -115,8 +115,6 @@ class McpBridge {
   private readonly callPrefix = `mcp-${randomBytes(6).toString('hex')}`;
   /** The digest of the tools the client was last given or told about; undefined when unknown. */
   private digest: string | undefined;
-  private rechecking = false;
-  private recheckAgain = false;
   private readonly pending = new Set<Promise<unknown>>();
 
   constructor(
@@ -150,7 +148,7 @@ class McpBridge {
       wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)),
     );
     const ended = this.ended(input);
-    const stopWatching = watchRegistry(this.nc, () => void this.recheck());
+    const stopWatching = recheckOnChange(this.nc, () => this.compareDigest());
     await this.server.connect(new StdioServerTransport(input));
     log(`ready: profile ${this.session.profile}, ${this.callPrefix}`);
     const reason = await ended;
@@ -223,26 +221,7 @@ class McpBridge {
     return reply;
   }
 
-  /**
-   * After a registry change: resolves again and tells the client only when this profile's
-   * tools changed. Changes that come while a check runs are folded into one more check.
-   */
-  private async recheck(): Promise<void> {
-    if (this.rechecking) {
-      this.recheckAgain = true;
-      return;
-    }
-    this.rechecking = true;
-    try {
-      do {
-        this.recheckAgain = false;
-        await this.compareDigest();
-      } while (this.recheckAgain);
-    } finally {
-      this.rechecking = false;
-    }
-  }
-
+  /** After a registry change: resolves again and tells the client only when this profile's tools changed. */
   private async compareDigest(): Promise<void> {
     let resolved: ResolvedToolContext;
     try {

@@ -26,7 +26,7 @@ import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 import { registryMount } from '../registry/system-tools.js';
 import { startTelemetry } from '../telemetry/sdk.js';
-import { addSettings, type Flags, serveConfig, serveSettings, withConnection } from './config.js';
+import { addSettings, type Flags, serveConfig, serversSource, serveSettings, withConnection } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
 import { interrupted } from './run.js';
 
@@ -58,6 +58,10 @@ export interface ServeOptions {
   refusals?: RefusalBudgetOptions;
   /** Port of the Prometheus `/metrics` endpoint; none by default. */
   metricsPort?: number;
+  /** Address of the metrics endpoint; default 127.0.0.1. */
+  metricsHost?: string;
+  /** Bearer token of the metrics endpoint (`MATRIX_METRICS_TOKEN`); none by default. */
+  metricsToken?: string;
   /** OTLP/HTTP endpoint for spans and metrics (`OTEL_EXPORTER_OTLP_ENDPOINT`); none by default. */
   otlpEndpoint?: string;
 }
@@ -81,6 +85,8 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
   const telemetry = await startTelemetry({
     metricsPort: options.metricsPort,
+    metricsHost: options.metricsHost,
+    metricsToken: options.metricsToken,
     otlpEndpoint: options.otlpEndpoint,
   }).catch((err: Error) => {
     throw new UsageError(err.message);
@@ -134,7 +140,7 @@ async function connectOrExplain(connect: ConnectOptions): Promise<NatsConnection
     return await connectBus({ ...connect, name: connect.name ?? 'matrix-tool-registry' });
   } catch (err) {
     throw new Error(
-      `cannot reach NATS at ${connect.servers} (${(err as Error).message}). ` +
+      `cannot reach NATS at ${connect.servers} (${serversSource(connect.servers)}; ${(err as Error).message}). ` +
         'Start one with `docker compose up -d nats`, or run a local `nats-server -js`, or set NATS_URL.',
     );
   }

@@ -2,6 +2,7 @@
  * The data shapes of the registry (PROTOCOL section 5). Each mirrors a schema in
  * `contracts/`; `test/contracts.test.ts` holds the two together.
  */
+import type { ProviderTool } from './provider-tools.js';
 
 /** How the dispatcher shapes a tool's reply for the model. */
 export const ResultMode = { Json: 'json', Text: 'text', Summary: 'summary' } as const;
@@ -179,7 +180,7 @@ export interface ResolvedToolContext {
   verification: Verification;
   diagnostics: Diagnostic[];
   /** The tools in the requested provider's own format (absent for `matrix`). */
-  providerTools?: Record<string, unknown>[];
+  providerTools?: ProviderTool[];
   /** Registry revision the answer was computed from. */
   revision: number;
   /** SHA-256 (hex) of the canonical reply without `revision` and `digest`. */

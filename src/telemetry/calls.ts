@@ -3,8 +3,17 @@
  * span per call (GenAI semantic conventions), a child of the caller's `traceparent`, and the
  * call metrics. Also the `$resolve` span and the approval counter.
  */
-import { type Context, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  type AttributeValue,
+  type Context,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import { activeInstruments, activeTracer } from './instruments.js';
+import { OVERFLOW_TOOL, SeriesBound, toolLabel } from './series.js';
 
 /** Span attribute names beyond the GenAI conventions. */
 export const Attr = {
@@ -41,6 +50,8 @@ export interface ObservedCall {
   principal?: string;
   /** W3C trace context of the call: the span's parent. */
   traceparent?: string;
+  /** On a call refused for its grant: which check the grant failed. */
+  grantFailure?: string;
 }
 
 const W3C = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})/;
@@ -72,13 +83,23 @@ export function observeCall(event: ObservedCall): void {
   }
   const meters = activeInstruments();
   if (meters !== undefined) {
-    const attributes =
-      event.code === undefined
-        ? { [Attr.ToolName]: event.name, [Attr.Outcome]: event.outcome }
-        : { [Attr.ToolName]: event.name, [Attr.Outcome]: event.outcome, [Attr.ErrorType]: event.code };
+    const attributes = callAttributes(event, callSeries);
     meters.calls.add(1, attributes);
     meters.callDuration.record(event.durationMs / 1000, attributes);
   }
+}
+
+/** The series of the call counter and the duration histogram (they share their labels). */
+const callSeries = new SeriesBound({ [Attr.ToolName]: OVERFLOW_TOOL });
+
+/** The metric attributes of a call: a tool label no caller chose, its outcome and error type, within `bound`. */
+export function callAttributes(event: ObservedCall, bound: SeriesBound): Record<string, AttributeValue> {
+  const tool = toolLabel(event);
+  const attributes: Record<string, AttributeValue> =
+    event.code === undefined
+      ? { [Attr.ToolName]: tool, [Attr.Outcome]: event.outcome }
+      : { [Attr.ToolName]: tool, [Attr.Outcome]: event.outcome, [Attr.ErrorType]: event.code };
+  return bound.admit(`${tool}\u0000${event.outcome}\u0000${event.code ?? ''}`, attributes);
 }
 
 function describeCall(span: Span, e: ObservedCall): void {

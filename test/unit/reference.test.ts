@@ -183,7 +183,7 @@ describe('OpenAI strict mode', () => {
       }),
     );
     const readonly = resolveToolContext({ profile: 'default', format: 'openai', strict: true }, new StaticStore());
-    expect(readonly.providerTools?.every((t) => (t.function as { strict: boolean }).strict)).toBe(true);
+    expect(readonly.providerTools?.every((t) => 'function' in t && t.function.strict)).toBe(true);
   });
 });
 
