@@ -13,4 +13,5 @@ export * from './identity/mod.js';
 export * from './oracle/mod.js';
 export * from './reference-mounts/mod.js';
 export * from './registry/mod.js';
+export * from './tasks/mod.js';
 export * from './telemetry/mod.js';

@@ -50,6 +50,7 @@ export { subscribeEventData, subscribeEvents } from './events.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { type Logger, silentLogger, stderrLogger } from './log.js';
 export { type AnyOpSpec, Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
+export { CancelledError, type Progress, RequestContext } from './op-context.js';
 export {
   type DurableOptions,
   type StreamLimits,

@@ -180,6 +180,7 @@ export class Dispatcher {
         this.options.audit ? run.event : undefined,
       );
       const to = route(tool, args, session.resolved.timeoutMs, run.event);
+      if (tool.execution?.taskSupport === 'required' && hooks?.asTask !== true) throw failure.taskRequired(tool.name);
       if (to.gated) await this.approve(to, args, run);
       const reply = await this.forward(to, run);
       result = this.shape(reply, to, run);
@@ -190,9 +191,10 @@ export class Dispatcher {
   }
 
   /**
-   * Steps 1–2 of a call (membership, arguments, route) and nothing more: the route the call
-   * would take, or the error result of its refusal (audited like any refused call). What a task
-   * runs before it answers; the task then runs the whole call with `call`.
+   * Steps 1–2 of a call to run as a task (membership, arguments, route, a tool that allows
+   * tasks) and nothing more: the route the call would take, or the error result of its refusal
+   * (audited like any refused call). What a task runs before it answers; the task then runs the
+   * whole call with `call`.
    */
   async check(sessionRequest: ResolveRequest, toolCall: ToolCall, ctx: CallContext = {}): Promise<Route | ToolResult> {
     const run = startRun(toolCall, ctx, undefined);
@@ -201,7 +203,9 @@ export class Dispatcher {
       const session = found instanceof Promise ? await found : found;
       const tool = member(session, run);
       const args = readArguments(toolCall, tool.inputSchema, this.validators, undefined);
-      return route(tool, args, session.resolved.timeoutMs, run.event);
+      const to = route(tool, args, session.resolved.timeoutMs, run.event);
+      if (tool.execution?.taskSupport === 'forbidden') throw failure.taskForbidden(tool.name);
+      return to;
     } catch (err) {
       return this.audit(run, this.failed(err, run));
     }

@@ -124,6 +124,35 @@ export const failure = {
         : `The call to "${tool}" was cancelled before it was sent; nothing ran.`,
     ),
 
+  /** Tasks: a tool whose `execution.taskSupport` is `required`, called as a plain call. */
+  taskRequired: (tool: string) =>
+    new CallFailure(
+      'bad_request',
+      `"${tool}" runs only as a task: call it again with task (MCP: tools/call with a task field).`,
+    ),
+
+  /** Tasks: a tool whose `execution.taskSupport` is `forbidden`, called as a task. */
+  taskForbidden: (tool: string) =>
+    new CallFailure('bad_request', `"${tool}" does not run as a task: call it again without task.`),
+
+  /** Tasks: this service runs none. */
+  tasksOff: (tool: string) =>
+    new CallFailure('unavailable', `This service does not run tasks; call "${tool}" again without task.`),
+
+  /** Tasks: the principal holds the most live tasks allowed. */
+  tooManyTasks: (tool: string, live: number) =>
+    new CallFailure(
+      'unavailable',
+      `You already have ${live} tasks running, the most one caller may have; "${tool}" was not started. Wait for some to finish (system.tasks.$list), or cancel one, then call again.`,
+    ),
+
+  /** Tasks: the instance running it died after the request went to the target. */
+  mayHaveRun: (tool: string) =>
+    new CallFailure(
+      'unavailable',
+      `The service running "${tool}" stopped after the call was sent to its target, so it may have run: check before asking again.`,
+    ),
+
   /** Shape: a reply that cannot be turned into text. */
   unshowableReply: (tool: string, err: unknown) =>
     new CallFailure(
