@@ -102,12 +102,7 @@ export interface ServiceInfo {
   endpoints?: Array<{ name: string; subject: string; queue_group?: string }>;
 }
 
-/** Every answer to `$SRV.<verb>` within `waitMs`, parsed; answers that are not ADR-32 JSON are skipped. */
-export async function discover<T extends { name: string }>(nc: NatsConnection, verb: Verb, waitMs = 250): Promise<T[]> {
-  return (await gather<T>(nc, [`$SRV.${verb}`], waitMs))[0] ?? [];
-}
-
-/** Every answer to `$SRV.<verb>.<service>` within `waitMs`: the instances of one service, by its ADR-32 name. */
+/** Every answer to `$SRV.<verb>.<service>` within `waitMs`, parsed (answers that are not ADR-32 JSON are skipped): the instances of one service, by its ADR-32 name. */
 export async function discoverService<T extends { name: string }>(
   nc: NatsConnection,
   verb: Verb,

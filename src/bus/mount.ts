@@ -57,6 +57,10 @@ export interface OpSpec<Req = never, Rep = unknown> {
   beforeBody?: (ctx: CallContext) => void;
 }
 
+/** An op of any request type, as a mount holds its ops: each declares its own, and its JSON Schema checks it. */
+// biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
+export type AnyOpSpec = OpSpec<any, unknown>;
+
 /** How to build a mount. */
 export interface MountOptions {
   /** Mount name, e.g. `system.tools`. */
@@ -66,8 +70,7 @@ export interface MountOptions {
   /** One line on what the mount is. */
   description: string;
   /** The ops by name (`$resolve`, …); `$introspect` is added unless given. */
-  // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
-  ops: Record<string, OpSpec<any, unknown>>;
+  ops: Record<string, AnyOpSpec>;
   /** Extra fields for the `$introspect` reply (revision, counts, …). */
   describe?: () => Record<string, unknown>;
   /** Largest request body accepted, in bytes; default: the server's `max_payload`. */
@@ -99,8 +102,7 @@ export interface Refusal {
 }
 
 interface BoundOp {
-  // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
-  spec: OpSpec<any, unknown>;
+  spec: AnyOpSpec;
   check: Check;
   /** The only top-level keys its request may have, when its schema closes its top level. */
   knownKeys: ReadonlySet<string> | undefined;
@@ -141,8 +143,7 @@ export class Mount {
     this.logger = options.logger ?? silentLogger;
     this.contracts = options.contracts ?? sharedContracts();
     this.cancelsCalls = !(CANCEL_OP in options.ops);
-    // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
-    const ops: Record<string, OpSpec<any, unknown>> = { $introspect: this.introspectOp(), ...options.ops };
+    const ops: Record<string, AnyOpSpec> = { $introspect: this.introspectOp(), ...options.ops };
     for (const [op, spec] of Object.entries(ops)) {
       this.ops.set(op, {
         spec,

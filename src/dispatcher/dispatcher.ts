@@ -9,7 +9,7 @@
  * (here, with approval.ts) asks `system.approvals` and fails closed; `forward` (here, with
  * forward.ts) sends the one request under the smallest deadline and the in-flight bound;
  * `shape` (shape.ts) turns the reply into what the model reads; `audit` records every call, its
- * refusals and failures included. A step that refuses throws `CallRefused` (results.ts, where
+ * refusals and failures included. A step that fails the call throws `CallFailure` (results.ts, where
  * every error result and its message is written); the pipeline turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
@@ -31,7 +31,7 @@ import { observeInFlight } from '../telemetry/instruments.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { type CallHooks, cancelTarget, newCallId, waitForApproval } from './call-hooks.js';
 import { retryDelay, TargetSlots } from './forward.js';
-import { CallRefused, errorResult, refuse, targetFailed } from './results.js';
+import { CallFailure, errorResult, failure, targetFailed } from './results.js';
 import { type Route, route } from './route.js';
 import {
   busToolSource,
@@ -180,7 +180,7 @@ export class Dispatcher {
         this.options.audit ? run.event : undefined,
       );
       const to = route(tool, args, session.resolved.timeoutMs, run.event);
-      if (tool.execution?.taskSupport === 'required' && hooks?.asTask !== true) throw refuse.taskRequired(tool.name);
+      if (tool.execution?.taskSupport === 'required' && hooks?.asTask !== true) throw failure.taskRequired(tool.name);
       if (to.gated) await this.approve(to, args, run);
       const reply = await this.forward(to, run);
       result = this.shape(reply, to, run);
@@ -204,7 +204,7 @@ export class Dispatcher {
       const tool = member(session, run);
       const args = readArguments(toolCall, tool.inputSchema, this.validators, undefined);
       const to = route(tool, args, session.resolved.timeoutMs, run.event);
-      if (tool.execution?.taskSupport === 'forbidden') throw refuse.taskForbidden(tool.name);
+      if (tool.execution?.taskSupport === 'forbidden') throw failure.taskForbidden(tool.name);
       return to;
     } catch (err) {
       return this.audit(run, this.failed(err, run));
@@ -262,7 +262,7 @@ export class Dispatcher {
    */
   private session(request: ResolveRequest, run: CallRun): Session | Promise<Session> {
     const failed = (err: unknown): never => {
-      if (err instanceof MatrixError && registryFailures.has(err.code)) throw refuse.registryFailed(err);
+      if (err instanceof MatrixError && registryFailures.has(err.code)) throw failure.registryFailed(err);
       throw err;
     };
     try {
@@ -303,8 +303,8 @@ export class Dispatcher {
     if (verdict.approved) e.approvedBy = verdict.by;
     else e.rejectedBy = verdict.by;
     if (!verdict.approved) {
-      if (run.hooks?.signal?.aborted === true) throw refuse.cancelled(call.name, false);
-      throw refuse.approvalDenied(call.name, verdict.reason);
+      if (run.hooks?.signal?.aborted === true) throw failure.cancelled(call.name, false);
+      throw failure.approvalDenied(call.name, verdict.reason);
     }
   }
 
@@ -317,9 +317,9 @@ export class Dispatcher {
     run.reached = true;
     const { traceparent, session, principal, readSessions } = run.context;
     const refused = this.slots.take(to.target, principal);
-    if (refused === 'target') throw refuse.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
+    if (refused === 'target') throw failure.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
     if (refused === 'caller')
-      throw refuse.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
+      throw failure.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
     const deadline = deadlineOf(to.timeoutMs, run.context.deadline);
     const callId = newCallId();
     const hooks = run.hooks;
@@ -345,7 +345,7 @@ export class Dispatcher {
           // The caller stopped waiting (a cancel, its deadline) while the target may still work: tell it, once.
           if (err instanceof CancelledError || err instanceof TimeoutError) {
             cancelTarget(this.targets, to.target, callId, run.context);
-            if (err instanceof CancelledError) throw refuse.cancelled(run.call.name, true);
+            if (err instanceof CancelledError) throw failure.cancelled(run.call.name, true);
           }
           const wait = retryDelay(to, err, attempt, deadline, this.options);
           if (wait === undefined) throw targetFailed(run.call.name, to, err);
@@ -367,7 +367,7 @@ export class Dispatcher {
       });
     } catch (err) {
       // A reply nested thousands of levels deep overflows JSON.stringify: still a result.
-      throw refuse.unshowableReply(run.call.name, err);
+      throw failure.unshowableReply(run.call.name, err);
     }
     const result: ToolResult = {
       callId: run.call.id,
@@ -383,12 +383,12 @@ export class Dispatcher {
 
   /** The result of a call a step refused; a session error of the oracle's own is audited, then thrown. */
   private failed(err: unknown, run: CallRun): ToolResult {
-    if (err instanceof CallRefused) return errorResult(run.call.id, run.call.name, err);
+    if (err instanceof CallFailure) return errorResult(run.call.id, run.call.name, err);
     if (err instanceof MatrixError) {
       this.record(run, 'error', err.code);
       throw err;
     }
-    return errorResult(run.call.id, run.call.name, refuse.unexpected(run.call.name, err));
+    return errorResult(run.call.id, run.call.name, failure.unexpected(run.call.name, err));
   }
 
   /**
@@ -450,8 +450,8 @@ function member(session: Session, run: CallRun): ResolvedTool {
     run.event.op = tool.op;
     return tool;
   }
-  if (session.sdkTools.has(name)) throw refuse.sdkTool(name);
-  throw refuse.notInSession(name, [...session.tools.keys()]);
+  if (session.sdkTools.has(name)) throw failure.sdkTool(name);
+  throw failure.notInSession(name, [...session.tools.keys()]);
 }
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */

@@ -14,7 +14,7 @@ import type { TaskRunner } from '../tasks/runner.js';
 import type { Task, TaskRequest } from '../tasks/types.js';
 import { relayHooks } from './call-hooks.js';
 import { Dispatcher, type EarlyRefusal } from './dispatcher.js';
-import { errorResult, refuse } from './results.js';
+import { errorResult, failure } from './results.js';
 import type { CallRequest, ToolCall, ToolResult } from './types.js';
 
 /** Version of the dispatcher implementation. */
@@ -95,7 +95,7 @@ async function startTask(
 ): Promise<ToolResult | { task: Task }> {
   const checked = await dispatcher.check(session, call, ctx);
   if ('isError' in checked) return checked;
-  if (runner === undefined) return errorResult(call.id, call.name, refuse.tasksOff(call.name));
+  if (runner === undefined) return errorResult(call.id, call.name, failure.tasksOff(call.name));
   const made = await runner.create(session, call, ctx, checked, task);
   return 'isError' in made ? made : { task: made };
 }

@@ -11,7 +11,7 @@ import { type Logger, silentLogger } from '../bus/log.js';
 import type { Progress } from '../bus/op-context.js';
 import type { CallHooks, PendingApproval } from '../dispatcher/call-hooks.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
-import { errorResult, refuse } from '../dispatcher/results.js';
+import { errorResult, failure } from '../dispatcher/results.js';
 import type { Route } from '../dispatcher/route.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolveRequest } from '../registry/types.js';
@@ -112,7 +112,7 @@ export class TaskRunner {
   ): Promise<Task | ToolResult> {
     const owner = { principal: context.principal, session: context.session };
     const live = this.liveOf(owner.principal);
-    if (live >= this.maxLive) return errorResult(call.id, call.name, refuse.tooManyTasks(call.name, live));
+    if (live >= this.maxLive) return errorResult(call.id, call.name, failure.tooManyTasks(call.name, live));
     const now = Date.now();
     const ttlMs = Math.min(request.ttlMs ?? DEFAULT_TASK_TTL_MS, MAX_TASK_TTL_MS);
     const taskId = newTaskId();
@@ -161,7 +161,7 @@ export class TaskRunner {
       (r) => {
         if (isTerminal(r.task.status)) return undefined;
         const sent = r.phase === TaskPhase.Sent;
-        return finished(r, errorResult(r.call.id, r.call.name, refuse.cancelled(r.call.name, sent)), 'cancelled');
+        return finished(r, errorResult(r.call.id, r.call.name, failure.cancelled(r.call.name, sent)), 'cancelled');
       },
       stored,
     );
@@ -223,7 +223,7 @@ export class TaskRunner {
     };
     void this.dispatcher
       .call(r.session, r.call, ctx, hooks)
-      .catch((err: unknown) => errorResult(r.call.id, r.call.name, refuse.unexpected(r.call.name, err)))
+      .catch((err: unknown) => errorResult(r.call.id, r.call.name, failure.unexpected(r.call.name, err)))
       .then((result) => this.end(key, result))
       .catch((err: unknown) => this.failed('task end', err))
       .finally(() => this.running.delete(key));
@@ -258,7 +258,7 @@ export class TaskRunner {
       next.approvalId = undefined;
       return next;
     });
-    if (stopped !== undefined) throw refuse.cancelled(stopped.call.name, false);
+    if (stopped !== undefined) throw failure.cancelled(stopped.call.name, false);
   }
 
   /** Writes the result, unless the task is terminal already (cancelled meanwhile) or this instance is closing. */
@@ -327,7 +327,7 @@ export class TaskRunner {
     });
     const r = after.record;
     if (r.phase === TaskPhase.Sent && !r.idempotent) {
-      const result = errorResult(r.call.id, r.call.name, refuse.mayHaveRun(r.call.name));
+      const result = errorResult(r.call.id, r.call.name, failure.mayHaveRun(r.call.name));
       const ended = await this.store.transition(
         after.key,
         (x) => (isTerminal(x.task.status) ? undefined : finished(x, result, 'failed')),
