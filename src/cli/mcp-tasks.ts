@@ -96,6 +96,7 @@ export async function plainCall(
 ): Promise<CallToolResult> {
   const { client, ctx } = calls;
   const token = extra._meta?.progressToken;
+  let notified: Promise<void> = Promise.resolve();
   const onCancel = () => {
     const { traceparent, session, principal, grant } = ctx;
     client
@@ -120,9 +121,16 @@ export async function plainCall(
         grant: ctx.grant,
         callId: call.id,
         timeoutMs: calls.callTimeoutMs,
-        onProgress: token === undefined ? undefined : (p) => void notifyProgress(extra, token, p),
+        onProgress:
+          token === undefined
+            ? undefined
+            : (p) => {
+                notified = notified.then(() => notifyProgress(extra, token, p));
+              },
       },
     );
+    // Every report came before the reply: the client hears them before the result, as MCP wants.
+    await notified;
     return callToolResultOf(result);
   } catch (err) {
     return dispatcherFailed(call.name, err);
