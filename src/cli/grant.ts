@@ -10,7 +10,7 @@ import { type ApproveClaim, AUTHORITY_FIELDS, type GrantAuthority } from '../ide
 import { DEFAULT_GRANT_MAX_TTL_SECONDS, INBOX_PREFIX, SESSION_ID } from '../identity/verify.js';
 import { grantMaxTtlSeconds } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
-import { type SessionFlags, sessionRequest } from './session.js';
+import { type SessionFlags, sessionRequest } from './session-flags.js';
 
 /** Flags of `grant`. */
 interface GrantFlags extends SessionFlags {

@@ -27,6 +27,9 @@ import { Presence } from '../registry/presence.js';
 import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 import { registryMount } from '../registry/system-tools.js';
+import { TaskRunner } from '../tasks/runner.js';
+import { TaskStore } from '../tasks/store.js';
+import { tasksMount } from '../tasks/system-tasks.js';
 import { startTelemetry } from '../telemetry/sdk.js';
 import { addSettings, type Flags, serveConfig, serversSource, serveSettings, withConnection } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
@@ -192,9 +195,14 @@ async function startMounts(
       refusals: options.refusals,
       approvalsBucket: options.approvalsBucket,
     });
+    const tasks = await startTasks(nc, dispatcher, options.replicas, logger);
     running.stopping.push(() => dispatcher.stopWaiting());
-    running.closers.push(() => dispatcher.close());
-    running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity }));
+    running.closers.push(() => {
+      tasks?.close();
+      dispatcher.close();
+    });
+    running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity, tasks }));
+    if (tasks !== undefined) running.mounts.push(tasksMount(nc, { runner: tasks, identity, logger }));
   }
   if (options.dispatcher && !options.reference) {
     // The audit stream stores calls from the first one on, whether or not system.traces runs here.
@@ -231,6 +239,22 @@ async function watchRevocations(
     return store;
   } catch (err) {
     logger.error(`grant revocations unavailable (no $revoke): ${(err as Error).message}`);
+    return undefined;
+  }
+}
+
+/** The task runner on KV `matrix-tasks`, or undefined (tasks off, said once) when JetStream does not answer. */
+async function startTasks(
+  nc: NatsConnection,
+  dispatcher: Dispatcher,
+  replicas: number,
+  logger: Logger,
+): Promise<TaskRunner | undefined> {
+  try {
+    const store = await TaskStore.open(nc, { replicas });
+    return new TaskRunner(dispatcher, store, { logger }).start();
+  } catch (err) {
+    logger.error(`tasks off: ${(err as Error).message}`);
     return undefined;
   }
 }

@@ -6,7 +6,7 @@
  * new combination of labels is counted in the one `(overflow)` series.
  */
 import type { AttributeValue } from '@opentelemetry/api';
-import type { CallEvent } from '../audit/types.js';
+import type { ObservedCall } from './calls.js';
 
 /** The tool label of calls without a valid grant. */
 export const UNVERIFIED_TOOL = '(unverified)';
@@ -19,7 +19,7 @@ export const OVERFLOW_TOOL = '(overflow)';
 export const MAX_SERIES_PER_METRIC = 1_000;
 
 /** The tool label of a call: its name only when the session had that tool (the call found its target). */
-export function toolLabel(event: CallEvent): string {
+export function toolLabel(event: ObservedCall): string {
   if (event.target !== undefined) return event.name;
   return event.grantFailure !== undefined ? UNVERIFIED_TOOL : UNKNOWN_TOOL;
 }
