@@ -38,6 +38,7 @@ export {
 } from './bus/errors.js';
 export type { Logger } from './bus/log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './bus/mount.js';
+export { CancelledError, type Progress } from './bus/op-context.js';
 export { Mounts } from './bus/subjects.js';
 // The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
@@ -78,7 +79,6 @@ export { agentsMount } from './reference-mounts/agents.js';
 export { packagesMount } from './reference-mounts/packages.js';
 export { sessionsMount } from './reference-mounts/session-state.js';
 export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';
-
 // The registry: contexts of tools, resolved per profile, served as system.tools.
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';
 export type {
@@ -105,3 +105,16 @@ export type {
   ResolveRequest,
   ToolContextSpec,
 } from './registry/types.js';
+// Tasks: tool calls that outlive one request, durable in KV matrix-tasks, served as system.tasks.
+export { TaskRunner, type TaskRunnerOptions } from './tasks/runner.js';
+export { TaskStore, type TaskStoreOptions } from './tasks/store.js';
+export { type TasksMountOptions, tasksMount } from './tasks/system-tasks.js';
+export {
+  MAX_LIVE_TASKS_PER_PRINCIPAL,
+  type Task,
+  type TaskListReply,
+  type TaskListRequest,
+  type TaskRef,
+  type TaskResultRequest,
+  TaskStatus,
+} from './tasks/types.js';

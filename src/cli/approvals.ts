@@ -19,7 +19,7 @@ import { Mounts } from '../bus/subjects.js';
 import { withConnection } from './config.js';
 import { ExitCode, json, type Output, table, UsageError } from './output.js';
 import { interrupted, verbAction } from './run.js';
-import { grantContext } from './session.js';
+import { grantContext } from './session-flags.js';
 
 const TIMEOUT_MS = 10_000;
 /** Characters of the arguments a table row shows. */

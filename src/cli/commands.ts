@@ -21,7 +21,7 @@ import type {
 import { wholeNumber, withConnection } from './config.js';
 import { ExitCode, json, jsonFlag, type Output, table, UsageError } from './output.js';
 import { interrupted, verbAction } from './run.js';
-import { grantContext, type SessionFlags, sessionRequest, withSession } from './session.js';
+import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
 
 /** How long a registry query waits, in ms. */
 const QUERY_TIMEOUT_MS = 5_000;

@@ -103,6 +103,17 @@ export const serveSettings = {
     description: 'serve Prometheus metrics on this port (/metrics)',
     defaultText: 'none',
   },
+  metricsHost: {
+    flags: '--metrics-host <host>',
+    env: 'MATRIX_METRICS_HOST',
+    description: 'the address the metrics endpoint listens on (0.0.0.0: every interface)',
+    defaultText: '127.0.0.1',
+  },
+  metricsToken: {
+    env: 'MATRIX_METRICS_TOKEN',
+    description: 'a bearer token /metrics demands (Authorization: Bearer <token>)',
+    defaultText: 'none',
+  },
   otlpEndpoint: {
     env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
     description: 'send spans and metrics over OTLP/HTTP to this endpoint (the OpenTelemetry variable)',
@@ -215,6 +226,10 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   };
   const metricsPort = wholeNumber('--metrics-port', value(s.metricsPort), 0, 65535);
   if (metricsPort !== undefined) options.metricsPort = metricsPort;
+  const metricsHost = value(s.metricsHost);
+  if (typeof metricsHost === 'string') options.metricsHost = metricsHost;
+  const metricsToken = value(s.metricsToken);
+  if (typeof metricsToken === 'string' && metricsToken !== '') options.metricsToken = metricsToken;
   const otlp = value(s.otlpEndpoint);
   if (typeof otlp === 'string') options.otlpEndpoint = otlp;
   const policy = value(s.policy);

@@ -9,7 +9,7 @@ import { mintGrant, newIssuerKey, parseDuration, readIssuerSeed } from '../ident
 import { type ApproveClaim, AUTHORITY_FIELDS, type GrantAuthority } from '../identity/types.js';
 import { SESSION_ID } from '../identity/verify.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
-import { type SessionFlags, sessionRequest } from './session.js';
+import { type SessionFlags, sessionRequest } from './session-flags.js';
 
 /** Flags of `grant`. */
 interface GrantFlags extends SessionFlags {

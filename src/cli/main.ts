@@ -18,7 +18,7 @@ import { addIdentityCommands } from './grant.js';
 import { ExitCode, reportError, UsageError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
-import { grantContext, type SessionFlags, sessionRequest, withSession } from './session.js';
+import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
 
 const program = new Command('matrix-tools')
   .description('The tool registry and dispatcher of an agent system on NATS.')

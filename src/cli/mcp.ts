@@ -17,19 +17,25 @@ import {
   type CallToolResult,
   ErrorCode as JsonRpcError,
   ListToolsRequestSchema,
+  type Task as McpTask,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
-import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
-import { structuredObject } from '../dispatcher/shape.js';
-import type { ToolResult } from '../dispatcher/types.js';
 import { recheckOnChange } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { wellFormedLines } from './mcp-input.js';
+import {
+  type BridgeCalls,
+  type HandlerExtra,
+  plainCall,
+  serveTaskOps,
+  TASKS_CAPABILITY,
+  taskCall,
+} from './mcp-tasks.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
 const CLOSE_GRACE_MS = 1_000;
@@ -137,7 +143,10 @@ export class McpBridge {
     const instructions = first.instructions.trim();
     this.server = new Server(
       { name: 'matrix-tools', version: REGISTRY_VERSION },
-      { capabilities: { tools: { listChanged: true } }, ...(instructions ? { instructions } : {}) },
+      {
+        capabilities: { tools: { listChanged: true }, tasks: TASKS_CAPABILITY },
+        ...(instructions ? { instructions } : {}),
+      },
     );
     this.server.setRequestHandler(ListToolsRequestSchema, () => this.track(this.listTools()));
     // The SDK parses tools/call params with zod before any handler of its own sees them, and
@@ -145,8 +154,14 @@ export class McpBridge {
     this.server.fallbackRequestHandler = async (req, extra) => {
       if (req.method !== 'tools/call')
         throw new JsonRpcFailure(JsonRpcError.MethodNotFound, `Method not found: ${req.method}`);
-      return this.track(this.callTool(toolCallParams(req.params), String(extra.requestId)));
+      return this.track(this.callTool(toolCallParams(req.params), String(extra.requestId), req.params, extra));
     };
+    serveTaskOps(this.server, this.calls(), (work) => this.track(work));
+  }
+
+  /** What the calls and task ops of this session are sent with. */
+  private calls(): BridgeCalls {
+    return { client: this.client, ctx: this.ctx, session: this.session, callTimeoutMs: CALL_TIMEOUT_MS };
   }
 
   /** Serves until the client is gone, then closes: requests in flight get up to a second, the dispatcher flushes its audit events. */
@@ -219,28 +234,18 @@ export class McpBridge {
     return { tools: (resolved.providerTools ?? []) as Tool[] };
   }
 
-  private async callTool(params: ToolCallParams, requestId: string): Promise<CallToolResult> {
+  /** A `tools/call`: a task when it asks for one (`params.task`), else a plain call; both through `system.dispatcher`. */
+  private callTool(
+    params: ToolCallParams,
+    requestId: string,
+    raw: unknown,
+    extra: HandlerExtra,
+  ): Promise<CallToolResult | { task: McpTask }> {
     const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
-    let result: ToolResult;
-    try {
-      result = await this.client.request<ToolResult>(
-        Mounts.Dispatcher,
-        '$call',
-        { session: this.session, call },
-        { ...this.ctx, timeoutMs: CALL_TIMEOUT_MS },
-      );
-    } catch (err) {
-      // The dispatcher itself failed (not the tool): still a result the model can read.
-      const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
-      return {
-        content: [{ type: 'text', text: `"${params.name}" could not be run: system.dispatcher answered ${why}` }],
-        isError: true,
-      };
-    }
-    const reply: CallToolResult = { content: [{ type: 'text', text: mcpText(result) }], isError: result.isError };
-    const structured = structuredObject(result);
-    if (structured !== undefined) reply.structuredContent = structured;
-    return reply;
+    const task = (raw as { task?: { ttl?: unknown } }).task;
+    if (task !== null && typeof task === 'object')
+      return taskCall(this.calls(), call, typeof task.ttl === 'number' ? task.ttl : undefined, extra);
+    return plainCall(this.calls(), call, extra);
   }
 
   /** After a registry change: resolves again and tells the client only when this profile's tools changed. */
@@ -264,15 +269,6 @@ export class McpBridge {
       `registry revision ${resolved.revision}: tools changed (digest ${resolved.digest.slice(0, 12)}), list_changed sent`,
     );
   }
-}
-
-/**
- * The text of a result for an MCP client. A failed tool's leads with `Error (<code>):`: some
- * clients pass the model only the content (the AI SDK's MCP client turns it into text parts and
- * drops `isError`), so the failure must be in the words themselves.
- */
-export function mcpText(result: ToolResult): string {
-  return result.isError ? `Error (${result.error?.code ?? 'tool_error'}): ${result.content}` : result.content;
 }
 
 function log(line: string): void {

@@ -47,6 +47,12 @@ export const SchemaId = {
   PackageValidateRequest: `${base}packages.validate.request.json`,
   PackageValidateReply: `${base}packages.validate.reply.json`,
   ApprovalPolicy: `${base}approval-policy.json`,
+  CallReply: `${base}call.reply.json`,
+  Task: `${base}task.json`,
+  TaskRef: `${base}tasks.get.request.json`,
+  TaskResultRequest: `${base}tasks.result.request.json`,
+  TaskListRequest: `${base}tasks.list.request.json`,
+  TaskListReply: `${base}tasks.list.reply.json`,
 } as const;
 export type SchemaId = (typeof SchemaId)[keyof typeof SchemaId];
 

@@ -9,16 +9,16 @@ import type { CallEvent } from '../audit/types.js';
 import { MAX_DEPTH } from '../bus/codec.js';
 import { jsonShapeViolation, REQUEST_SHAPE, type ShapeViolation } from '../bus/shape.js';
 import { type Check, Dialect, SchemaCompiler } from '../contracts/compiler.js';
-import { sha256Hex } from '../registry/canonical.js';
+import { sha256Hex } from '../hashing.js';
 import type { JsonSchemaObject } from '../registry/types.js';
-import { argumentName, refuse } from './results.js';
+import { argumentName, failure } from './results.js';
 import { withoutStrictNulls } from './strict-nulls.js';
 import type { ToolCall } from './types.js';
 
 export { argumentName, argumentsMessage } from './results.js';
 
 /**
- * The arguments of a call, ready to send; throws `CallRefused` (`bad_request`, or `internal`
+ * The arguments of a call, ready to send; throws `CallFailure` (`bad_request`, or `internal`
  * for a schema that does not compile). With `event`, records the arguments' digest and size
  * on it, whatever the outcome.
  */
@@ -33,10 +33,10 @@ export function readArguments(
   const shape = typeof raw === 'string' ? jsonShapeViolation(raw, REQUEST_SHAPE) : undefined;
   if (shape !== undefined) {
     if (event !== undefined) recordDigest(event, raw);
-    throw refuse.refusedArguments(call.name, shapeReason(shape));
+    throw failure.refusedArguments(call.name, shapeReason(shape));
   }
   const parsed = parseArguments(raw);
-  if (!parsed.ok) throw refuse.unreadableArguments(call.name, parsed.reason);
+  if (!parsed.ok) throw failure.unreadableArguments(call.name, parsed.reason);
   const args = parsed.value;
   // JSON text that names no `__proto__` (not even through a \u escape) parsed into nothing to walk for it.
   const walk = typeof raw !== 'string' || raw.includes('__proto__') || raw.includes('\\u');
@@ -45,18 +45,18 @@ export function readArguments(
   // Arguments past the bound are not stringified (that could exhaust the stack): text is hashed as it came.
   if (event !== undefined)
     recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
-  if (problem !== undefined) throw refuse.refusedArguments(call.name, problem);
+  if (problem !== undefined) throw failure.refusedArguments(call.name, problem);
   let check: Check;
   try {
     check = validators.check(schema);
   } catch (err) {
-    throw refuse.schemaBroken(call.name, err);
+    throw failure.schemaBroken(call.name, err);
   }
   const value = withoutStrictNulls(schema, args) as Record<string, unknown>;
   // Every violation of small arguments; large ones stop at their first (the bound of the report).
   const bytes = typeof raw === 'string' ? raw.length : (event?.argumentsBytes ?? Number.POSITIVE_INFINITY);
   const violations = check(value, { bytes });
-  if (violations !== undefined) throw refuse.invalidArguments(call.name, violations);
+  if (violations !== undefined) throw failure.invalidArguments(call.name, violations);
   return value;
 }
 

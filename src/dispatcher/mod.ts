@@ -8,7 +8,7 @@ export {
 } from './arguments.js';
 export { Dispatcher, type DispatcherOptions, type EarlyRefusal } from './dispatcher.js';
 export { type RetryPolicy, retryDelay, TargetSlots } from './forward.js';
-export { CallRefused, errorResult, refuse, targetFailed } from './results.js';
+export { CallFailure, errorResult, failure, targetFailed } from './results.js';
 export { isInvokeTool, type Route, route } from './route.js';
 export {
   busToolSource,

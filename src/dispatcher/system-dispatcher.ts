@@ -1,6 +1,7 @@
 /** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { decodeMap, Encoding } from '../bus/codec.js';
+import type { CallContext } from '../bus/context.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
@@ -8,9 +9,13 @@ import { SchemaId } from '../contracts/schemas.js';
 import { GrantError } from '../identity/errors.js';
 import { IdentityGate } from '../identity/gate.js';
 import { GrantFailure } from '../identity/types.js';
+import type { ResolveRequest } from '../registry/types.js';
+import type { TaskRunner } from '../tasks/runner.js';
+import type { Task, TaskRequest } from '../tasks/types.js';
 import { relayHooks } from './call-hooks.js';
 import { Dispatcher, type EarlyRefusal } from './dispatcher.js';
-import type { CallRequest, ToolCall } from './types.js';
+import { errorResult, failure } from './results.js';
+import type { CallRequest, ToolCall, ToolResult } from './types.js';
 
 /** Version of the dispatcher implementation. */
 export const DISPATCHER_VERSION = '0.1.0';
@@ -23,6 +28,8 @@ export interface DispatcherMountOptions {
   logger?: Logger;
   /** Who may call as whom: grants from trusted issuers; default trusting callers (development). */
   identity?: IdentityGate;
+  /** Runs `$call`s that ask for `task` (PROTOCOL 9); without it, such a call is refused as a result. */
+  tasks?: TaskRunner;
 }
 
 /**
@@ -51,7 +58,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
       $call: {
         description: 'Runs one LLM tool call for a session and returns the result the model reads.',
         request: SchemaId.CallRequest,
-        response: SchemaId.ToolResult,
+        response: SchemaId.CallReply,
         // No valid grant, no body read: the refusal costs a header read.
         beforeBody: (ctx) => identity.checkGrant(ctx),
         handle: (request: CallRequest, ctx: OpContext) => {
@@ -60,6 +67,8 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
             dispatcher.refused(request.call, ctx.traceparent, grantRefusal(err)),
           );
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
+          if (request.task !== undefined)
+            return startTask(dispatcher, options.tasks, admitted.request, request.call, admitted.ctx, request.task);
           return dispatcher.call(
             admitted.request,
             request.call,
@@ -70,6 +79,25 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
       },
     },
   });
+}
+
+/**
+ * A `$call` with `task`: membership and arguments checked at once (a refusal is the result, as
+ * for any call), then `{task}` before any approval or target; the runner goes on with it.
+ */
+async function startTask(
+  dispatcher: Dispatcher,
+  runner: TaskRunner | undefined,
+  session: ResolveRequest,
+  call: ToolCall,
+  ctx: CallContext,
+  task: TaskRequest,
+): Promise<ToolResult | { task: Task }> {
+  const checked = await dispatcher.check(session, call, ctx);
+  if ('isError' in checked) return checked;
+  if (runner === undefined) return errorResult(call.id, call.name, failure.tasksOff(call.name));
+  const made = await runner.create(session, call, ctx, checked, task);
+  return 'isError' in made ? made : { task: made };
 }
 
 /**

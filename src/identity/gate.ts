@@ -59,6 +59,20 @@ export class IdentityGate {
   }
 
   /**
+   * Who calls, for ops that act on what a caller owns (`system.tasks`): the principal and session
+   * of a valid grant; a `GrantError` (forbidden) without one. Trusting callers: their headers.
+   */
+  owner(ctx: CallContext): { principal?: string; session?: string } {
+    if (this.verifier === undefined) return { principal: ctx.principal, session: ctx.session };
+    try {
+      const { sub, nats } = this.verifier.verify(ctx.grant).claims;
+      return { principal: sub, session: nats.session };
+    } catch (err) {
+      throw failClosed(err);
+    }
+  }
+
+  /**
    * Refuses a request whose grant is missing or not valid (`GrantError`), from its headers
    * alone: run before its body is read, so a caller without a valid grant costs one header read
    * and a cache lookup. The verified grant stays cached for `admit`. A no-op when trusting callers.

@@ -1,4 +1,4 @@
-export { BoundedCache, type CacheBounds, MAX_SESSION_REQUEST_CHARS } from './bounded-cache.js';
+export { BoundedCache, type CacheBounds } from './bounded-cache.js';
 export { BUILTIN_TOOL_NAMES, BuiltinKey, builtinContexts, builtinRefsFor, MATRIX_INVOKE } from './builtins.js';
 export { canonicalJson, digestOf } from './canonical.js';
 export { CHANGED_EVENTS, watchRegistry } from './events.js';

@@ -11,7 +11,7 @@ import type {
   ProviderToolsByFormat,
 } from './provider-tools.js';
 import { toStrictSchema } from './strict.js';
-import type { Diagnostic, ProviderFormat, ResolvedTool } from './types.js';
+import { type Diagnostic, type ProviderFormat, type ResolvedTool, TaskSupport } from './types.js';
 
 /** Renders tools in one format; `strict` and `diagnostics` matter to OpenAI's only. */
 type Renderer<F extends ProviderFormat> = (
@@ -89,7 +89,9 @@ function anthropicTool(t: ResolvedTool): AnthropicTool {
 }
 
 function mcpTool(t: ResolvedTool): McpTool {
-  const tool: McpTool = { name: t.name, description: t.description, inputSchema: t.inputSchema };
+  // MCP's own `execution`: every tool says it, `optional` where its projection does not.
+  const execution = { taskSupport: t.execution?.taskSupport ?? TaskSupport.Optional };
+  const tool: McpTool = { name: t.name, description: t.description, inputSchema: t.inputSchema, execution };
   const a = t.annotations;
   if (a !== undefined) {
     const annotations: McpToolAnnotations = {

@@ -3,7 +3,7 @@
  * provider's API takes them: OpenAI function tools (Chat Completions `tools`), Anthropic tools
  * (Messages `tools`), MCP `Tool`s (`tools/list`). Only the fields this registry writes.
  */
-import type { JsonSchemaObject } from './types.js';
+import type { JsonSchemaObject, TaskSupport } from './types.js';
 
 /** An OpenAI Chat Completions function tool: `{type: "function", function: {…}}`. */
 export interface OpenAIFunctionTool {
@@ -42,6 +42,8 @@ export interface McpTool {
   /** JSON Schema of the arguments (type `object`). */
   inputSchema: JsonSchemaObject;
   annotations?: McpToolAnnotations;
+  /** MCP's `execution`: whether a call may, must or must not be a task (PROTOCOL 9). */
+  execution: { taskSupport: TaskSupport };
 }
 
 /** The tools of each provider format; `matrix` renders none (the projections are the format). */

@@ -24,6 +24,16 @@ export interface ToolAnnotations {
   openWorld?: boolean;
 }
 
+/** Whether a tool's calls may, must or must not run as tasks (MCP's `execution.taskSupport`). */
+export const TaskSupport = { Forbidden: 'forbidden', Optional: 'optional', Required: 'required' } as const;
+export type TaskSupport = (typeof TaskSupport)[keyof typeof TaskSupport];
+
+/** How a tool runs (MCP's `execution`). */
+export interface ToolExecution {
+  /** `optional` (default): a call may be a task or not; `required`: only a task; `forbidden`: never a task. */
+  taskSupport?: TaskSupport;
+}
+
 /** A JSON Schema for a tool's arguments; its `type` is `object`. */
 export interface JsonSchemaObject {
   type: 'object';
@@ -50,6 +60,8 @@ export interface MatrixToolProjection {
   annotations?: ToolAnnotations;
   /** How the target reads its requests: `msgpack` (default), or `json` for a mount that reads only JSON (PROTOCOL section 2). */
   encoding?: 'msgpack' | 'json';
+  /** Whether its calls run as tasks (PROTOCOL 9); default `{taskSupport: 'optional'}`. */
+  execution?: ToolExecution;
 }
 
 /** Which of a context's tools need a person's approval before each call. */

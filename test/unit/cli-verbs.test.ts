@@ -170,7 +170,7 @@ describe('serve()', () => {
         serveConfig({ server: nats.url, reference: false, bucket: 'serve-handle' }, {}),
         silentLogger,
       );
-      expect(handle.mounts).toEqual(['system.tools', 'system.dispatcher']);
+      expect(handle.mounts).toEqual(['system.tools', 'system.dispatcher', 'system.tasks']);
       const first = handle.stop('test');
       expect(handle.stop('again')).toBe(first);
       await first;

@@ -20,6 +20,7 @@ import type {
   ToolAnnotations,
   ToolContextSpec,
 } from '../../src/registry/types.js';
+import type { Task, TaskListReply, TaskListRequest, TaskResultRequest } from '../../src/tasks/types.js';
 
 type Presence<T> = { [K in keyof T]-?: object extends Pick<T, K> ? 'optional' : 'required' };
 
@@ -48,6 +49,7 @@ const shapes = {
     timeoutMs: 'optional',
     annotations: 'optional',
     encoding: 'optional',
+    execution: 'optional',
   } satisfies Presence<MatrixToolProjection>,
   annotations: {
     readOnly: 'optional',
@@ -107,6 +109,7 @@ const shapes = {
     timeoutMs: 'optional',
     annotations: 'optional',
     encoding: 'optional',
+    execution: 'optional',
     requiresApproval: 'required',
     context: 'required',
     allowTargets: 'optional',
@@ -121,6 +124,21 @@ const shapes = {
     diagnostics: 'optional',
     instance: 'required',
   } satisfies Presence<IntrospectReply>,
+  task: {
+    taskId: 'required',
+    callId: 'required',
+    name: 'required',
+    status: 'required',
+    statusMessage: 'optional',
+    progress: 'optional',
+    createdAt: 'required',
+    lastUpdatedAt: 'required',
+    ttlMs: 'required',
+    pollIntervalMs: 'required',
+  } satisfies Presence<Task>,
+  taskResult: { taskId: 'required', waitMs: 'optional' } satisfies Presence<TaskResultRequest>,
+  taskList: { cursor: 'optional', status: 'optional', limit: 'optional' } satisfies Presence<TaskListRequest>,
+  taskListReply: { tasks: 'required', nextCursor: 'optional' } satisfies Presence<TaskListReply>,
   errorBody: { error: 'required' } satisfies Presence<ErrorBody>,
   errorInner: { code: 'required', message: 'required', details: 'optional' } satisfies Presence<ErrorBody['error']>,
 };
@@ -156,6 +174,10 @@ describe('the TypeScript types against contracts/', () => {
     ['ResolvedToolContext', shapes.resolved, () => at(SchemaId.ResolveReply)],
     ['ResolvedTool', shapes.resolvedTool, () => at(SchemaId.ResolveReply, 'properties', 'matrixTools', 'items')],
     ['IntrospectReply', shapes.introspect, () => at(SchemaId.IntrospectReply)],
+    ['Task', shapes.task, () => at(SchemaId.Task)],
+    ['TaskResultRequest', shapes.taskResult, () => at(SchemaId.TaskResultRequest)],
+    ['TaskListRequest', shapes.taskList, () => at(SchemaId.TaskListRequest)],
+    ['TaskListReply', shapes.taskListReply, () => at(SchemaId.TaskListReply)],
     ['ErrorBody', shapes.errorBody, () => at(SchemaId.Error)],
     ['ErrorBody.error', shapes.errorInner, () => at(SchemaId.Error, 'properties', 'error')],
   ])('%s has the same fields, equally required', (_name, shape, schema) => {

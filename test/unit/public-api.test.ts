@@ -8,6 +8,7 @@ describe('the package entries', () => {
     expect(Object.keys(publicApi).sort()).toEqual([
       'BadRequestError',
       'BusClient',
+      'CancelledError',
       'ConflictError',
       'Dispatcher',
       'ErrorCode',
@@ -17,6 +18,7 @@ describe('the package entries', () => {
       'IdentityGate',
       'InternalError',
       'KvContextStore',
+      'MAX_LIVE_TASKS_PER_PRINCIPAL',
       'MatrixError',
       'Mount',
       'Mounts',
@@ -25,6 +27,9 @@ describe('the package entries', () => {
       'Registry',
       'ResultFormat',
       'StaticStore',
+      'TaskRunner',
+      'TaskStatus',
+      'TaskStore',
       'TimeoutError',
       'ToolErrorCode',
       'ToolProvider',
@@ -45,6 +50,7 @@ describe('the package entries', () => {
       'registryMount',
       'resolveToolContext',
       'sessionsMount',
+      'tasksMount',
       'toolResultMessage',
       'tracesMount',
     ]);
