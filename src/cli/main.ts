@@ -18,6 +18,7 @@ import { ExitCode, reportError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
 import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
+import { addTaskCommands } from './tasks.js';
 
 const program = new Command('matrix-tools')
   .description('The tool registry and dispatcher of an agent system on NATS.')
@@ -27,6 +28,7 @@ const program = new Command('matrix-tools')
 addServeCommand(program);
 addToolCommands(program);
 addApprovalCommands(program);
+addTaskCommands(program);
 addCheckCommand(program);
 addConsoleCommand(program);
 addIdentityCommands(program, withSession);
