@@ -23,7 +23,10 @@ export interface CheckOutcome {
 
 /** How to check a mount. */
 export interface CheckOptions {
-  /** The op the encoding, error and deadline checks ask (it runs twice: one that changes nothing); default `$introspect`. */
+  /**
+   * The op the encoding, error and deadline checks ask (it runs twice: one that changes nothing);
+   * default `$introspect`.
+   */
   op?: string;
   /** Its request body; default `{}`. */
   args?: Record<string, unknown>;
@@ -36,7 +39,9 @@ export interface CheckOptions {
   encoding?: Encoding;
 }
 
-/** An answer as it came: status and message of the NATS services error headers, content type, body. */
+/**
+ * An answer as it came: status and message of the NATS services error headers, content type, body.
+ */
 interface Answer {
   status: number | undefined;
   message: string;
@@ -81,7 +86,8 @@ export async function checkConformance(
       ErrorCode.NotFound,
     ),
     checkError('error model: undecodable body', await ask(probeSubject, UNDECODABLE), ErrorCode.BadRequest),
-    // In JSON, which every mount reads: a mount that reads nothing else still meets the deadline check.
+    // In JSON, which every mount reads: a mount that reads nothing else still meets the deadline
+    // check.
     checkError(
       'past Matrix-Deadline',
       await ask(probeSubject, encodeBody(args, 'json'), {
@@ -93,7 +99,10 @@ export async function checkConformance(
   ];
 }
 
-/** The op to ask: as given, or with its `$` added or dropped when only that one is served (`echo` or `$echo`). */
+/**
+ * The op to ask: as given, or with its `$` added or dropped when only that one is served (`echo` or
+ * `$echo`).
+ */
 function servedOp(given: string, served: readonly string[]): string {
   if (served.includes(given)) return given;
   const other = given.startsWith('$') ? given.slice(1) : `$${given}`;
@@ -133,7 +142,9 @@ async function request(
   };
 }
 
-/** `$SRV.PING|INFO|STATS` by the mount's service name: answered, ADR-32-shaped, one endpoint per op. */
+/**
+ * `$SRV.PING|INFO|STATS` by the mount's service name: answered, ADR-32-shaped, one endpoint per op.
+ */
 async function checkDiscovery(
   nc: NatsConnection,
   mount: string,
@@ -187,7 +198,8 @@ function checkIntrospect(answer: Answer | string, mount: string): { outcome: Che
   const body = success(answer);
   if (typeof body === 'string') return { outcome: { check, ok: false, detail: body }, ops: undefined };
   const read = body.value;
-  // The fields every mount's reply has are checked; a mount may say more (system.tools its revision, system.agents the live mounts).
+  // The fields every mount's reply has are checked; a mount may say more (system.tools its
+  // revision, system.agents the live mounts).
   const known = Object.keys((contracts().schema(SchemaId.IntrospectReply).properties ?? {}) as Record<string, unknown>);
   const violations = contracts().check(SchemaId.IntrospectReply)(
     Object.fromEntries(Object.entries(read).filter(([k]) => known.includes(k))),
@@ -249,12 +261,18 @@ function checkJson(answer: Answer | string, subject: string): CheckOutcome {
   return { check, ok: true, detail: `${subject} answered a JSON object, Content-Type: ${answer.contentType}` };
 }
 
-/** The note on a JSON reply without a Content-Type: readable, as the dispatcher reads it, but better labelled. */
+/**
+ * The note on a JSON reply without a Content-Type: readable, as the dispatcher reads it, but better
+ * labelled.
+ */
 function unlabelledJson(subject: string): string {
   return `${subject} answered JSON without the header Content-Type: ${JSON_CONTENT_TYPE} (read as the dispatcher reads it: MessagePack failed, then JSON; note, not a miss)`;
 }
 
-/** An error reply as section 4 says: both headers with the code's number, and body `{error: {code, message}}`. */
+/**
+ * An error reply as section 4 says: both headers with the code's number, and body `{error: {code,
+ * message}}`.
+ */
 function checkError(check: string, answer: Answer | string, code: ErrorCode): CheckOutcome {
   if (typeof answer === 'string') return { check, ok: false, detail: answer };
   const want = errorStatus[code];

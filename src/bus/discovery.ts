@@ -156,7 +156,7 @@ const MAX_ANSWER_BYTES = 16 * 1024;
  * Every answer within `waitMs` to each of `subjects`, asked for on one inbox of
  * `mountReplyPrefix` (mounts answer discovery), each subject with its own random last token.
  * It always waits `waitMs`: an empty "no responders" status could be any mount user's, forged to
- * end the wait before the real answers come (found by an outside attack). Answers are read from
+ * end the wait before the real answers come. Answers are read from
  * their bytes only (a header block nats.js cannot decode is never decoded), at most `MAX_ANSWERS`
  * per subject and `MAX_ANSWERS_IN_ALL` of at most `MAX_ANSWER_BYTES`.
  */
@@ -201,8 +201,8 @@ async function gather<T extends { name: string }>(
 
 /**
  * An `$SRV.INFO` answer as far as it is well formed, or undefined: any mount user can write one,
- * so every field is checked and bounded before anything reads it (one whose `endpoints` was no
- * list made every `matrix_introspect` fail, found by an outside attack).
+ * so every field is checked and bounded before anything reads it (one whose `endpoints` is not a
+ * list would otherwise make every `matrix_introspect` fail).
  */
 export function serviceInfoOf(value: unknown): ServiceInfo | undefined {
   if (value === null || typeof value !== 'object') return undefined;

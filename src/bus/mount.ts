@@ -57,7 +57,10 @@ export interface OpSpec<Req = never, Rep = unknown> {
   beforeBody?: (ctx: CallContext) => void;
 }
 
-/** An op of any request type, as a mount holds its ops: each declares its own, and its JSON Schema checks it. */
+/**
+ * An op of any request type, as a mount holds its ops: each declares its own, and its JSON Schema
+ * checks it.
+ */
 // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
 export type AnyOpSpec = OpSpec<any, unknown>;
 
@@ -113,7 +116,9 @@ interface BoundOp {
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
-/** A mount on a NATS connection. `start()` subscribes; `stop()` drains and waits for in-flight work. */
+/**
+ * A mount on a NATS connection. `start()` subscribes; `stop()` drains and waits for in-flight work.
+ */
 export class Mount {
   /** This instance's id (ADR-32 service id). */
   readonly id = nuid.next();
@@ -131,7 +136,10 @@ export class Mount {
   private idle: (() => void) | undefined;
   /** Requests being worked on that carry a `Matrix-Call-Id`, by it: what `$cancel` can reach. */
   private readonly calls = new Map<string, RequestContext>();
-  /** Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that name. */
+  /**
+   * Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that
+   * name.
+   */
   private readonly cancelsCalls: boolean;
 
   constructor(
@@ -165,7 +173,10 @@ export class Mount {
     }
   }
 
-  /** Subscribes the ops (one queue group for all instances) and discovery; resolves once the server has them. */
+  /**
+   * Subscribes the ops (one queue group for all instances) and discovery; resolves once the server
+   * has them.
+   */
   async start(): Promise<this> {
     this.subs.push(
       this.nc.subscribe(mountWildcard(this.name), {
@@ -214,7 +225,8 @@ export class Mount {
 
   private onRequest(msg: Msg): void {
     // A publish, not a request: nobody waits for an answer. A reply subject that is no inbox is
-    // refused unanswered: answering it would publish with this service's rights where the caller chose.
+    // refused unanswered: answering it would publish with this service's rights where the caller
+    // chose.
     if (!msg.reply || !isInboxSubject(msg.reply)) return;
     const started = performance.now();
     const op = msg.subject.slice(this.prefixLength);
@@ -342,7 +354,8 @@ export class Mount {
   }
 
   private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): MatrixError {
-    // A handler stopped by its cancelled signal answers a caller that no longer waits: not a failure to log.
+    // A handler stopped by its cancelled signal answers a caller that no longer waits: not a
+    // failure to log.
     const error =
       err instanceof MatrixError
         ? err
@@ -434,7 +447,9 @@ class RequestMemo {
   }
 }
 
-/** Freezes a decoded body and everything in it: one object serves every request of the same bytes. */
+/**
+ * Freezes a decoded body and everything in it: one object serves every request of the same bytes.
+ */
 function deepFreeze<T extends object>(value: T): T {
   for (const child of Object.values(value))
     if (child !== null && typeof child === 'object' && !Object.isFrozen(child)) deepFreeze(child);

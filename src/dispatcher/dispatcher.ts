@@ -4,13 +4,13 @@
  *
  *   member → readArguments → route → approve → forward → shape, then audit
  *
- * `member` (here) finds the tool in the session; `readArguments` (arguments.ts) parses, bounds
- * and validates; `route` (route.ts) says where the call goes and whether it is gated; `approve`
- * (here, with approval.ts) asks `system.approvals` and fails closed; `forward` (here, with
- * forward.ts) sends the one request under the smallest deadline and the in-flight bound;
- * `shape` (shape.ts) turns the reply into what the model reads; `audit` records every call, its
- * refusals and failures included. A step that fails the call throws `CallFailure` (results.ts, where
- * every error result and its message is written); the pipeline turns it into the result.
+ * `member` (here) finds the tool in the session; `readArguments` (arguments.ts) parses, bounds and
+ * validates; `route` (route.ts) says where the call goes and whether it is gated; `approve` (here,
+ * with approval.ts) asks `system.approvals` and fails closed; `forward` (here, with forward.ts)
+ * sends the one request under the smallest deadline and the in-flight bound; `shape` (shape.ts)
+ * turns the reply into what the model reads; `audit` records every call, its refusals and failures
+ * included. A step that fails the call throws `CallFailure` (results.ts, where every error result
+ * and its message is written); the pipeline turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
  * published: the steps before `forward` are synchronous.
@@ -60,7 +60,10 @@ export interface DispatcherOptions {
   approvalsBucket?: string;
   /** Most calls in flight per target mount; past it a call fails fast. Default 1024. */
   maxInFlightPerTarget?: number;
-  /** Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default a quarter of `maxInFlightPerTarget`. */
+  /**
+   * Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default
+   * a quarter of `maxInFlightPerTarget`.
+   */
   maxInFlightPerPrincipal?: number;
   /** Cap of a result's `content`, in characters; default 65536. */
   contentCap?: number;
@@ -76,20 +79,31 @@ export interface DispatcherOptions {
   refusals?: RefusalBudgetOptions;
 }
 
-/** A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known of who sent it. */
+/**
+ * A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known
+ * of who sent it.
+ */
 export interface EarlyRefusal {
   /** The error code the caller got. */
   code: string;
   /** The check its grant failed (`details.grant`), when it was refused for its grant. */
   grantFailure?: string;
-  /** The principal and session of a valid grant (the body asked for other authority): its event is stored whatever the rate. */
+  /**
+   * The principal and session of a valid grant (the body asked for other authority): its event is
+   * stored whatever the rate.
+   */
   principal?: string;
   session?: string;
-  /** The `sub` of a grant a trusted issuer signed that was refused all the same (expired, …): not proof of the caller. */
+  /**
+   * The `sub` of a grant a trusted issuer signed that was refused all the same (expired, …): not
+   * proof of the caller.
+   */
   grantSubject?: string;
 }
 
-/** One call on its way through the pipeline: the call, its context, and the audit event it fills in. */
+/**
+ * One call on its way through the pipeline: the call, its context, and the audit event it fills in.
+ */
 interface CallRun {
   call: ToolCall;
   /** The caller's context, with a `traceparent` (a new one when the caller sent none). */
@@ -124,7 +138,9 @@ export class Dispatcher {
     >
   >;
   private readonly approvalsBucket: string | undefined;
-  /** Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept. */
+  /**
+   * Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept.
+   */
   private readonly stopping = new AbortController();
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
@@ -243,7 +259,10 @@ export class Dispatcher {
     if (!this.stopping.signal.aborted) this.stopping.abort(new ServiceStopping());
   }
 
-  /** Publishes the audit events not sent yet, stops listening for registry changes, and fails calls still waiting. */
+  /**
+   * Publishes the audit events not sent yet, stops listening for registry changes, and fails calls
+   * still waiting.
+   */
   close(): void {
     this.stopWaiting();
     this.refusals.flush();
@@ -273,7 +292,9 @@ export class Dispatcher {
     }
   }
 
-  /** `approve`: asks `system.approvals`; anything but an approval refuses the call (fail closed). */
+  /**
+   * `approve`: asks `system.approvals`; anything but an approval refuses the call (fail closed).
+   */
   private async approve(to: Route, args: Record<string, unknown>, run: CallRun): Promise<void> {
     run.reached = true;
     const { call, context } = run;
@@ -342,7 +363,8 @@ export class Dispatcher {
         try {
           return await this.targets.request(to.target, to.op, to.body, options);
         } catch (err) {
-          // The caller stopped waiting (a cancel, its deadline) while the target may still work: tell it, once.
+          // The caller stopped waiting (a cancel, its deadline) while the target may still work:
+          // tell it, once.
           if (err instanceof CancelledError || err instanceof TimeoutError) {
             cancelTarget(this.targets, to.target, callId, run.context);
             if (err instanceof CancelledError) throw failure.cancelled(run.call.name, true);
@@ -381,7 +403,10 @@ export class Dispatcher {
     return result;
   }
 
-  /** The result of a call a step refused; a session error of the oracle's own is audited, then thrown. */
+  /**
+   * The result of a call a step refused; a session error of the oracle's own is audited, then
+   * thrown.
+   */
   private failed(err: unknown, run: CallRun): ToolResult {
     if (err instanceof CallFailure) return errorResult(run.call.id, run.call.name, err);
     if (err instanceof MatrixError) {
@@ -438,7 +463,10 @@ function elapsed(run: CallRun): number {
   return Math.round((performance.now() - run.started) * 1000) / 1000;
 }
 
-/** Failures to resolve a session that are the registry's, not the oracle's: the call's result says so. */
+/**
+ * Failures to resolve a session that are the registry's, not the oracle's: the call's result says
+ * so.
+ */
 const registryFailures = new Set<string>([ErrorCode.Unavailable, ErrorCode.Timeout, ErrorCode.Internal]);
 
 /** `member`: the tool, when the session has it by that name (PROTOCOL 6.1 step 1). */
@@ -456,7 +484,8 @@ function member(session: Session, run: CallRun): ResolvedTool {
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
-  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in bus/op-context.ts).
+  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in
+  // bus/op-context.ts).
   const context: CallContext = {
     traceparent: ctx.traceparent ?? newTraceparent(),
     deadline: ctx.deadline,

@@ -1,9 +1,9 @@
 /**
- * A flood of `$call`s without a valid grant must not erase the audit trail. Any agent user may
- * publish to `system.dispatcher.$call`; each refusal was stored as a full event, and the trail is
- * bounded by bytes, oldest dropped first: 1 GiB of refusals in a few minutes pushed everyone
- * else's events out. Now refusals no valid grant stands behind are stored up to a rate and
- * counted past it into summary events; calls with a valid grant are stored whatever the flood.
+ * A flood of `$call`s without a valid grant does not erase the audit trail. Any agent user may
+ * publish to `system.dispatcher.$call`, and the trail is bounded by bytes, oldest dropped first:
+ * stored as full events, 1 GiB of refusals in a few minutes would push everyone else's events
+ * out. Refusals no valid grant stands behind are stored up to a rate and counted past it into
+ * summary events; calls with a valid grant are stored whatever the flood.
  */
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
@@ -171,7 +171,7 @@ describe('a flood of $calls without a valid grant', () => {
     expect(expiredEvent?.principal).toBeUndefined();
   }, 120_000);
 
-  it("holds one principal's cheap refusals to its own budget, so its flood pushes out nobody's events, and cuts what it named (found by an outside attack)", async () => {
+  it("holds one principal's cheap refusals to its own budget, so its flood pushes out nobody's events, and cuts what it named", async () => {
     const flooder = grant({ principal: 'agent:flood' });
     const victim = grant({ principal: 'agent:victim' });
     const before = (await stored()).length;
