@@ -5,7 +5,9 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Asker } from '../../src/approvals/asker.js';
 import { ApprovalStore } from '../../src/approvals/store.js';
+import type { PendingApproval } from '../../src/approvals/types.js';
 import { watchCalls } from '../../src/audit/log.js';
 import type { CallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
@@ -259,6 +261,85 @@ describe('a gated call that a person answers', () => {
       person.answer({ approvalId: pending.approvalId, decision: 'approve' }, { principal: 'agent:alpha' }),
     ).rejects.toMatchObject({ code: 'forbidden' });
     expect((await running).error?.code).toBe('approval_denied');
+  });
+});
+
+describe('the terminal asker, one more way to answer', () => {
+  let nc: NatsConnection;
+  let target: Target;
+  let person: ApprovalsClient;
+  const app = uniqueMount('app');
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    target = await deployTarget(nc, app);
+    person = new ApprovalsClient(nc);
+  });
+  afterAll(() => {
+    person.close();
+    target.stop();
+  });
+
+  it('answers a pending approval as terminal, and the call runs once', async () => {
+    const bucket = uniqueApprovalsBucket();
+    const asked: PendingApproval[] = [];
+    const asker: Asker = {
+      ask: async (approval) => {
+        asked.push(approval);
+        return { decision: 'approve' };
+      },
+    };
+    const mount = await startApprovals(nc, bucket, { asker });
+    const dispatcher = gatedDispatcher(nc, app, { approvalsBucket: bucket, audit: false });
+    try {
+      const result = await dispatcher.call(
+        gatedSession,
+        { id: 'tty-1', name: 'deploy', arguments: { service: 't' } },
+        {
+          deadline: Date.now() + 10_000,
+        },
+      );
+      expect(result).toMatchObject({ isError: false, structured: { deployed: 't' } });
+      expect(asked.map((a) => a.callId)).toEqual(['tty-1']);
+      expect(target.count('$deploy')).toBe(1);
+    } finally {
+      dispatcher.close();
+      await mount.stop();
+    }
+  });
+
+  it('withdraws its question when someone else answers first, and that answer counts', async () => {
+    const bucket = uniqueApprovalsBucket();
+    let withdrawn: AbortSignal | undefined;
+    const asker: Asker = {
+      ask: (_approval, signal) => {
+        withdrawn = signal;
+        return new Promise((resolve) => signal.addEventListener('abort', () => resolve({ decision: 'approve' })));
+      },
+    };
+    const mount = await startApprovals(nc, bucket, { asker });
+    const dispatcher = gatedDispatcher(nc, app, { approvalsBucket: bucket, audit: false });
+    try {
+      const running = dispatcher.call(
+        gatedSession,
+        { id: 'tty-2', name: 'deploy', arguments: { service: 'u' } },
+        {
+          deadline: Date.now() + 10_000,
+        },
+      );
+      const pending = await person.awaitPending('tty-2');
+      await person.answer(
+        { approvalId: pending.approvalId, decision: 'reject', reason: 'first' },
+        { principal: 'user:ana' },
+      );
+      await eventually(() => expect(withdrawn?.aborted).toBe(true));
+      const result = await running;
+      expect(result.content).toContain('rejected by user:ana: first');
+      expect(target.count('$deploy')).toBe(1);
+    } finally {
+      dispatcher.close();
+      await mount.stop();
+    }
   });
 });
 

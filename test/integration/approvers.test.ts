@@ -6,6 +6,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApprovalStore } from '../../src/approvals/store.js';
 import type { Mount } from '../../src/bus/mount.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { IdentityGate } from '../../src/identity/gate.js';
@@ -85,6 +86,22 @@ describe('approver grants', () => {
     expect((await person.pending({ grant: grant('user:root', {}) })).approvals.map((a) => a.approvalId)).toContain(
       approvalId,
     );
+  });
+
+  it('answers a flood of $pending without rights at once, forbidden, and stores nothing of it', async () => {
+    const store = await ApprovalStore.bind(nc, bucket);
+    const before = await store.lastRevision();
+    const mallory = { grant: grant('user:mallory') };
+    const started = performance.now();
+    const answers = await Promise.allSettled(
+      Array.from({ length: 500 }, (_, i) => person.pending(i % 2 ? {} : mallory)),
+    );
+    const ms = performance.now() - started;
+    expect(answers.every((a) => a.status === 'rejected' && (a.reason as { code?: string }).code === 'forbidden')).toBe(
+      true,
+    );
+    expect(await store.lastRevision()).toBe(before);
+    expect(ms).toBeLessThan(5_000);
   });
 
   it('lists and answers only the approvals its claim covers, every list present matching', async () => {

@@ -62,7 +62,7 @@ describe('matrix-tools approvals / approve / reject, as a new user runs them', (
       '--args',
       JSON.stringify(args),
       '--timeout',
-      '25000',
+      '60000',
       ...agent,
     );
     const listed = await eventually(async () => {
@@ -112,5 +112,5 @@ describe('matrix-tools approvals / approve / reject, as a new user runs them', (
     );
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/error \((conflict|not_found)\)/);
-  });
+  }, 90_000); // a dozen processes of the built CLI, each a Node start-up on a shared machine
 });
