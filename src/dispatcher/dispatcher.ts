@@ -40,8 +40,7 @@ import {
   type SessionCacheOptions,
   type ToolSource,
 } from './session-cache.js';
-import { DEFAULT_CONTENT_CAP, type Shaped, shapeReply } from './shape.js';
-import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
+import { DEFAULT_CONTENT_CAP, DEFAULT_SUMMARY_BUDGET, type Shaped, shapeReply } from './shape.js';
 import type { ToolCall, ToolResult } from './types.js';
 
 /** How a dispatcher behaves; every field has a default. */

@@ -1,10 +1,12 @@
 export {
   ArgumentValidators,
+  acceptsNull,
   argumentName,
   argumentsMessage,
   type ParsedArguments,
   parseArguments,
   readArguments,
+  withoutStrictNulls,
 } from './arguments.js';
 export { Dispatcher, type DispatcherOptions, type EarlyRefusal } from './dispatcher.js';
 export { type RetryPolicy, retryDelay, TargetSlots } from './forward.js';
@@ -22,13 +24,13 @@ export {
 export {
   capContent,
   DEFAULT_CONTENT_CAP,
+  DEFAULT_SUMMARY_BUDGET,
   type Shaped,
   type ShapeOptions,
   shapeReply,
   structuredObject,
   structuredTravels,
+  summarize,
 } from './shape.js';
-export { acceptsNull, withoutStrictNulls } from './strict-nulls.js';
-export { DEFAULT_SUMMARY_BUDGET, summarize } from './summary.js';
 export { DISPATCHER_VERSION, type DispatcherMountOptions, dispatcherMount } from './system-dispatcher.js';
 export * from './types.js';

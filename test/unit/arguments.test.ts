@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/audit/types.js';
-import { ArgumentValidators, readArguments } from '../../src/dispatcher/arguments.js';
+import { ArgumentValidators, acceptsNull, readArguments, withoutStrictNulls } from '../../src/dispatcher/arguments.js';
 import { CallFailure } from '../../src/dispatcher/results.js';
-import { acceptsNull, withoutStrictNulls } from '../../src/dispatcher/strict-nulls.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
