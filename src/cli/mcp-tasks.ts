@@ -53,9 +53,14 @@ const FOLLOW_MS = 1_000;
 /** The `_meta` key MCP relates a message to a task by. */
 const RELATED_TASK = 'io.modelcontextprotocol/related-task';
 
-/** A `ToolResult` as MCP's `CallToolResult`. */
+/**
+ * A `ToolResult` as MCP's `CallToolResult`. A failed tool's text leads with `Error (<code>):`:
+ * some clients pass the model only the content (the AI SDK's MCP client turns it into text
+ * parts and drops `isError`), so the failure must be in the words themselves.
+ */
 export function callToolResultOf(result: ToolResult): CallToolResult {
-  const reply: CallToolResult = { content: [{ type: 'text', text: result.content }], isError: result.isError };
+  const text = result.isError ? `Error (${result.error?.code ?? 'tool_error'}): ${result.content}` : result.content;
+  const reply: CallToolResult = { content: [{ type: 'text', text }], isError: result.isError };
   const structured = structuredObject(result);
   if (structured !== undefined) reply.structuredContent = structured;
   return reply;

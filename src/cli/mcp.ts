@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   type CallToolResult,
   ErrorCode as JsonRpcError,
@@ -94,6 +95,11 @@ function kindOf(value: unknown): string {
 
 /** Serves `session`'s tools over MCP stdio until stdin ends, the client goes away or a signal comes. */
 export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx: CallContext = {}): Promise<void> {
+  await (await openBridge(nc, session, ctx)).run();
+}
+
+/** A bridge for `session`, its tools resolved once (`initialize` carries their instructions); a `MatrixError` when they cannot be. */
+export async function openBridge(nc: NatsConnection, session: ResolveRequest, ctx: CallContext): Promise<McpBridge> {
   const request: ResolveRequest = { ...session, format: 'mcp' };
   const client = new BusClient(nc, { timeoutMs: 10_000 });
   // Resolved before the client is answered: `initialize` carries the instructions, and a
@@ -104,8 +110,7 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx:
       client.close();
       throw err;
     });
-  const bridge = new McpBridge(nc, client, session, first, ctx);
-  await bridge.run();
+  return new McpBridge(nc, client, session, first, ctx);
 }
 
 /**
@@ -113,7 +118,7 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx:
  * the dispatcher mount, not a dispatcher in this process: the bridge runs as an agent, which may
  * call `system.dispatcher` but neither reach a target nor publish audit events itself.
  */
-class McpBridge {
+export class McpBridge {
   private readonly server: Server;
   /** The `$resolve` request of `tools/list` (MCP format). */
   private readonly listRequest: ResolveRequest;
@@ -122,6 +127,8 @@ class McpBridge {
   /** The digest of the tools the client was last given or told about; undefined when unknown. */
   private digest: string | undefined;
   private readonly pending = new Set<Promise<unknown>>();
+  private stopWatching: (() => void) | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -163,12 +170,27 @@ class McpBridge {
       wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)),
     );
     const ended = this.ended(input);
-    const stopWatching = recheckOnChange(this.nc, () => this.compareDigest());
-    await this.server.connect(new StdioServerTransport(input));
+    await this.connect(new StdioServerTransport(input));
     log(`ready: profile ${this.session.profile}, ${this.callPrefix}`);
     const reason = await ended;
     log(`${reason}; closing`);
-    stopWatching();
+    await this.close();
+  }
+
+  /** Serves over `transport` (stdio, or one MCP session of the HTTP bridge) and watches the registry. */
+  async connect(transport: Transport): Promise<void> {
+    this.stopWatching = recheckOnChange(this.nc, () => this.compareDigest());
+    await this.server.connect(transport);
+  }
+
+  /** Stops watching, gives requests in flight up to a second, closes the server and the client; once. */
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
+    this.stopWatching?.();
     // The last lines reach their handlers a few promise turns after the input ends: let them.
     await new Promise((resolve) => setImmediate(resolve));
     await Promise.race([
