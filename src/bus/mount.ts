@@ -137,8 +137,8 @@ export class Mount {
   /** Requests being worked on that carry a `Matrix-Call-Id`, by it: what `$cancel` can reach. */
   private readonly calls = new Map<string, RequestContext>();
   /**
-   * Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that
-   * name.
+   * Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of
+   * that name.
    */
   private readonly cancelsCalls: boolean;
 
@@ -225,8 +225,8 @@ export class Mount {
 
   private onRequest(msg: Msg): void {
     // A publish, not a request: nobody waits for an answer. A reply subject that is no inbox is
-    // refused unanswered: answering it would publish with this service's rights where the caller
-    // chose.
+    // refused unanswered: answering it would publish with this service's rights where the
+    // caller chose.
     if (!msg.reply || !isInboxSubject(msg.reply)) return;
     const started = performance.now();
     const op = msg.subject.slice(this.prefixLength);
