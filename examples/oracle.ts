@@ -1,49 +1,32 @@
 /**
- * An oracle's side: resolve the tools of a profile that requires the capability
- * `weather.forecast` (the weather service provides it), show them in OpenAI's format, and
- * run the LLM's tool call through the dispatcher. Where the service trusts grant issuers, pass
- * the session's grant in MATRIX_GRANT: its profile and requirements are then the session's.
+ * An oracle's side with no framework: open the session (its grant's, from MATRIX_GRANT, where
+ * the service trusts issuers; else the profile `default` requiring `weather.forecast`), give the
+ * model its tools in OpenAI's format, run the model's tool call as it came through
+ * system.dispatcher, and hand the model back the message it wants. NATS from NATS_*: it runs as
+ * the `agent` user of deploy/nats.conf (NATS_USER=agent NATS_INBOX_PREFIX=_INBOX_agent).
  *
  *   npm run build && node dist/examples/oracle.js
  *   MATRIX_GRANT=$(matrix-tools grant --issuer issuer.nk --principal agent:oracle --session s-1 \
  *     --profile default --requires weather.forecast) node dist/examples/oracle.js
  */
-import {
-  BusClient,
-  connectBus,
-  connectOptionsFromEnv,
-  Dispatcher,
-  GrantedSession,
-  type ResolvedToolContext,
-  type ResolveRequest,
-} from '../src/index.js';
+import { type OpenAIChatToolCall, openToolSession, toolResultMessage } from '../src/index.js';
 
-const nc = await connectBus({ ...connectOptionsFromEnv(), name: 'example-oracle' });
-const client = new BusClient(nc);
-const granted = process.env.MATRIX_GRANT
-  ? new GrantedSession(process.env.MATRIX_GRANT, { format: 'openai' })
-  : undefined;
-const session: ResolveRequest = granted?.request ?? {
-  profile: 'default',
-  requires: ['weather.forecast'],
+const session = await openToolSession({
+  name: 'example-oracle',
   format: 'openai',
+  ...(process.env.MATRIX_GRANT ? {} : { session: { profile: 'default', requires: ['weather.forecast'] } }),
+});
+const { contexts, revision } = session.resolution;
+console.log(`contexts: ${contexts.join(', ')} (revision ${revision}, digest ${session.digest.slice(0, 12)})`);
+console.log(`tools for the LLM: ${JSON.stringify(session.providerTools.map((t) => t.function.name))}`);
+
+// What the LLM would send back as a tool call (Chat Completions `tool_calls[0]`):
+const toolCall: OpenAIChatToolCall = {
+  id: 'call_1',
+  type: 'function',
+  function: { name: 'weather_forecast', arguments: '{"city":"Lisbon","days":2}' },
 };
-
-const resolved = granted
-  ? await granted.resolve(client)
-  : await client.request<ResolvedToolContext>('system.tools', '$resolve', session);
-console.log(
-  `contexts: ${resolved.contexts.join(', ')} (revision ${resolved.revision}, digest ${resolved.digest.slice(0, 12)})`,
-);
-console.log(
-  `tools for the LLM: ${JSON.stringify(resolved.providerTools?.map((t) => (t.function as { name: string }).name))}`,
-);
-
-// What the LLM would send back as a tool call:
-const dispatcher = new Dispatcher(nc);
-const toolCall = { id: 'call_1', name: 'weather_forecast', arguments: '{"city":"Lisbon","days":2}' };
-const result = granted ? await granted.call(dispatcher, toolCall) : await dispatcher.call(session, toolCall);
+const result = await session.call(toolCall);
 console.log(`weather_forecast → isError=${result.isError}\n${result.content}`);
-dispatcher.close();
-client.close();
-await nc.drain();
+console.log(`back to the model: ${JSON.stringify(toolResultMessage(result, 'openai'))}`);
+await session.close();

@@ -38,6 +38,7 @@ export {
 } from './bus/errors.js';
 export type { Logger } from './bus/log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './bus/mount.js';
+export { CancelledError, type Progress } from './bus/op-context.js';
 export { Mounts } from './bus/subjects.js';
 // The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';
@@ -47,19 +48,47 @@ export { type ToolCall, ToolErrorCode, type ToolResult } from './dispatcher/type
 // Identity: session grants (who calls, with which profile), minted, presented and verified.
 export { GrantError } from './identity/errors.js';
 export { IdentityGate } from './identity/gate.js';
-export { GrantedSession } from './identity/granted.js';
 export { type GrantSpec, mintGrant, newIssuerKey } from './identity/mint.js';
 export type { GrantAuthority, GrantClaims, VerifiedGrant } from './identity/types.js';
 export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
+
+// The oracle's side: a session's tools for an LLM, its calls through system.dispatcher.
+export type { CallOptions, CallProgress } from './oracle/call.js';
+export {
+  type ChangeListener,
+  openToolSession,
+  type SessionRequest,
+  ToolSession,
+  type ToolSessionOptions,
+} from './oracle/session.js';
+export {
+  type AnthropicToolResult,
+  type AnthropicToolUse,
+  type AnyToolCall,
+  type OpenAIChatToolCall,
+  type OpenAIFunctionCallOutput,
+  type OpenAIResponsesFunctionCall,
+  type OpenAIToolMessage,
+  ResultFormat,
+  type ToolResultMessages,
+  toolResultMessage,
+} from './oracle/tool-calls.js';
 
 // The reference mounts the built-in tools target.
 export { agentsMount } from './reference-mounts/agents.js';
 export { packagesMount } from './reference-mounts/packages.js';
 export { sessionsMount } from './reference-mounts/session-state.js';
 export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';
-
 // The registry: contexts of tools, resolved per profile, served as system.tools.
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';
+export type {
+  AnthropicTool,
+  McpTool,
+  McpToolAnnotations,
+  OpenAIFunctionTool,
+  ProviderTool,
+  ProviderToolsByFormat,
+} from './registry/provider-tools.js';
 export { Registry } from './registry/registry.js';
 export { type ResolveOptions, resolveToolContext } from './registry/resolver.js';
 export { StaticStore, type ToolContextStore } from './registry/store.js';
@@ -76,3 +105,16 @@ export type {
   ResolveRequest,
   ToolContextSpec,
 } from './registry/types.js';
+// Tasks: tool calls that outlive one request, durable in KV matrix-tasks, served as system.tasks.
+export { TaskRunner, type TaskRunnerOptions } from './tasks/runner.js';
+export { TaskStore, type TaskStoreOptions } from './tasks/store.js';
+export { type TasksMountOptions, tasksMount } from './tasks/system-tasks.js';
+export {
+  MAX_LIVE_TASKS_PER_PRINCIPAL,
+  type Task,
+  type TaskListReply,
+  type TaskListRequest,
+  type TaskRef,
+  type TaskResultRequest,
+  TaskStatus,
+} from './tasks/types.js';

@@ -48,6 +48,7 @@ export class ApprovalBook {
     this.sweeper.unref();
   }
 
+  /** Stops the watch and the sweeper. */
   stop(): void {
     this.watch?.stop();
     clearInterval(this.sweeper);

@@ -50,6 +50,7 @@ export interface ApprovalsMountOptions {
   replicas?: number;
   /** How often expired approvals are removed, in ms; default 5000. */
   sweepMs?: number;
+  /** Where a failing watch or sweep is logged; default nowhere. */
   logger?: Logger;
 }
 

@@ -28,6 +28,10 @@ const KEY = {
   at: key('at'),
   grantFailure: key('grantFailure'),
   grantSubject: key('grantSubject'),
+  approvalId: key('approvalId'),
+  approvedBy: key('approvedBy'),
+  rejectedBy: key('rejectedBy'),
+  approvalWaitMs: key('approvalWaitMs'),
   refused: key('refused'),
 } satisfies Record<keyof CallEvent, Uint8Array>;
 
@@ -69,6 +73,10 @@ function writeEvent(e: CallEvent): void {
     field(KEY.at, e.at) +
     field(KEY.grantFailure, e.grantFailure) +
     field(KEY.grantSubject, e.grantSubject) +
+    field(KEY.approvalId, e.approvalId) +
+    field(KEY.approvedBy, e.approvedBy) +
+    field(KEY.rejectedBy, e.rejectedBy) +
+    field(KEY.approvalWaitMs, e.approvalWaitMs) +
     summaryField(e.refused);
   if (count < 16)
     buf[header] = 0x80 | count; // fixmap: every event of a call that ran

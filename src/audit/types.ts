@@ -33,6 +33,14 @@ export interface CallEvent {
    * not proof of who sent it: anyone holding an expired grant can send it.
    */
   grantSubject?: string;
+  /** On a call a person was asked about: its pending approval's id (PROTOCOL 8). */
+  approvalId?: string;
+  /** On an approved gated call: who approved it (a person's principal, `policy`, `terminal`). */
+  approvedBy?: string;
+  /** On a rejected gated call: who rejected it. */
+  rejectedBy?: string;
+  /** On a call a person was asked about: how long it waited for the answer, in ms. */
+  approvalWaitMs?: number;
   /** Only on a summary event (name `(refusals)`): refusals without a valid grant counted, not stored one by one. */
   refused?: RefusalSummary;
 }
@@ -73,6 +81,10 @@ export function newCallEvent(callId: string, name: string): CallEvent {
     at: '',
     grantFailure: undefined,
     grantSubject: undefined,
+    approvalId: undefined,
+    approvedBy: undefined,
+    rejectedBy: undefined,
+    approvalWaitMs: undefined,
     refused: undefined,
   };
 }

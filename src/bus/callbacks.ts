@@ -1,8 +1,8 @@
 /**
  * Subscription callbacks that cannot throw into nats.js. An exception thrown in a callback ends
  * the connection's reader: the socket stays open, so nothing reconnects, and the connection
- * reads nothing more until it is dropped as stale minutes later (found by an outside attack: one
- * discovery answer with a header block nats.js cannot decode wedged the whole service).
+ * reads nothing more until it is dropped as stale minutes later: one discovery answer with a
+ * header block nats.js cannot decode would wedge the whole service.
  */
 import type { Msg, MsgCallback } from '@nats-io/nats-core';
 

@@ -50,7 +50,10 @@ export interface RequestOptions extends CallContext {
    * PROTOCOL 10). Reports come whether or not anyone listens; they are never the reply.
    */
   onProgress?: (progress: Progress) => void;
-  /** Stops waiting when it fires: the request rejects with `CancelledError` (the target is not told here). */
+  /**
+   * Stops waiting when it fires: the request rejects with `CancelledError` (the target is not told
+   * here).
+   */
   signal?: AbortSignal;
 }
 
@@ -62,7 +65,9 @@ export interface BusClientOptions {
   sweepMs?: number;
   /** Prefix of its reply subjects; default the connection's (`_INBOX`, or its `inboxPrefix`). */
   inboxPrefix?: string;
-  /** Where a target's unreadable progress reports are logged (once per request); default nowhere. */
+  /**
+   * Where a target's unreadable progress reports are logged (once per request); default nowhere.
+   */
   logger?: Logger;
 }
 
@@ -102,7 +107,8 @@ export class BusClient {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
     this.logger = options.logger ?? silentLogger;
-    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive replies.
+    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive
+    // replies.
     this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
   }
 
@@ -187,7 +193,9 @@ export class BusClient {
     }
   }
 
-  /** The body and headers of a request; throws `UnsendableRequestError` or `PayloadTooLargeError`. */
+  /**
+   * The body and headers of a request; throws `UnsendableRequestError` or `PayloadTooLargeError`.
+   */
   private encodeRequest(
     subject: string,
     args: unknown,
@@ -297,7 +305,10 @@ export class BusClient {
     }
   }
 
-  /** A progress report: to the request's listener when it is a map with a numeric `progress`; else logged once and dropped. */
+  /**
+   * A progress report: to the request's listener when it is a map with a numeric `progress`; else
+   * logged once and dropped.
+   */
   private onProgressReport(msg: Msg, h: ReplyHeaders, p: Pending): void {
     if (p.onProgress === undefined) return;
     let report: Progress | undefined;
@@ -362,7 +373,10 @@ function readReply(msg: Msg, h: ReplyHeaders | undefined, subject: string): unkn
   }
 }
 
-/** The body of an error reply, when it decodes at all: micro services put anything there, or nothing. */
+/**
+ * The body of an error reply, when it decodes at all: micro services put anything there, or
+ * nothing.
+ */
 function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unknown {
   try {
     return decodeReply(data, contentType);
@@ -371,7 +385,10 @@ function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unk
   }
 }
 
-/** Throws the typed error of an error reply: code and message from `{error}` when the body has them, else from the headers. */
+/**
+ * Throws the typed error of an error reply: code and message from `{error}` when the body has them,
+ * else from the headers.
+ */
 function throwWireError(status: string, headerMessage: string, body: unknown, subject: string): never {
   const error = (body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
   const code = isErrorCode(error?.code) ? error.code : codeOfStatus(Number(status));
@@ -386,7 +403,10 @@ function cancelled(subject: string): CancelledError {
   return new CancelledError(`the request to ${subject} was cancelled before it was answered`);
 }
 
-/** A progress report as PROTOCOL 10 shapes it, or undefined: `{progress: number, total?: number, message?: string}`. */
+/**
+ * A progress report as PROTOCOL 10 shapes it, or undefined: `{progress: number, total?: number,
+ * message?: string}`.
+ */
 function progressOf(body: unknown): Progress | undefined {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined;
   const { progress, total, message } = body as Record<string, unknown>;
@@ -397,7 +417,10 @@ function progressOf(body: unknown): Progress | undefined {
   return report;
 }
 
-/** 96 random bits as 16 base64url characters, from the same pool as reply tokens: an id that costs no syscall. */
+/**
+ * 96 random bits as 16 base64url characters, from the same pool as reply tokens: an id that costs
+ * no syscall.
+ */
 export function randomId(): string {
   return randomBase64url(12);
 }
@@ -408,9 +431,9 @@ let randomAt = randomPool.length;
 
 /**
  * A reply token: 48 random bits as 8 base64url characters, so a token seen on the wire tells
- * nothing of the next one (found by an outside attack: with counter tokens, one sniffed reply
- * subject let a caller aim forged replies at the requests that followed it). It was a counter
- * and 10 base-36 digits: 4+ characters longer on every request and reply subject.
+ * nothing of the next one (with counter tokens, one sniffed reply subject would let a caller aim
+ * forged replies at the requests that follow it). A counter and 10 base-36 digits would be 4+
+ * characters longer on every request and reply subject.
  */
 export function randomToken(): string {
   return randomBase64url(6);

@@ -5,6 +5,7 @@
  */
 import { Decoder, Encoder } from '@msgpack/msgpack';
 import { BadRequestError } from './errors.js';
+import { jsonShapeViolation, msgPackShapeViolation, REQUEST_SHAPE, type ShapeBounds } from './shape.js';
 
 /** The content type that switches a request (and its reply) to JSON. */
 export const JSON_CONTENT_TYPE = 'application/json';
@@ -76,23 +77,35 @@ export function decodeReply(data: Uint8Array, contentType?: string): unknown {
 }
 
 /** How deeply a request may nest maps and arrays; deeper bodies are refused before any work. */
-export const MAX_DEPTH = 64;
+export const MAX_DEPTH = REQUEST_SHAPE.maxDepth;
 
 /**
- * Decodes a body that must be one map (a plain object), as every request is, and nests at
- * most `MAX_DEPTH` levels: handlers that walk or stringify what they are given never meet a
- * structure deep enough to exhaust the stack.
+ * Decodes a body that must be one map (a plain object), as every request is, within `bounds`
+ * (default `REQUEST_SHAPE`: 64 levels, 4,096 entries a map, 65,536 items an array, 262,144
+ * values), judged from its bytes before it is decoded: handlers never meet a structure deep
+ * enough to exhaust the stack, and a body built to be expensive is refused at the cost of
+ * reaching its first excess. `knownKeys`: the only top-level keys allowed; the first other one
+ * is refused, unread beyond it.
  */
-export function decodeMap(data: Uint8Array, encoding: Encoding = Encoding.MsgPack): Record<string, unknown> {
+export function decodeMap(
+  data: Uint8Array,
+  encoding: Encoding = Encoding.MsgPack,
+  knownKeys?: ReadonlySet<string>,
+  bounds: ShapeBounds = REQUEST_SHAPE,
+): Record<string, unknown> {
+  const violation =
+    encoding === Encoding.Json
+      ? jsonShapeViolation(data, bounds, knownKeys)
+      : msgPackShapeViolation(data, bounds, knownKeys);
+  if (violation !== undefined) {
+    throw new BadRequestError(`body ${violation.path === '' ? '' : `field ${violation.path} `}${violation.message}`, {
+      details: { violations: [violation] },
+    });
+  }
   const value = decodeBody(data, encoding);
   if (value === null || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array) {
     throw new BadRequestError('body must be a map (an object)', {
       details: { violations: [{ path: '', message: 'must be an object', keyword: 'type' }] },
-    });
-  }
-  if (nestedDeeperThan(value, MAX_DEPTH)) {
-    throw new BadRequestError(`body nests deeper than ${MAX_DEPTH} levels`, {
-      details: { violations: [{ path: '', message: `nests deeper than ${MAX_DEPTH} levels`, keyword: 'maxDepth' }] },
     });
   }
   return value as Record<string, unknown>;

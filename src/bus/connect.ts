@@ -41,14 +41,18 @@ export function connectOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): Con
   return o;
 }
 
-/** Connects; rejects at once if no server answers the first time. */
-export function connectBus(options: ConnectOptions = {}): Promise<NatsConnection> {
+/**
+ * Connects; rejects at once if no server answers the first time. Without options, everything
+ * comes from the `NATS_*` environment (`connectOptionsFromEnv`); with options, only `servers`
+ * falls back to it (`NATS_URL`, then `DEFAULT_NATS_URL`).
+ */
+export function connectBus(options: ConnectOptions = connectOptionsFromEnv()): Promise<NatsConnection> {
   const authenticators: Authenticator[] = [];
   if (options.credsFile) authenticators.push(credsAuthenticator(readFileSync(options.credsFile)));
   if (options.nkeyFile)
     authenticators.push(nkeyAuthenticator(new TextEncoder().encode(readFileSync(options.nkeyFile, 'utf8').trim())));
   return natsConnect({
-    servers: (options.servers ?? DEFAULT_NATS_URL).split(',').map((s) => s.trim()),
+    servers: (options.servers ?? connectOptionsFromEnv().servers ?? DEFAULT_NATS_URL).split(',').map((s) => s.trim()),
     name: options.name,
     user: options.user,
     pass: options.pass,

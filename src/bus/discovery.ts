@@ -102,12 +102,7 @@ export interface ServiceInfo {
   endpoints?: Array<{ name: string; subject: string; queue_group?: string }>;
 }
 
-/** Every answer to `$SRV.<verb>` within `waitMs`, parsed; answers that are not ADR-32 JSON are skipped. */
-export async function discover<T extends { name: string }>(nc: NatsConnection, verb: Verb, waitMs = 250): Promise<T[]> {
-  return (await gather<T>(nc, [`$SRV.${verb}`], waitMs))[0] ?? [];
-}
-
-/** Every answer to `$SRV.<verb>.<service>` within `waitMs`: the instances of one service, by its ADR-32 name. */
+/** Every answer to `$SRV.<verb>.<service>` within `waitMs`, parsed (answers that are not ADR-32 JSON are skipped): the instances of one service, by its ADR-32 name. */
 export async function discoverService<T extends { name: string }>(
   nc: NatsConnection,
   verb: Verb,
@@ -161,7 +156,7 @@ const MAX_ANSWER_BYTES = 16 * 1024;
  * Every answer within `waitMs` to each of `subjects`, asked for on one inbox of
  * `mountReplyPrefix` (mounts answer discovery), each subject with its own random last token.
  * It always waits `waitMs`: an empty "no responders" status could be any mount user's, forged to
- * end the wait before the real answers come (found by an outside attack). Answers are read from
+ * end the wait before the real answers come. Answers are read from
  * their bytes only (a header block nats.js cannot decode is never decoded), at most `MAX_ANSWERS`
  * per subject and `MAX_ANSWERS_IN_ALL` of at most `MAX_ANSWER_BYTES`.
  */
@@ -206,8 +201,8 @@ async function gather<T extends { name: string }>(
 
 /**
  * An `$SRV.INFO` answer as far as it is well formed, or undefined: any mount user can write one,
- * so every field is checked and bounded before anything reads it (one whose `endpoints` was no
- * list made every `matrix_introspect` fail, found by an outside attack).
+ * so every field is checked and bounded before anything reads it (one whose `endpoints` is not a
+ * list would otherwise make every `matrix_introspect` fail).
  */
 export function serviceInfoOf(value: unknown): ServiceInfo | undefined {
   if (value === null || typeof value !== 'object') return undefined;

@@ -40,7 +40,10 @@ export interface Violation {
 
 /** Machine-readable detail of an error; `violations` for `bad_request`. */
 export interface ErrorDetails {
+  /** At most 10 violations (a `bad_request`). */
   violations?: Violation[];
+  /** How many violations found are not listed in `violations`. */
+  moreViolations?: number;
   [key: string]: unknown;
 }
 
@@ -129,9 +132,11 @@ export class UnavailableError extends MatrixError {
 }
 
 /**
- * The request found no responders (the NATS `503` status with no body): nobody received it, so
- * nothing ran and it may be sent again. A mount's own `503` error reply is an `UnavailableError`
- * but not this one: that mount did receive the request.
+ * The request found no responders (the NATS `503` status with no body): the server sends it when
+ * nobody is subscribed, so usually nothing ran. A target can send the same status itself after
+ * doing the work, so it proves nothing: the dispatcher sends a call again after it only when the
+ * call may be sent more than once (never an approved one; `retryDelay`). A mount's own `503`
+ * error reply (with a body) is an `UnavailableError` but not this one: that mount did receive it.
  */
 export class NoRespondersError extends UnavailableError {
   override name = 'NoRespondersError';

@@ -131,6 +131,15 @@ export class Bucket {
     return { key: e.key, value: e.value, revision: e.revision, operation: 'PUT' };
   }
 
+  /** The keys that match `filter` (a subject pattern of keys; default all), deleted ones left out. */
+  async keys(filter = '>'): Promise<string[]> {
+    return this.available(async () => {
+      const out: string[] = [];
+      for await (const key of await this.kv.keys(filter)) out.push(key);
+      return out;
+    }, 'read');
+  }
+
   /**
    * Calls `onEntry` for the last value of every key, then for every change, in order.
    * When the watch ends or fails (server restart, lost consumer) it starts again from the

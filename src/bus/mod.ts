@@ -12,6 +12,7 @@ export {
   MAX_DEPTH,
   nestedDeeperThan,
 } from './codec.js';
+export { type CheckOptions, type CheckOutcome, checkConformance } from './conformance.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL } from './connect.js';
 export {
   type CallContext,
@@ -25,7 +26,7 @@ export {
   traceIdOf,
   writeContext,
 } from './context.js';
-export { discover, type EndpointStats, pingServices, type ServiceInfo } from './discovery.js';
+export { type EndpointStats, pingServices, type ServiceInfo } from './discovery.js';
 export {
   BadRequestError,
   ConflictError,
@@ -48,7 +49,8 @@ export {
 export { subscribeEventData, subscribeEvents } from './events.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { type Logger, silentLogger, stderrLogger } from './log.js';
-export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
+export { type AnyOpSpec, Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
+export { CancelledError, type Progress, RequestContext } from './op-context.js';
 export {
   type DurableOptions,
   type StreamLimits,

@@ -7,6 +7,7 @@
  */
 
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
+import { describeViolations, violationDetails } from '../contracts/compiler.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
@@ -24,6 +25,7 @@ import {
 import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { CancelledError, type OpContext, RequestContext } from './op-context.js';
+import { closedTopLevel } from './shape.js';
 import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
 export type { OpContext } from './op-context.js';
@@ -47,7 +49,20 @@ export interface OpSpec<Req = never, Rep = unknown> {
    * same bytes (it must not change it).
    */
   sameBytesSameRequest?: boolean;
+  /**
+   * Checks the request's headers before its body is read (a grant, where trusted issuers are
+   * set): throwing a `MatrixError` refuses the request at the cost of one header read, its
+   * body never decoded.
+   */
+  beforeBody?: (ctx: CallContext) => void;
 }
+
+/**
+ * An op of any request type, as a mount holds its ops: each declares its own, and its JSON Schema
+ * checks it.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
+export type AnyOpSpec = OpSpec<any, unknown>;
 
 /** How to build a mount. */
 export interface MountOptions {
@@ -58,8 +73,7 @@ export interface MountOptions {
   /** One line on what the mount is. */
   description: string;
   /** The ops by name (`$resolve`, …); `$introspect` is added unless given. */
-  // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
-  ops: Record<string, OpSpec<any, unknown>>;
+  ops: Record<string, AnyOpSpec>;
   /** Extra fields for the `$introspect` reply (revision, counts, …). */
   describe?: () => Record<string, unknown>;
   /** Largest request body accepted, in bytes; default: the server's `max_payload`. */
@@ -91,18 +105,20 @@ export interface Refusal {
 }
 
 interface BoundOp {
-  // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
-  spec: OpSpec<any, unknown>;
+  spec: AnyOpSpec;
   check: Check;
+  /** The only top-level keys its request may have, when its schema closes its top level. */
+  knownKeys: ReadonlySet<string> | undefined;
   stats: EndpointStats;
   /** Requests read by their bytes, for ops that ask for it. */
   memo?: RequestMemo;
 }
 
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
-const MAX_LISTED_VIOLATIONS = 100;
 
-/** A mount on a NATS connection. `start()` subscribes; `stop()` drains and waits for in-flight work. */
+/**
+ * A mount on a NATS connection. `start()` subscribes; `stop()` drains and waits for in-flight work.
+ */
 export class Mount {
   /** This instance's id (ADR-32 service id). */
   readonly id = nuid.next();
@@ -120,7 +136,10 @@ export class Mount {
   private idle: (() => void) | undefined;
   /** Requests being worked on that carry a `Matrix-Call-Id`, by it: what `$cancel` can reach. */
   private readonly calls = new Map<string, RequestContext>();
-  /** Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that name. */
+  /**
+   * Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that
+   * name.
+   */
   private readonly cancelsCalls: boolean;
 
   constructor(
@@ -132,13 +151,13 @@ export class Mount {
     this.logger = options.logger ?? silentLogger;
     this.contracts = options.contracts ?? sharedContracts();
     this.cancelsCalls = !(CANCEL_OP in options.ops);
-    // biome-ignore lint/suspicious/noExplicitAny: each op declares its own request type; the op's JSON Schema checks it
-    const ops: Record<string, OpSpec<any, unknown>> = { $introspect: this.introspectOp(), ...options.ops };
+    const ops: Record<string, AnyOpSpec> = { $introspect: this.introspectOp(), ...options.ops };
     for (const [op, spec] of Object.entries(ops)) {
       this.ops.set(op, {
         spec,
         check:
           typeof spec.request === 'string' ? this.contracts.check(spec.request) : this.contracts.compile(spec.request),
+        knownKeys: closedTopLevel(this.schemaOf(spec.request)),
         stats: {
           name: op.slice(1),
           subject: opSubject(options.name, op),
@@ -154,7 +173,10 @@ export class Mount {
     }
   }
 
-  /** Subscribes the ops (one queue group for all instances) and discovery; resolves once the server has them. */
+  /**
+   * Subscribes the ops (one queue group for all instances) and discovery; resolves once the server
+   * has them.
+   */
   async start(): Promise<this> {
     this.subs.push(
       this.nc.subscribe(mountWildcard(this.name), {
@@ -203,7 +225,8 @@ export class Mount {
 
   private onRequest(msg: Msg): void {
     // A publish, not a request: nobody waits for an answer. A reply subject that is no inbox is
-    // refused unanswered: answering it would publish with this service's rights where the caller chose.
+    // refused unanswered: answering it would publish with this service's rights where the caller
+    // chose.
     if (!msg.reply || !isInboxSubject(msg.reply)) return;
     const started = performance.now();
     const op = msg.subject.slice(this.prefixLength);
@@ -221,6 +244,7 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
+      bound.spec.beforeBody?.(read.context);
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
@@ -240,7 +264,10 @@ export class Mount {
     }
   }
 
-  /** The request body: within the size bound, decoded (at most `MAX_DEPTH` deep), valid against the op's schema. */
+  /**
+   * The request body: within the size bound, its shape bounded from its bytes (depth, entries,
+   * values, top-level keys), then decoded and valid against the op's schema.
+   */
   private readBody(msg: Msg, op: string, bound: BoundOp, encoding: Encoding): Record<string, unknown> {
     if (msg.data.length > this.maxRequestBytes) {
       throw new PayloadTooLargeError(
@@ -250,8 +277,8 @@ export class Mount {
     const key = bound.memo?.keyOf(msg.data, encoding);
     const known = key === undefined ? undefined : bound.memo?.get(key);
     if (known !== undefined) return known;
-    const request = decodeMap(msg.data, encoding);
-    const violations = bound.check(request);
+    const request = decodeMap(msg.data, encoding, bound.knownKeys);
+    const violations = bound.check(request, { bytes: msg.data.length });
     if (violations !== undefined) throw badRequest(op, violations);
     if (key !== undefined) bound.memo?.set(key, request);
     return request;
@@ -327,7 +354,8 @@ export class Mount {
   }
 
   private fail(msg: Msg, err: unknown, encoding: Encoding, bound: BoundOp | undefined, started: number): MatrixError {
-    // A handler stopped by its cancelled signal answers a caller that no longer waits: not a failure to log.
+    // A handler stopped by its cancelled signal answers a caller that no longer waits: not a
+    // failure to log.
     const error =
       err instanceof MatrixError
         ? err
@@ -419,7 +447,9 @@ class RequestMemo {
   }
 }
 
-/** Freezes a decoded body and everything in it: one object serves every request of the same bytes. */
+/**
+ * Freezes a decoded body and everything in it: one object serves every request of the same bytes.
+ */
 function deepFreeze<T extends object>(value: T): T {
   for (const child of Object.values(value))
     if (child !== null && typeof child === 'object' && !Object.isFrozen(child)) deepFreeze(child);
@@ -427,13 +457,9 @@ function deepFreeze<T extends object>(value: T): T {
 }
 
 function badRequest(op: string, violations: NonNullable<ReturnType<Check>>): MatrixError {
-  const listed = violations.slice(0, MAX_LISTED_VIOLATIONS);
-  const first = listed
-    .map((v) => `${v.path || '(body)'} ${v.message}`)
-    .slice(0, 3)
-    .join('; ');
-  const more = violations.length > 3 ? ` (and ${violations.length - 3} more)` : '';
-  return new BadRequestError(`invalid ${op} request: ${first}${more}`, { details: { violations: listed } });
+  return new BadRequestError(`invalid ${op} request: ${describeViolations(violations)}`, {
+    details: violationDetails(violations),
+  });
 }
 
 function jsonHeaders(): OutgoingHeaders {

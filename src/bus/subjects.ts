@@ -1,6 +1,7 @@
 /**
- * Every subject the project uses is built here, so the naming rules of PROTOCOL
- * section 1 live in one place.
+ * The subjects of the project's mounts, ops, events and audit index are built here, so the
+ * naming rules of PROTOCOL section 1 live in one place. NATS's own (`$SRV`, `$KV`, `$JS`) are
+ * built beside the code that speaks them (discovery.ts, kv.ts, stream-store.ts).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 

@@ -103,6 +103,17 @@ export const serveSettings = {
     description: 'serve Prometheus metrics on this port (/metrics)',
     defaultText: 'none',
   },
+  metricsHost: {
+    flags: '--metrics-host <host>',
+    env: 'MATRIX_METRICS_HOST',
+    description: 'the address the metrics endpoint listens on (0.0.0.0: every interface)',
+    defaultText: '127.0.0.1',
+  },
+  metricsToken: {
+    env: 'MATRIX_METRICS_TOKEN',
+    description: 'a bearer token /metrics demands (Authorization: Bearer <token>)',
+    defaultText: 'none',
+  },
   otlpEndpoint: {
     env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
     description: 'send spans and metrics over OTLP/HTTP to this endpoint (the OpenTelemetry variable)',
@@ -176,6 +187,14 @@ export function settingValue(setting: Setting, flags: Flags, env: NodeJS.Process
   return fromEnv === '' ? undefined : fromEnv;
 }
 
+/** Where a connection's server URL came from, in words for an error: `NATS_URL`, `--server`, or the default. */
+export function serversSource(servers: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (servers !== undefined && servers === env.NATS_URL) return 'from NATS_URL';
+  if (servers === undefined || (servers === DEFAULT_NATS_URL && !env.NATS_URL))
+    return 'the default: neither --server nor NATS_URL is set';
+  return 'from --server';
+}
+
 /** Where and how to connect: the connection flags over the `NATS_*` environment. */
 export function connectConfig(
   flags: Flags,
@@ -207,6 +226,10 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   };
   const metricsPort = wholeNumber('--metrics-port', value(s.metricsPort), 0, 65535);
   if (metricsPort !== undefined) options.metricsPort = metricsPort;
+  const metricsHost = value(s.metricsHost);
+  if (typeof metricsHost === 'string') options.metricsHost = metricsHost;
+  const metricsToken = value(s.metricsToken);
+  if (typeof metricsToken === 'string' && metricsToken !== '') options.metricsToken = metricsToken;
   const otlp = value(s.otlpEndpoint);
   if (typeof otlp === 'string') options.otlpEndpoint = otlp;
   const policy = value(s.policy);

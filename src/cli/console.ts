@@ -2,6 +2,7 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import type { BusClient } from '../bus/client.js';
 import { isLoopback, startConsole } from '../console/server.js';
+import { loadGrant } from '../identity/granted.js';
 import { withConnection } from './config.js';
 import { ExitCode, type Output } from './output.js';
 import { interrupted, verbAction } from './run.js';
@@ -11,6 +12,7 @@ export interface ConsoleFlags {
   port?: number;
   host?: string;
   allowWrites?: boolean;
+  approverGrant?: string;
 }
 
 /** Declares the `console` verb with the connection flags. */
@@ -20,6 +22,7 @@ export function addConsoleCommand(program: Command): void {
     .option('--port <n>', 'port to listen on (0: any free one)', portNumber, 8080)
     .option('--host <address>', 'address to bind (127.0.0.1: this machine only)', '127.0.0.1')
     .option('--allow-writes', 'allow trying tools and registering contexts, behind a token printed at start')
+    .option('--approver-grant <file>', 'an approver grant (nats.approve) to list and answer approvals with')
     .action(verbAction(runConsole));
 }
 
@@ -36,6 +39,7 @@ export async function runConsole(client: BusClient, flags: ConsoleFlags, out: Ou
     port: flags.port ?? 8080,
     host: flags.host ?? '127.0.0.1',
     allowWrites: flags.allowWrites === true,
+    ...(flags.approverGrant ? { approverGrant: loadGrant(flags.approverGrant) } : {}),
   });
   const contexts = running.index.error
     ? `registry not answering yet: ${running.index.error}`

@@ -6,10 +6,10 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { mintGrant, newIssuerKey, parseDuration, readIssuerSeed } from '../identity/mint.js';
-import { AUTHORITY_FIELDS, type GrantAuthority } from '../identity/types.js';
+import { type ApproveClaim, AUTHORITY_FIELDS, type GrantAuthority } from '../identity/types.js';
 import { SESSION_ID } from '../identity/verify.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
-import { type SessionFlags, sessionRequest } from './session.js';
+import { type SessionFlags, sessionRequest } from './session-flags.js';
 
 /** Flags of `grant`. */
 interface GrantFlags extends SessionFlags {
@@ -19,6 +19,9 @@ interface GrantFlags extends SessionFlags {
   ttl: string;
   notBefore?: string;
   readSessions?: string;
+  approveTools?: string;
+  approveTargets?: string;
+  approvePrincipals?: string;
 }
 
 /** Adds `grant` and `keys` to the program; `withSession` adds the session flags the grant's authority comes from. */
@@ -32,6 +35,15 @@ export function addIdentityCommands(program: Command, withSession: (cmd: Command
     .option('--ttl <duration>', 'how long it is valid: 90s, 15m, 1h, 7d', '1h')
     .option('--not-before <duration>', 'not valid until this long from now')
     .option('--read-sessions <ids>', 'other sessions whose state session_state_read may read, comma-separated')
+    .option(
+      '--approve-tools <globs>',
+      "an approver's grant: the tools whose approvals it may answer, comma-separated ('*': any)",
+    )
+    .option('--approve-targets <globs>', "an approver's grant: the target mounts it may answer for, comma-separated")
+    .option(
+      '--approve-principals <globs>',
+      "an approver's grant: whose calls it may answer, comma-separated (never its own)",
+    )
     .action((flags: GrantFlags) => exitWith(() => grant(flags, processOutput)));
 
   program
@@ -69,6 +81,7 @@ export function grant(flags: GrantFlags, out: Output): number {
     .filter(Boolean);
   if (readSessions?.some((s) => !SESSION_ID.test(s)))
     throw new UsageError('--read-sessions takes session ids, comma-separated');
+  const approve = approveClaim(flags);
   const text = mintGrant(readIssuerSeed(flags.issuer), {
     principal: flags.principal,
     session: flags.session,
@@ -76,9 +89,34 @@ export function grant(flags: GrantFlags, out: Output): number {
     ttlSeconds: parseDuration(flags.ttl),
     ...(flags.notBefore === undefined ? {} : { notBeforeSeconds: parseDuration(flags.notBefore) }),
     ...(readSessions === undefined ? {} : { readSessions }),
+    ...(approve === undefined ? {} : { approve }),
   });
   out.print(text);
   return ExitCode.Ok;
+}
+
+/** The `nats.approve` claim the `--approve-*` flags ask for; undefined when none is given. */
+export function approveClaim(
+  flags: Pick<GrantFlags, 'approveTools' | 'approveTargets' | 'approvePrincipals'>,
+): ApproveClaim | undefined {
+  const lists: Array<[keyof ApproveClaim, string | undefined, string]> = [
+    ['tools', flags.approveTools, '--approve-tools'],
+    ['targets', flags.approveTargets, '--approve-targets'],
+    ['principals', flags.approvePrincipals, '--approve-principals'],
+  ];
+  if (lists.every(([, text]) => text === undefined)) return undefined;
+  const claim: ApproveClaim = {};
+  for (const [field, text, flag] of lists) {
+    if (text === undefined) continue;
+    const globs = text
+      .split(',')
+      .map((g) => g.trim())
+      .filter(Boolean);
+    if (globs.length === 0 || globs.length > 64 || globs.some((g) => g.length > 256))
+      throw new UsageError(`${flag} takes 1 to 64 globs of at most 256 characters, comma-separated`);
+    claim[field] = globs;
+  }
+  return claim;
 }
 
 /** `keys`: writes a new issuer seed to `file` (never over one) and prints its public key. */

@@ -7,16 +7,19 @@
  * Each group of verbs declares itself (`add…Command(s)(program)`) in its own file; a new verb
  * is a file with its verbs, `(client, args, out)`, and one line here.
  */
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
+import { parseIssuers } from '../identity/gate.js';
+import { addApprovalCommands } from './approvals.js';
 import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
 import { addConsoleCommand } from './console.js';
 import { addIdentityCommands } from './grant.js';
-import { ExitCode, reportError } from './output.js';
+import { ExitCode, reportError, UsageError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
-import { grantContext, type SessionFlags, sessionRequest, withSession } from './session.js';
+import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
+import { addTaskCommands } from './tasks.js';
 
 const program = new Command('matrix-tools')
   .description('The tool registry and dispatcher of an agent system on NATS.')
@@ -25,19 +28,61 @@ const program = new Command('matrix-tools')
 
 addServeCommand(program);
 addToolCommands(program);
+addApprovalCommands(program);
+addTaskCommands(program);
 addCheckCommand(program);
 addConsoleCommand(program);
 addIdentityCommands(program, withSession);
 withConnection(
-  withSession(program.command('mcp').description("serve a profile's tools over MCP stdio (for Claude, Cursor, …)")),
-).action(
-  verbAction(async (client, args: SessionFlags) => {
-    // Loaded here: the MCP SDK is a third of every other verb's start-up time.
-    const { serveMcp } = await import('./mcp.js');
-    await serveMcp(client.nc, sessionRequest(args), grantContext(args));
-    return ExitCode.Ok;
-  }),
-);
+  withSession(
+    program
+      .command('mcp')
+      .description("serve a profile's tools over MCP: stdio (for Claude, Cursor, …), or Streamable HTTP with --http"),
+  ),
+)
+  .option('--http', 'serve MCP Streamable HTTP on --host:--port/mcp instead of stdio')
+  .option('--host <host>', 'with --http: address to listen on', '127.0.0.1')
+  .option('--port <port>', 'with --http: port to listen on', String(3333))
+  .addOption(
+    new Option(
+      '--trust <nkeys>',
+      'with --http: trusted grant issuers; each session then needs Authorization: Bearer <grant> (env: MATRIX_TRUSTED_ISSUERS)',
+    ).env('MATRIX_TRUSTED_ISSUERS'),
+  )
+  .action(
+    verbAction(async (client, args: SessionFlags & McpHttpFlags) => {
+      // Loaded here: the MCP SDK is a third of every other verb's start-up time.
+      if (args.http) {
+        const { serveMcpHttp } = await import('./mcp-http.js');
+        const issuers = parseIssuers(args.trust);
+        const port = Number(args.port);
+        if (!Number.isInteger(port) || port < 0 || port > 65_535)
+          throw new UsageError(`--port must be a port number, got ${JSON.stringify(args.port)}`);
+        if (issuers.length === 0 && !args.profile && !args.grant)
+          throw new UsageError(
+            '--http needs --trust / MATRIX_TRUSTED_ISSUERS (a grant per client) or a --profile to serve',
+          );
+        await serveMcpHttp(client.nc, {
+          host: args.host,
+          port,
+          issuers,
+          ...(issuers.length === 0 ? { session: sessionRequest(args), ctx: grantContext(args) } : {}),
+        });
+        return ExitCode.Ok;
+      }
+      const { serveMcp } = await import('./mcp.js');
+      await serveMcp(client.nc, sessionRequest(args), grantContext(args));
+      return ExitCode.Ok;
+    }),
+  );
+
+/** The flags of `mcp --http`. */
+interface McpHttpFlags {
+  http?: boolean;
+  host: string;
+  port: string;
+  trust?: string;
+}
 
 try {
   await program.parseAsync();

@@ -12,23 +12,30 @@ import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   type CallToolResult,
   ErrorCode as JsonRpcError,
   ListToolsRequestSchema,
+  type Task as McpTask,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
-import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
-import { structuredObject } from '../dispatcher/shape.js';
-import type { ToolResult } from '../dispatcher/types.js';
-import { watchRegistry } from '../registry/events.js';
+import { recheckOnChange } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { wellFormedLines } from './mcp-input.js';
+import {
+  type BridgeCalls,
+  type HandlerExtra,
+  plainCall,
+  serveTaskOps,
+  TASKS_CAPABILITY,
+  taskCall,
+} from './mcp-tasks.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
 const CLOSE_GRACE_MS = 1_000;
@@ -88,6 +95,11 @@ function kindOf(value: unknown): string {
 
 /** Serves `session`'s tools over MCP stdio until stdin ends, the client goes away or a signal comes. */
 export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx: CallContext = {}): Promise<void> {
+  await (await openBridge(nc, session, ctx)).run();
+}
+
+/** A bridge for `session`, its tools resolved once (`initialize` carries their instructions); a `MatrixError` when they cannot be. */
+export async function openBridge(nc: NatsConnection, session: ResolveRequest, ctx: CallContext): Promise<McpBridge> {
   const request: ResolveRequest = { ...session, format: 'mcp' };
   const client = new BusClient(nc, { timeoutMs: 10_000 });
   // Resolved before the client is answered: `initialize` carries the instructions, and a
@@ -98,8 +110,7 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx:
       client.close();
       throw err;
     });
-  const bridge = new McpBridge(nc, client, session, first, ctx);
-  await bridge.run();
+  return new McpBridge(nc, client, session, first, ctx);
 }
 
 /**
@@ -107,7 +118,7 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx:
  * the dispatcher mount, not a dispatcher in this process: the bridge runs as an agent, which may
  * call `system.dispatcher` but neither reach a target nor publish audit events itself.
  */
-class McpBridge {
+export class McpBridge {
   private readonly server: Server;
   /** The `$resolve` request of `tools/list` (MCP format). */
   private readonly listRequest: ResolveRequest;
@@ -115,9 +126,9 @@ class McpBridge {
   private readonly callPrefix = `mcp-${randomBytes(6).toString('hex')}`;
   /** The digest of the tools the client was last given or told about; undefined when unknown. */
   private digest: string | undefined;
-  private rechecking = false;
-  private recheckAgain = false;
   private readonly pending = new Set<Promise<unknown>>();
+  private stopWatching: (() => void) | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -132,7 +143,10 @@ class McpBridge {
     const instructions = first.instructions.trim();
     this.server = new Server(
       { name: 'matrix-tools', version: REGISTRY_VERSION },
-      { capabilities: { tools: { listChanged: true } }, ...(instructions ? { instructions } : {}) },
+      {
+        capabilities: { tools: { listChanged: true }, tasks: TASKS_CAPABILITY },
+        ...(instructions ? { instructions } : {}),
+      },
     );
     this.server.setRequestHandler(ListToolsRequestSchema, () => this.track(this.listTools()));
     // The SDK parses tools/call params with zod before any handler of its own sees them, and
@@ -140,8 +154,14 @@ class McpBridge {
     this.server.fallbackRequestHandler = async (req, extra) => {
       if (req.method !== 'tools/call')
         throw new JsonRpcFailure(JsonRpcError.MethodNotFound, `Method not found: ${req.method}`);
-      return this.track(this.callTool(toolCallParams(req.params), String(extra.requestId)));
+      return this.track(this.callTool(toolCallParams(req.params), String(extra.requestId), req.params, extra));
     };
+    serveTaskOps(this.server, this.calls(), (work) => this.track(work));
+  }
+
+  /** What the calls and task ops of this session are sent with. */
+  private calls(): BridgeCalls {
+    return { client: this.client, ctx: this.ctx, session: this.session, callTimeoutMs: CALL_TIMEOUT_MS };
   }
 
   /** Serves until the client is gone, then closes: requests in flight get up to a second, the dispatcher flushes its audit events. */
@@ -150,12 +170,27 @@ class McpBridge {
       wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)),
     );
     const ended = this.ended(input);
-    const stopWatching = watchRegistry(this.nc, () => void this.recheck());
-    await this.server.connect(new StdioServerTransport(input));
+    await this.connect(new StdioServerTransport(input));
     log(`ready: profile ${this.session.profile}, ${this.callPrefix}`);
     const reason = await ended;
     log(`${reason}; closing`);
-    stopWatching();
+    await this.close();
+  }
+
+  /** Serves over `transport` (stdio, or one MCP session of the HTTP bridge) and watches the registry. */
+  async connect(transport: Transport): Promise<void> {
+    this.stopWatching = recheckOnChange(this.nc, () => this.compareDigest());
+    await this.server.connect(transport);
+  }
+
+  /** Stops watching, gives requests in flight up to a second, closes the server and the client; once. */
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
+    this.stopWatching?.();
     // The last lines reach their handlers a few promise turns after the input ends: let them.
     await new Promise((resolve) => setImmediate(resolve));
     await Promise.race([
@@ -199,50 +234,21 @@ class McpBridge {
     return { tools: (resolved.providerTools ?? []) as Tool[] };
   }
 
-  private async callTool(params: ToolCallParams, requestId: string): Promise<CallToolResult> {
+  /** A `tools/call`: a task when it asks for one (`params.task`), else a plain call; both through `system.dispatcher`. */
+  private callTool(
+    params: ToolCallParams,
+    requestId: string,
+    raw: unknown,
+    extra: HandlerExtra,
+  ): Promise<CallToolResult | { task: McpTask }> {
     const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
-    let result: ToolResult;
-    try {
-      result = await this.client.request<ToolResult>(
-        Mounts.Dispatcher,
-        '$call',
-        { session: this.session, call },
-        { ...this.ctx, timeoutMs: CALL_TIMEOUT_MS },
-      );
-    } catch (err) {
-      // The dispatcher itself failed (not the tool): still a result the model can read.
-      const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
-      return {
-        content: [{ type: 'text', text: `"${params.name}" could not be run: system.dispatcher answered ${why}` }],
-        isError: true,
-      };
-    }
-    const reply: CallToolResult = { content: [{ type: 'text', text: result.content }], isError: result.isError };
-    const structured = structuredObject(result);
-    if (structured !== undefined) reply.structuredContent = structured;
-    return reply;
+    const task = (raw as { task?: { ttl?: unknown } }).task;
+    if (task !== null && typeof task === 'object')
+      return taskCall(this.calls(), call, typeof task.ttl === 'number' ? task.ttl : undefined, extra);
+    return plainCall(this.calls(), call, extra);
   }
 
-  /**
-   * After a registry change: resolves again and tells the client only when this profile's
-   * tools changed. Changes that come while a check runs are folded into one more check.
-   */
-  private async recheck(): Promise<void> {
-    if (this.rechecking) {
-      this.recheckAgain = true;
-      return;
-    }
-    this.rechecking = true;
-    try {
-      do {
-        this.recheckAgain = false;
-        await this.compareDigest();
-      } while (this.recheckAgain);
-    } finally {
-      this.rechecking = false;
-    }
-  }
-
+  /** After a registry change: resolves again and tells the client only when this profile's tools changed. */
   private async compareDigest(): Promise<void> {
     let resolved: ResolvedToolContext;
     try {

@@ -28,8 +28,8 @@ const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 /**
  * `text` with its terminal control characters shown as `\u` escapes. What the CLI prints comes
  * from the bus (tool names, results, audit events any caller can shape): raw, an escape sequence
- * in it could erase lines, forge others or retitle the window (found by an outside attack on
- * `watch --calls`). JSON output is unaffected: JSON escapes these already.
+ * in it could erase lines, forge others or retitle the window (`watch --calls` prints what any
+ * caller named). JSON output is unaffected: JSON escapes these already.
  */
 export function printable(text: string): string {
   return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { BusClient } from '../bus/client.js';
 import { connectBus } from '../bus/connect.js';
-import { connectConfig, type Flags } from './config.js';
+import { connectConfig, type Flags, serversSource } from './config.js';
 import { ExitCode, type Output, processOutput, reportError } from './output.js';
 
 /** A verb: does its work over `client`, writes to `out`, resolves with its exit code. */
@@ -41,7 +41,7 @@ export async function runVerb(
     client = new BusClient(await connectBus(options));
   } catch (err) {
     out.note(
-      `error: cannot reach NATS at ${options.servers}: ${(err as Error).message} (start it, or pass --server / NATS_URL)`,
+      `error: cannot reach NATS at ${options.servers} (${serversSource(options.servers, env)}): ${(err as Error).message} (start it, or pass --server / NATS_URL)`,
     );
     return ExitCode.Unreachable;
   }

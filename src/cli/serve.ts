@@ -25,8 +25,11 @@ import { Presence } from '../registry/presence.js';
 import { Registry } from '../registry/registry.js';
 import { StaticStore, type ToolContextStore } from '../registry/store.js';
 import { registryMount } from '../registry/system-tools.js';
+import { TaskRunner } from '../tasks/runner.js';
+import { TaskStore } from '../tasks/store.js';
+import { tasksMount } from '../tasks/system-tasks.js';
 import { startTelemetry } from '../telemetry/sdk.js';
-import { addSettings, type Flags, serveConfig, serveSettings, withConnection } from './config.js';
+import { addSettings, type Flags, serveConfig, serversSource, serveSettings, withConnection } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
 import { interrupted } from './run.js';
 
@@ -58,6 +61,10 @@ export interface ServeOptions {
   refusals?: RefusalBudgetOptions;
   /** Port of the Prometheus `/metrics` endpoint; none by default. */
   metricsPort?: number;
+  /** Address of the metrics endpoint; default 127.0.0.1. */
+  metricsHost?: string;
+  /** Bearer token of the metrics endpoint (`MATRIX_METRICS_TOKEN`); none by default. */
+  metricsToken?: string;
   /** OTLP/HTTP endpoint for spans and metrics (`OTEL_EXPORTER_OTLP_ENDPOINT`); none by default. */
   otlpEndpoint?: string;
 }
@@ -81,6 +88,8 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
   const telemetry = await startTelemetry({
     metricsPort: options.metricsPort,
+    metricsHost: options.metricsHost,
+    metricsToken: options.metricsToken,
     otlpEndpoint: options.otlpEndpoint,
   }).catch((err: Error) => {
     throw new UsageError(err.message);
@@ -134,7 +143,7 @@ async function connectOrExplain(connect: ConnectOptions): Promise<NatsConnection
     return await connectBus({ ...connect, name: connect.name ?? 'matrix-tool-registry' });
   } catch (err) {
     throw new Error(
-      `cannot reach NATS at ${connect.servers} (${(err as Error).message}). ` +
+      `cannot reach NATS at ${connect.servers} (${serversSource(connect.servers)}; ${(err as Error).message}). ` +
         'Start one with `docker compose up -d nats`, or run a local `nats-server -js`, or set NATS_URL.',
     );
   }
@@ -171,9 +180,14 @@ async function startMounts(
       refusals: options.refusals,
       approvalsBucket: options.approvalsBucket,
     });
+    const tasks = await startTasks(nc, dispatcher, options.replicas, logger);
     running.stopping.push(() => dispatcher.stopWaiting());
-    running.closers.push(() => dispatcher.close());
-    running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity }));
+    running.closers.push(() => {
+      tasks?.close();
+      dispatcher.close();
+    });
+    running.mounts.push(dispatcherMount(nc, { dispatcher, logger, identity, tasks }));
+    if (tasks !== undefined) running.mounts.push(tasksMount(nc, { runner: tasks, identity, logger }));
   }
   if (options.dispatcher && !options.reference) {
     // The audit stream stores calls from the first one on, whether or not system.traces runs here.
@@ -185,6 +199,22 @@ async function startMounts(
   for (const m of running.mounts) m.logger = logger;
   await Promise.all(running.mounts.map((m) => m.start()));
   return running;
+}
+
+/** The task runner on KV `matrix-tasks`, or undefined (tasks off, said once) when JetStream does not answer. */
+async function startTasks(
+  nc: NatsConnection,
+  dispatcher: Dispatcher,
+  replicas: number,
+  logger: Logger,
+): Promise<TaskRunner | undefined> {
+  try {
+    const store = await TaskStore.open(nc, { replicas });
+    return new TaskRunner(dispatcher, store, { logger }).start();
+  } catch (err) {
+    logger.error(`tasks off: ${(err as Error).message}`);
+    return undefined;
+  }
 }
 
 /** system.agents, .traces, .packages, .approvals, and .sessions when JetStream answers. */

@@ -7,6 +7,7 @@ export const SECTIONS = [
   { path: '/contexts', label: 'Contexts' },
   { path: '/resolve', label: 'Resolve' },
   { path: '/calls', label: 'Calls' },
+  { path: '/approvals', label: 'Approvals' },
   { path: '/mounts', label: 'Mounts' },
   { path: '/try', label: 'Try a tool' },
 ] as const;

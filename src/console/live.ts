@@ -6,8 +6,10 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { type ApprovalEvent, DECIDED_EVENTS, PENDING_EVENTS } from '../approvals/types.js';
 import { watchCalls } from '../audit/log.js';
 import type { CallEvent } from '../audit/types.js';
+import { subscribeEvents } from '../bus/events.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ContextIndex } from './contexts-index.js';
 import type { LiveKind } from './types.js';
@@ -68,6 +70,11 @@ export class LiveFeed {
   async start(): Promise<void> {
     this.stops.push(watchRegistry(this.nc, (e) => this.onChanged(e.key)));
     this.stops.push(watchCalls(this.nc, (e) => this.onCall(e)));
+    // Approvals asked and answered: rare, each passed on (the page lists them again).
+    for (const subject of [PENDING_EVENTS, DECIDED_EVENTS])
+      this.stops.push(
+        subscribeEvents<ApprovalEvent>(this.nc, subject, (e) => this.send('approval', { approvalId: e?.approvalId })),
+      );
     await this.nc.flush();
     await this.enqueue(() => this.index.reload()).catch(() => {
       // The page says the registry is unreachable; the resync timer tries again.

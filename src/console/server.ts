@@ -14,6 +14,7 @@ import { ContextIndex } from './contexts-index.js';
 import { html, notice } from './html.js';
 import { renderDocument, renderFragment } from './layout.js';
 import { LiveFeed, type LiveFeedOptions } from './live.js';
+import { answerApproval, approvalsPage, keepApproverGrant } from './pages/approvals.js';
 import { callsPage } from './pages/calls.js';
 import { errorNotice } from './pages/common.js';
 import { contextPage, contextsPage, registerContext, unregisterContext } from './pages/contexts.js';
@@ -34,6 +35,8 @@ export interface ConsoleOptions {
   token?: string;
   /** Pacing of the live feed (tests shorten it). */
   live?: LiveFeedOptions;
+  /** The approver grant (its text) to list and answer approvals with; one may be pasted on the page instead. */
+  approverGrant?: string;
 }
 
 /** A running console. */
@@ -65,7 +68,7 @@ export async function startConsole(nc: NatsConnection, options: ConsoleOptions =
   const feed = new LiveFeed(nc, index, options.live);
   const writes = options.allowWrites === true;
   const token = writes ? (options.token ?? randomBytes(32).toString('base64url')) : undefined;
-  const deps: ConsoleDeps = { nc, client, index, feed, writes };
+  const deps: ConsoleDeps = { nc, client, index, feed, writes, approver: { grant: options.approverGrant } };
   await feed.start();
   const host = options.host ?? '127.0.0.1';
   let hosts: Set<string> | undefined;
@@ -175,6 +178,9 @@ function route(request: ConsoleRequest): Promise<Page | Redirect> | undefined {
   if (method === 'GET' && path === '/calls') return callsPage(request);
   if (method === 'GET' && path === '/mounts') return mountsPage(request);
   if (path === '/try') return tryPage(request);
+  if (path === '/approvals' || (method === 'GET' && path.startsWith('/approvals/'))) return approvalsPage(request);
+  if (method === 'POST' && path === '/approvals/answer') return answerApproval(request);
+  if (method === 'POST' && path === '/approvals/grant') return keepApproverGrant(request);
   return undefined;
 }
 

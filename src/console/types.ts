@@ -6,7 +6,7 @@ import type { SafeHtml } from './html.js';
 import type { LiveFeed } from './live.js';
 
 /** The server-sent events a page can follow. */
-export type LiveKind = 'registry' | 'call';
+export type LiveKind = 'registry' | 'call' | 'approval';
 
 /** One rendered page. */
 export interface Page {
@@ -41,6 +41,8 @@ export interface ConsoleDeps {
   feed: LiveFeed;
   /** Started with operator rights: try and register are on. */
   writes: boolean;
+  /** The approver grant `$pending` and `$answer` are sent with (`--approver-grant`, or pasted once). */
+  approver: { grant?: string };
 }
 
 /** One request, parsed. */

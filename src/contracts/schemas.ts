@@ -1,12 +1,12 @@
 /**
- * The JSON Schemas of `contracts/`, compiled once by one ajv instance, and the translation
- * of ajv's errors into the protocol's violations (a JSON Pointer and a sentence each).
+ * The JSON Schemas of `contracts/` by `$id`, compiled once by the strict compiler of `compiler.ts`.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import type { Violation } from '../bus/errors.js';
+import { type Check, Dialect, SchemaCompiler } from './compiler.js';
+
+export { type Check, violationsOf } from './compiler.js';
 
 const base = 'https://matrix.invalid/contracts/v1/';
 
@@ -47,6 +47,12 @@ export const SchemaId = {
   PackageValidateRequest: `${base}packages.validate.request.json`,
   PackageValidateReply: `${base}packages.validate.reply.json`,
   ApprovalPolicy: `${base}approval-policy.json`,
+  CallReply: `${base}call.reply.json`,
+  Task: `${base}task.json`,
+  TaskRef: `${base}tasks.get.request.json`,
+  TaskResultRequest: `${base}tasks.result.request.json`,
+  TaskListRequest: `${base}tasks.list.request.json`,
+  TaskListReply: `${base}tasks.list.reply.json`,
 } as const;
 export type SchemaId = (typeof SchemaId)[keyof typeof SchemaId];
 
@@ -69,104 +75,30 @@ export function loadContracts(dir = contractsDir()): Array<Record<string, unknow
     .map((file) => JSON.parse(readFileSync(join(dir, file), 'utf8')) as Record<string, unknown>);
 }
 
-/** Ajv's errors as protocol violations: each names the exact field, in words that say what to do. */
-export function violationsOf(errors: ErrorObject[] | null | undefined): Violation[] {
-  if (!errors) return [];
-  const out: Violation[] = [];
-  const seen = new Set<string>();
-  for (const e of errors) {
-    const v = violationOf(e);
-    if (v === undefined) continue;
-    const id = `${v.path}\u0000${v.message}`;
-    if (seen.has(id)) continue;
-    seen.add(id);
-    out.push(v);
-  }
-  return out;
-}
-
-function violationOf(e: ErrorObject): Violation | undefined {
-  const p = e.params as Record<string, unknown>;
-  switch (e.keyword) {
-    case 'required':
-      return {
-        path: `${e.instancePath}/${escapePointer(String(p.missingProperty))}`,
-        message: 'is required',
-        keyword: e.keyword,
-      };
-    case 'additionalProperties': {
-      const known = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
-      const hint = known.length > 0 ? ` (known fields: ${known.join(', ')})` : '';
-      return {
-        path: `${e.instancePath}/${escapePointer(String(p.additionalProperty))}`,
-        message: `is not a known field${hint}`,
-        keyword: e.keyword,
-      };
-    }
-    case 'enum':
-      return {
-        path: e.instancePath,
-        message: `must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`,
-        keyword: e.keyword,
-      };
-    case 'const':
-      return { path: e.instancePath, message: `must be ${JSON.stringify(p.allowedValue)}`, keyword: e.keyword };
-    case 'if':
-      return undefined; // the failing branch reports itself
-    default:
-      return { path: e.instancePath, message: e.message ?? `fails ${e.keyword}`, keyword: e.keyword };
-  }
-}
-
-function escapePointer(token: string): string {
-  return token.replaceAll('~', '~0').replaceAll('/', '~1');
-}
-
-/** A validator compiled once: `undefined` when valid, else every violation. */
-export type Check = (value: unknown) => Violation[] | undefined;
-
 /**
- * The contracts, compiled by one strict ajv instance. Validators are compiled on first use
- * and cached, so no request ever compiles a schema.
+ * The contracts, compiled by one strict compiler (`compiler.ts`). Validators are compiled on
+ * first use and cached, so no request ever compiles a schema.
  */
 export class Contracts {
-  readonly ajv: Ajv2020;
-  private readonly checks = new Map<string, Check>();
-  private readonly inline = new WeakMap<object, Check>();
+  private readonly compiler: SchemaCompiler;
 
   constructor(schemas: Array<Record<string, unknown>> = loadContracts()) {
-    this.ajv = new Ajv2020({ allErrors: true, strict: true, verbose: true, allowUnionTypes: true });
-    for (const schema of schemas) this.ajv.addSchema(schema);
+    this.compiler = new SchemaCompiler(Dialect.Contracts, schemas);
   }
 
   /** The raw schema of an `$id`. */
   schema(id: string): Record<string, unknown> {
-    const s = this.ajv.getSchema(id)?.schema;
-    if (s === undefined || typeof s !== 'object') throw new Error(`no schema ${id} in contracts/`);
-    return s as Record<string, unknown>;
+    return this.compiler.schema(id);
   }
 
   /** The check for an inline schema (a service's own op), compiled once per schema object. */
   compile(schema: Record<string, unknown>): Check {
-    let check = this.inline.get(schema);
-    if (check === undefined) {
-      const validate = this.ajv.compile(schema);
-      check = (value) => (validate(value) ? undefined : violationsOf(validate.errors));
-      this.inline.set(schema, check);
-    }
-    return check;
+    return this.compiler.check(schema);
   }
 
   /** The check for an `$id`, compiled once. */
   check(id: string): Check {
-    let check = this.checks.get(id);
-    if (check === undefined) {
-      const validate: ValidateFunction | undefined = this.ajv.getSchema(id);
-      if (validate === undefined) throw new Error(`no schema ${id} in contracts/`);
-      check = (value) => (validate(value) ? undefined : violationsOf(validate.errors));
-      this.checks.set(id, check);
-    }
-    return check;
+    return this.compiler.checkId(id);
   }
 }
 

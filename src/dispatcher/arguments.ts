@@ -5,20 +5,19 @@
  * OpenAI strict mode sends for optional properties, and validated against the tool's
  * `inputSchema` by a validator compiled once per schema.
  */
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { CallEvent } from '../audit/types.js';
-import { jsonTextDeeperThan, MAX_DEPTH } from '../bus/codec.js';
-import { type Check, violationsOf } from '../contracts/schemas.js';
-import { sha256Hex } from '../registry/canonical.js';
+import { MAX_DEPTH } from '../bus/codec.js';
+import { jsonShapeViolation, REQUEST_SHAPE, type ShapeViolation } from '../bus/shape.js';
+import { type Check, Dialect, SchemaCompiler } from '../contracts/compiler.js';
+import { sha256Hex } from '../hashing.js';
 import type { JsonSchemaObject } from '../registry/types.js';
-import { argumentName, refuse } from './results.js';
-import { withoutStrictNulls } from './strict-nulls.js';
+import { argumentName, failure } from './results.js';
 import type { ToolCall } from './types.js';
 
 export { argumentName, argumentsMessage } from './results.js';
 
 /**
- * The arguments of a call, ready to send; throws `CallRefused` (`bad_request`, or `internal`
+ * The arguments of a call, ready to send; throws `CallFailure` (`bad_request`, or `internal`
  * for a schema that does not compile). With `event`, records the arguments' digest and size
  * on it, whatever the outcome.
  */
@@ -29,12 +28,14 @@ export function readArguments(
   event?: CallEvent,
 ): Record<string, unknown> {
   const raw = call.arguments;
-  if (typeof raw === 'string' && jsonTextDeeperThan(raw, MAX_DEPTH)) {
+  // JSON text is bounded before it is parsed (an object came inside a request the mount bounded).
+  const shape = typeof raw === 'string' ? jsonShapeViolation(raw, REQUEST_SHAPE) : undefined;
+  if (shape !== undefined) {
     if (event !== undefined) recordDigest(event, raw);
-    throw refuse.refusedArguments(call.name, `they nest deeper than ${MAX_DEPTH} levels`);
+    throw failure.refusedArguments(call.name, shapeReason(shape));
   }
   const parsed = parseArguments(raw);
-  if (!parsed.ok) throw refuse.unreadableArguments(call.name, parsed.reason);
+  if (!parsed.ok) throw failure.unreadableArguments(call.name, parsed.reason);
   const args = parsed.value;
   // JSON text that names no `__proto__` (not even through a \u escape) parsed into nothing to walk for it.
   const walk = typeof raw !== 'string' || raw.includes('__proto__') || raw.includes('\\u');
@@ -43,16 +44,18 @@ export function readArguments(
   // Arguments past the bound are not stringified (that could exhaust the stack): text is hashed as it came.
   if (event !== undefined)
     recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
-  if (problem !== undefined) throw refuse.refusedArguments(call.name, problem);
+  if (problem !== undefined) throw failure.refusedArguments(call.name, problem);
   let check: Check;
   try {
     check = validators.check(schema);
   } catch (err) {
-    throw refuse.schemaBroken(call.name, err);
+    throw failure.schemaBroken(call.name, err);
   }
   const value = withoutStrictNulls(schema, args) as Record<string, unknown>;
-  const violations = check(value);
-  if (violations !== undefined) throw refuse.invalidArguments(call.name, violations);
+  // Every violation of small arguments; large ones stop at their first (the bound of the report).
+  const bytes = typeof raw === 'string' ? raw.length : (event?.argumentsBytes ?? Number.POSITIVE_INFINITY);
+  const violations = check(value, { bytes });
+  if (violations !== undefined) throw failure.invalidArguments(call.name, violations);
   return value;
 }
 
@@ -122,58 +125,112 @@ export function parseArguments(raw: Record<string, unknown> | string | undefined
   return { ok: true, value: value as Record<string, unknown> };
 }
 
+/** Why arguments over the shape bound are refused, in the words a model reads. */
+function shapeReason(shape: ShapeViolation): string {
+  return shape.keyword === 'maxDepth'
+    ? `they nest deeper than ${MAX_DEPTH} levels`
+    : `they ${shape.message.replace(/^holds/, 'hold')}`;
+}
+
 /**
- * Validators for tool input schemas, compiled once and reused: by schema object (resolutions
- * are cached, so the same object comes back) and, failing that, by the schema's text.
+ * Validators for tool input schemas: the tools dialect of the one schema compiler, kept by
+ * schema object (resolutions are cached, so the same object comes back) and, failing that, by
+ * the schema's text, within a bound of schema text.
  */
 export class ArgumentValidators {
-  private ajv = ArgumentValidators.newAjv();
-  private byObject = new WeakMap<object, Check>();
-  private readonly byText = new Map<string, Check>();
-  /** Characters of schema text compiled since the cache last started afresh. */
-  private textLength = 0;
+  private readonly compiler: SchemaCompiler;
 
   /**
-   * @param maxSchemas distinct schemas kept compiled; past it the cache starts afresh.
+   * @param maxSchemas distinct schemas kept compiled; past it the least recently used go.
    * @param maxSchemaText characters of schema text kept compiled (ajv's code grows with it); default 8 Mi.
    */
-  constructor(
-    private readonly maxSchemas = 5_000,
-    private readonly maxSchemaText = 8 * 1024 * 1024,
-  ) {}
-
-  // Tool schemas come from many authors and drafts: unknown keywords and formats are allowed.
-  private static newAjv(): Ajv2020 {
-    return new Ajv2020({ allErrors: true, strict: false, verbose: true, logger: false, validateFormats: false });
+  constructor(maxSchemas = 5_000, maxSchemaText = 8 * 1024 * 1024) {
+    this.compiler = new SchemaCompiler(Dialect.Tools, [], { maxEntries: maxSchemas, maxBytes: maxSchemaText });
   }
 
   /** Characters of schema text compiled now, and how many schemas: what the bounds hold. */
   get size(): { schemas: number; text: number } {
-    return { schemas: this.byText.size, text: this.textLength };
+    return this.compiler.size;
   }
 
   /** The check of a schema; throws if the schema does not compile. */
   check(schema: JsonSchemaObject): Check {
-    let check = this.byObject.get(schema);
-    if (check !== undefined) return check;
-    const text = JSON.stringify(schema);
-    check = this.byText.get(text);
-    if (check === undefined) {
-      // A registry that churns through schemas, or registers huge ones, must not grow this cache (and ajv's) past its bounds.
-      if (this.byText.size >= this.maxSchemas || this.textLength + text.length > this.maxSchemaText) this.startAfresh();
-      const validate = this.ajv.compile(schema);
-      check = (value) => (validate(value) ? undefined : violationsOf(validate.errors));
-      this.byText.set(text, check);
-      this.textLength += text.length;
-    }
-    this.byObject.set(schema, check);
-    return check;
+    return this.compiler.check(schema);
   }
+}
 
-  private startAfresh(): void {
-    this.byText.clear();
-    this.byObject = new WeakMap();
-    this.ajv = ArgumentValidators.newAjv();
-    this.textLength = 0;
+/*
+ * OpenAI strict mode round-trips (see `registry/strict.ts`): strict rendering makes every
+ * optional property required and nullable, so a strict model sends `{"mount": null}` where it
+ * means "no mount". Such a null counts as absent before validation, and only such a null: the
+ * property is optional in the tool's own schema, and its own schema does not accept null. A null
+ * on a required property, or on one whose schema allows null, is left for validation to judge.
+ */
+
+/** `value` without the nulls strict rendering put where `schema` has optional properties; the same object when there are none. */
+export function withoutStrictNulls(schema: unknown, value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || !isObjectSchema(schema)) return value;
+  if (Array.isArray(value)) return itemsWithoutNulls(schema.items, value);
+  const properties = schema.properties;
+  if (properties === null || typeof properties !== 'object') return value;
+  const required: unknown[] = Array.isArray(schema.required) ? schema.required : [];
+  let out: Record<string, unknown> | undefined;
+  for (const key of Object.keys(value)) {
+    if (!Object.hasOwn(properties, key)) continue;
+    const property = (properties as Record<string, unknown>)[key];
+    const child = (value as Record<string, unknown>)[key];
+    if (child === null) {
+      if (required.includes(key) || acceptsNull(property)) continue;
+      out ??= { ...value };
+      delete out[key];
+      continue;
+    }
+    const cleaned = withoutStrictNulls(property, child);
+    if (cleaned !== child) {
+      out ??= { ...value };
+      out[key] = cleaned;
+    }
   }
+  return out ?? value;
+}
+
+/** Strict rendering follows `items` too: an array of objects may hold such nulls in each. */
+function itemsWithoutNulls(items: unknown, value: unknown[]): unknown[] {
+  if (!isObjectSchema(items)) return value;
+  let out: unknown[] | undefined;
+  value.forEach((item, i) => {
+    const cleaned = withoutStrictNulls(items, item);
+    if (cleaned !== item) (out ??= [...value])[i] = cleaned;
+  });
+  return out ?? value;
+}
+
+type SchemaNode = Record<string, unknown>;
+
+/** A schema node that strict rendering descends into (an object, or an array of them). */
+function isObjectSchema(schema: unknown): schema is SchemaNode {
+  if (schema === null || typeof schema !== 'object') return false;
+  const type = (schema as SchemaNode).type;
+  return (
+    type === 'object' ||
+    type === 'array' ||
+    (Array.isArray(type) && (type.includes('object') || type.includes('array')))
+  );
+}
+
+/**
+ * Whether a property's own schema takes null: by `const`, `enum` or `type`, or a branch of
+ * `anyOf`/`oneOf` that does; a schema that constrains none of these takes anything. A `$ref`
+ * is not followed: strict rendering made it nullable, so its null is one a strict model sent.
+ */
+export function acceptsNull(schema: unknown): boolean {
+  if (typeof schema === 'boolean') return schema;
+  if (schema === null || typeof schema !== 'object') return false;
+  const s = schema as SchemaNode;
+  if ('const' in s) return s.const === null;
+  if (Array.isArray(s.enum)) return s.enum.includes(null);
+  if (typeof s.type === 'string') return s.type === 'null';
+  if (Array.isArray(s.type)) return s.type.includes('null');
+  for (const branches of [s.anyOf, s.oneOf]) if (Array.isArray(branches)) return branches.some(acceptsNull);
+  return s.$ref === undefined;
 }

@@ -36,6 +36,10 @@ export interface CallHooks {
    * itself sent, compare-and-set); a throw stops the call unsent.
    */
   beforeSend?: (callId: string) => Promise<void>;
+  /** The call runs as a task: a tool whose `execution.taskSupport` is `required` is refused without this. */
+  asTask?: boolean;
+  /** Longest wait for an approver, in ms, instead of the dispatcher's (a task waits longer than a request can). */
+  approvalTimeoutMs?: number;
 }
 
 /** How long the dispatcher waits for a target's `{cancelled: true}`, in ms: only for the log, never retried. */
@@ -89,7 +93,9 @@ export function waitForApproval(
 ): Promise<Verdict> {
   const signals = [hooks?.signal, wait.stopping].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length < 2 ? signals[0] : AbortSignal.any(signals);
-  const options = { deadlineMs: wait.deadlineMs, signal, bucket: wait.bucket };
+  // A task waits for a person as long as it is kept, not as long as one request may take.
+  const deadlineMs = hooks?.approvalTimeoutMs === undefined ? wait.deadlineMs : Date.now() + hooks.approvalTimeoutMs;
+  const options = { deadlineMs, signal, bucket: wait.bucket };
   if (hooks?.approvalId !== undefined) return awaitDecision(client, hooks.approvalId, options);
   return approvalGate(client, request, ctx, { ...options, onPending: hooks?.onPending });
 }

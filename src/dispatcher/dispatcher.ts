@@ -4,13 +4,13 @@
  *
  *   member → readArguments → route → approve → forward → shape, then audit
  *
- * `member` (here) finds the tool in the session; `readArguments` (arguments.ts) parses, bounds
- * and validates; `route` (route.ts) says where the call goes and whether it is gated; `approve`
- * (here, with approval.ts) asks `system.approvals` and fails closed; `forward` (here, with
- * forward.ts) sends the one request under the smallest deadline and the in-flight bound;
- * `shape` (shape.ts) turns the reply into what the model reads; `audit` records every call, its
- * refusals and failures included. A step that refuses throws `CallRefused` (results.ts, where
- * every error result and its message is written); the pipeline turns it into the result.
+ * `member` (here) finds the tool in the session; `readArguments` (arguments.ts) parses, bounds and
+ * validates; `route` (route.ts) says where the call goes and whether it is gated; `approve` (here,
+ * with approval.ts) asks `system.approvals` and fails closed; `forward` (here, with forward.ts)
+ * sends the one request under the smallest deadline and the in-flight bound; `shape` (shape.ts)
+ * turns the reply into what the model reads; `audit` records every call, its refusals and failures
+ * included. A step that fails the call throws `CallFailure` (results.ts, where every error result
+ * and its message is written); the pipeline turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
  * published: the steps before `forward` are synchronous.
@@ -31,7 +31,7 @@ import { observeInFlight } from '../telemetry/instruments.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { type CallHooks, cancelTarget, newCallId, waitForApproval } from './call-hooks.js';
 import { retryDelay, TargetSlots } from './forward.js';
-import { CallRefused, errorResult, refuse, targetFailed } from './results.js';
+import { CallFailure, errorResult, failure, targetFailed } from './results.js';
 import { type Route, route } from './route.js';
 import {
   busToolSource,
@@ -40,8 +40,7 @@ import {
   type SessionCacheOptions,
   type ToolSource,
 } from './session-cache.js';
-import { DEFAULT_CONTENT_CAP, type Shaped, shapeReply } from './shape.js';
-import { DEFAULT_SUMMARY_BUDGET } from './summary.js';
+import { DEFAULT_CONTENT_CAP, DEFAULT_SUMMARY_BUDGET, type Shaped, shapeReply } from './shape.js';
 import type { ToolCall, ToolResult } from './types.js';
 
 /** How a dispatcher behaves; every field has a default. */
@@ -60,7 +59,10 @@ export interface DispatcherOptions {
   approvalsBucket?: string;
   /** Most calls in flight per target mount; past it a call fails fast. Default 1024. */
   maxInFlightPerTarget?: number;
-  /** Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default a quarter of `maxInFlightPerTarget`. */
+  /**
+   * Most of a target's calls in flight one principal (a verified grant's subject) may hold. Default
+   * a quarter of `maxInFlightPerTarget`.
+   */
   maxInFlightPerPrincipal?: number;
   /** Cap of a result's `content`, in characters; default 65536. */
   contentCap?: number;
@@ -76,20 +78,31 @@ export interface DispatcherOptions {
   refusals?: RefusalBudgetOptions;
 }
 
-/** A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known of who sent it. */
+/**
+ * A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known
+ * of who sent it.
+ */
 export interface EarlyRefusal {
   /** The error code the caller got. */
   code: string;
   /** The check its grant failed (`details.grant`), when it was refused for its grant. */
   grantFailure?: string;
-  /** The principal and session of a valid grant (the body asked for other authority): its event is stored whatever the rate. */
+  /**
+   * The principal and session of a valid grant (the body asked for other authority): its event is
+   * stored whatever the rate.
+   */
   principal?: string;
   session?: string;
-  /** The `sub` of a grant a trusted issuer signed that was refused all the same (expired, …): not proof of the caller. */
+  /**
+   * The `sub` of a grant a trusted issuer signed that was refused all the same (expired, …): not
+   * proof of the caller.
+   */
   grantSubject?: string;
 }
 
-/** One call on its way through the pipeline: the call, its context, and the audit event it fills in. */
+/**
+ * One call on its way through the pipeline: the call, its context, and the audit event it fills in.
+ */
 interface CallRun {
   call: ToolCall;
   /** The caller's context, with a `traceparent` (a new one when the caller sent none). */
@@ -124,7 +137,9 @@ export class Dispatcher {
     >
   >;
   private readonly approvalsBucket: string | undefined;
-  /** Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept. */
+  /**
+   * Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept.
+   */
   private readonly stopping = new AbortController();
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
@@ -180,6 +195,7 @@ export class Dispatcher {
         this.options.audit ? run.event : undefined,
       );
       const to = route(tool, args, session.resolved.timeoutMs, run.event);
+      if (tool.execution?.taskSupport === 'required' && hooks?.asTask !== true) throw failure.taskRequired(tool.name);
       if (to.gated) await this.approve(to, args, run);
       const reply = await this.forward(to, run);
       result = this.shape(reply, to, run);
@@ -190,9 +206,10 @@ export class Dispatcher {
   }
 
   /**
-   * Steps 1–2 of a call (membership, arguments, route) and nothing more: the route the call
-   * would take, or the error result of its refusal (audited like any refused call). What a task
-   * runs before it answers; the task then runs the whole call with `call`.
+   * Steps 1–2 of a call to run as a task (membership, arguments, route, a tool that allows
+   * tasks) and nothing more: the route the call would take, or the error result of its refusal
+   * (audited like any refused call). What a task runs before it answers; the task then runs the
+   * whole call with `call`.
    */
   async check(sessionRequest: ResolveRequest, toolCall: ToolCall, ctx: CallContext = {}): Promise<Route | ToolResult> {
     const run = startRun(toolCall, ctx, undefined);
@@ -201,7 +218,9 @@ export class Dispatcher {
       const session = found instanceof Promise ? await found : found;
       const tool = member(session, run);
       const args = readArguments(toolCall, tool.inputSchema, this.validators, undefined);
-      return route(tool, args, session.resolved.timeoutMs, run.event);
+      const to = route(tool, args, session.resolved.timeoutMs, run.event);
+      if (tool.execution?.taskSupport === 'forbidden') throw failure.taskForbidden(tool.name);
+      return to;
     } catch (err) {
       return this.audit(run, this.failed(err, run));
     }
@@ -239,7 +258,10 @@ export class Dispatcher {
     if (!this.stopping.signal.aborted) this.stopping.abort(new ServiceStopping());
   }
 
-  /** Publishes the audit events not sent yet, stops listening for registry changes, and fails calls still waiting. */
+  /**
+   * Publishes the audit events not sent yet, stops listening for registry changes, and fails calls
+   * still waiting.
+   */
   close(): void {
     this.stopWaiting();
     this.refusals.flush();
@@ -258,7 +280,7 @@ export class Dispatcher {
    */
   private session(request: ResolveRequest, run: CallRun): Session | Promise<Session> {
     const failed = (err: unknown): never => {
-      if (err instanceof MatrixError && registryFailures.has(err.code)) throw refuse.registryFailed(err);
+      if (err instanceof MatrixError && registryFailures.has(err.code)) throw failure.registryFailed(err);
       throw err;
     };
     try {
@@ -269,7 +291,9 @@ export class Dispatcher {
     }
   }
 
-  /** `approve`: asks `system.approvals`; anything but an approval refuses the call (fail closed). */
+  /**
+   * `approve`: asks `system.approvals`; anything but an approval refuses the call (fail closed).
+   */
   private async approve(to: Route, args: Record<string, unknown>, run: CallRun): Promise<void> {
     run.reached = true;
     const { call, context } = run;
@@ -293,9 +317,14 @@ export class Dispatcher {
       },
       run.hooks,
     );
+    const e = run.event;
+    e.approvalId = verdict.approvalId;
+    e.approvalWaitMs = verdict.waitedMs;
+    if (verdict.approved) e.approvedBy = verdict.by;
+    else e.rejectedBy = verdict.by;
     if (!verdict.approved) {
-      if (run.hooks?.signal?.aborted === true) throw refuse.cancelled(call.name, false);
-      throw refuse.approvalDenied(call.name, verdict.reason);
+      if (run.hooks?.signal?.aborted === true) throw failure.cancelled(call.name, false);
+      throw failure.approvalDenied(call.name, verdict.reason);
     }
   }
 
@@ -308,9 +337,9 @@ export class Dispatcher {
     run.reached = true;
     const { traceparent, session, principal, readSessions } = run.context;
     const refused = this.slots.take(to.target, principal);
-    if (refused === 'target') throw refuse.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
+    if (refused === 'target') throw failure.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
     if (refused === 'caller')
-      throw refuse.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
+      throw failure.tooManyOfYours(run.call.name, to.target, this.slots.count(to.target, principal));
     const deadline = deadlineOf(to.timeoutMs, run.context.deadline);
     const callId = newCallId();
     const hooks = run.hooks;
@@ -333,10 +362,11 @@ export class Dispatcher {
         try {
           return await this.targets.request(to.target, to.op, to.body, options);
         } catch (err) {
-          // The caller stopped waiting (a cancel, its deadline) while the target may still work: tell it, once.
+          // The caller stopped waiting (a cancel, its deadline) while the target may still work:
+          // tell it, once.
           if (err instanceof CancelledError || err instanceof TimeoutError) {
             cancelTarget(this.targets, to.target, callId, run.context);
-            if (err instanceof CancelledError) throw refuse.cancelled(run.call.name, true);
+            if (err instanceof CancelledError) throw failure.cancelled(run.call.name, true);
           }
           const wait = retryDelay(to, err, attempt, deadline, this.options);
           if (wait === undefined) throw targetFailed(run.call.name, to, err);
@@ -358,7 +388,7 @@ export class Dispatcher {
       });
     } catch (err) {
       // A reply nested thousands of levels deep overflows JSON.stringify: still a result.
-      throw refuse.unshowableReply(run.call.name, err);
+      throw failure.unshowableReply(run.call.name, err);
     }
     const result: ToolResult = {
       callId: run.call.id,
@@ -372,14 +402,17 @@ export class Dispatcher {
     return result;
   }
 
-  /** The result of a call a step refused; a session error of the oracle's own is audited, then thrown. */
+  /**
+   * The result of a call a step refused; a session error of the oracle's own is audited, then
+   * thrown.
+   */
   private failed(err: unknown, run: CallRun): ToolResult {
-    if (err instanceof CallRefused) return errorResult(run.call.id, run.call.name, err);
+    if (err instanceof CallFailure) return errorResult(run.call.id, run.call.name, err);
     if (err instanceof MatrixError) {
       this.record(run, 'error', err.code);
       throw err;
     }
-    return errorResult(run.call.id, run.call.name, refuse.unexpected(run.call.name, err));
+    return errorResult(run.call.id, run.call.name, failure.unexpected(run.call.name, err));
   }
 
   /**
@@ -429,7 +462,10 @@ function elapsed(run: CallRun): number {
   return Math.round((performance.now() - run.started) * 1000) / 1000;
 }
 
-/** Failures to resolve a session that are the registry's, not the oracle's: the call's result says so. */
+/**
+ * Failures to resolve a session that are the registry's, not the oracle's: the call's result says
+ * so.
+ */
 const registryFailures = new Set<string>([ErrorCode.Unavailable, ErrorCode.Timeout, ErrorCode.Internal]);
 
 /** `member`: the tool, when the session has it by that name (PROTOCOL 6.1 step 1). */
@@ -441,13 +477,14 @@ function member(session: Session, run: CallRun): ResolvedTool {
     run.event.op = tool.op;
     return tool;
   }
-  if (session.sdkTools.has(name)) throw refuse.sdkTool(name);
-  throw refuse.notInSession(name, [...session.tools.keys()]);
+  if (session.sdkTools.has(name)) throw failure.sdkTool(name);
+  throw failure.notInSession(name, [...session.tools.keys()]);
 }
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
-  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in bus/op-context.ts).
+  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in
+  // bus/op-context.ts).
   const context: CallContext = {
     traceparent: ctx.traceparent ?? newTraceparent(),
     deadline: ctx.deadline,

@@ -78,11 +78,11 @@ export interface RetryPolicy {
 }
 
 /**
- * How long to wait before attempt `attempt + 1`, or undefined to give up. A gated call is sent
- * once, whatever comes back. No responders means nobody received the request: sent again. An answer — an error reply, a mount's own
- * 503 included — is final unless the route is idempotent (never an approved call), and then
- * only `internal`/`unavailable` are retried. Never a timeout (the target may still be working),
- * never past the deadline.
+ * How long to wait before attempt `attempt + 1`, or undefined to give up. A route sent once (an
+ * approved call, `route.ts`'s `routeTo`) is never sent again. No responders means nobody
+ * received the request: sent again. An answer (an error reply, a mount's own 503 included) is
+ * final unless the route is idempotent, and then only `internal`/`unavailable` are retried.
+ * Never after a timeout (the target may still be working), never past the deadline.
  */
 export function retryDelay(
   route: Route,
@@ -91,9 +91,7 @@ export function retryDelay(
   deadline: number,
   policy: RetryPolicy,
 ): number | undefined {
-  // One approval, one request: an empty 503 "no responders" cannot be told from one the target
-  // itself sends after doing the work (found by an outside attack: an approved transfer ran 3 times).
-  if (attempt >= policy.maxAttempts || route.gated) return undefined;
+  if (attempt >= policy.maxAttempts || route.sentOnce) return undefined;
   const reachedNobody = err instanceof NoRespondersError;
   const transient =
     err instanceof MatrixError && (err.code === ErrorCode.Internal || err.code === ErrorCode.Unavailable);

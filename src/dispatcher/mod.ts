@@ -1,14 +1,16 @@
 export {
   ArgumentValidators,
+  acceptsNull,
   argumentName,
   argumentsMessage,
   type ParsedArguments,
   parseArguments,
   readArguments,
+  withoutStrictNulls,
 } from './arguments.js';
 export { Dispatcher, type DispatcherOptions, type EarlyRefusal } from './dispatcher.js';
 export { type RetryPolicy, retryDelay, TargetSlots } from './forward.js';
-export { CallRefused, errorResult, refuse, targetFailed } from './results.js';
+export { CallFailure, errorResult, failure, targetFailed } from './results.js';
 export { isInvokeTool, type Route, route } from './route.js';
 export {
   busToolSource,
@@ -22,13 +24,13 @@ export {
 export {
   capContent,
   DEFAULT_CONTENT_CAP,
+  DEFAULT_SUMMARY_BUDGET,
   type Shaped,
   type ShapeOptions,
   shapeReply,
   structuredObject,
   structuredTravels,
+  summarize,
 } from './shape.js';
-export { acceptsNull, withoutStrictNulls } from './strict-nulls.js';
-export { DEFAULT_SUMMARY_BUDGET, summarize } from './summary.js';
 export { DISPATCHER_VERSION, type DispatcherMountOptions, dispatcherMount } from './system-dispatcher.js';
 export * from './types.js';

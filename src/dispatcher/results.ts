@@ -4,6 +4,7 @@
  * they are all written here, so they read alike and change in one place.
  */
 import { ErrorCode, MatrixError, NoRespondersError, UnsendableRequestError, type Violation } from '../bus/errors.js';
+import { describeViolations } from '../contracts/compiler.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
 import type { ToolErrorCode, ToolResult } from './types.js';
 
@@ -11,8 +12,8 @@ import type { ToolErrorCode, ToolResult } from './types.js';
  * A call that ends as an error result. Thrown by the steps of the pipeline and caught once, at
  * its end; never crosses the wire as an error (the `ToolResult` does).
  */
-export class CallRefused extends Error {
-  override name = 'CallRefused';
+export class CallFailure extends Error {
+  override name = 'CallFailure';
 
   constructor(
     readonly code: ToolErrorCode,
@@ -23,17 +24,20 @@ export class CallRefused extends Error {
   }
 }
 
-/** The error result of a refused call (its `durationMs` is filled in by the audit step). */
-export function errorResult(callId: string, name: string, refused: CallRefused): ToolResult {
-  const error = { code: refused.code, message: refused.message };
-  return { callId, name, isError: true, content: refused.message, error, durationMs: 0 };
+/** The error result of a failed call (its `durationMs` is filled in by the audit step). */
+export function errorResult(callId: string, name: string, failed: CallFailure): ToolResult {
+  const error = { code: failed.code, message: failed.message };
+  return { callId, name, isError: true, content: failed.message, error, durationMs: 0 };
 }
 
-/** The refusals, by the step that makes them. */
-export const refuse = {
+/**
+ * The failures, by the step that makes them. Those before the target is reached (membership,
+ * arguments, route, approval, the in-flight bound) are refusals: the call was not made.
+ */
+export const failure = {
   /** The session: the registry did not answer, or failed. */
   registryFailed: (err: MatrixError) =>
-    new CallRefused(
+    new CallFailure(
       err.code,
       `The tool registry could not resolve this session (${err.message}); try the call again shortly.`,
       { cause: err },
@@ -41,95 +45,124 @@ export const refuse = {
 
   /** Membership: an SDK tool sent to the bus. */
   sdkTool: (tool: string) =>
-    new CallRefused(
+    new CallFailure(
       'forbidden',
       `"${tool}" is one of your own SDK tools, not a bus tool: call it directly, not through the dispatcher.`,
     ),
 
   /** Membership: no such tool in the session. */
   notInSession: (tool: string, available: readonly string[]) =>
-    new CallRefused(
+    new CallFailure(
       'not_found',
       `No tool named "${tool}" is available in this session. Available tools: ${available.join(', ') || 'none'}.`,
     ),
 
   /** Arguments: not JSON, or not an object. */
   unreadableArguments: (tool: string, reason: string) =>
-    new CallRefused(
+    new CallFailure(
       'bad_request',
       `The arguments of "${tool}" could not be read: ${reason}. Send a JSON object that matches the tool's schema.`,
     ),
 
   /** Arguments: something no target can be sent. */
   refusedArguments: (tool: string, reason: string) =>
-    new CallRefused(
+    new CallFailure(
       'bad_request',
       `The arguments of "${tool}" were refused: ${reason}. Fix them and call "${tool}" again.`,
     ),
 
   /** Arguments: schema violations. */
   invalidArguments: (tool: string, violations: readonly Violation[]) =>
-    new CallRefused('bad_request', argumentsMessage(tool, violations)),
+    new CallFailure('bad_request', argumentsMessage(tool, violations)),
 
   /** Arguments: the tool's own schema is broken. */
   schemaBroken: (tool: string, err: unknown) =>
-    new CallRefused(
+    new CallFailure(
       'internal',
       `"${tool}" cannot be called: its input schema does not compile (${(err as Error).message}). Use another tool; the context's owner must fix it.`,
     ),
 
   /** Route: `matrix_invoke` towards a reserved subject. */
   reservedTarget: (subject: string, target: string) =>
-    new CallRefused(
+    new CallFailure(
       'forbidden',
       `${MATRIX_INVOKE} may not call ${subject}: ${target} is reserved. Choose another mount.`,
     ),
 
   /** Route: `matrix_invoke` outside the context's `allowTargets`. */
   targetNotAllowed: (subject: string, allowed: readonly string[]) =>
-    new CallRefused(
+    new CallFailure(
       'forbidden',
       `${MATRIX_INVOKE} may not call ${subject}: this session allows only ${allowed.join(', ') || 'no targets'}.`,
     ),
 
   /** Approval: not approved (rejected, no approver, no answer in time). */
   approvalDenied: (tool: string, reason: string) =>
-    new CallRefused(
+    new CallFailure(
       'approval_denied',
       `The call to "${tool}" was not made: ${reason}. Do not retry it unchanged; ask the user how to proceed.`,
     ),
 
   /** Forward: the target's bound of calls in flight is reached. */
   tooManyInFlight: (tool: string, target: string, inFlight: number) =>
-    new CallRefused(
+    new CallFailure(
       'unavailable',
       `${target} already has ${inFlight} calls in flight, the most allowed; try "${tool}" again in a moment.`,
     ),
   tooManyOfYours: (tool: string, target: string, inFlight: number) =>
-    new CallRefused(
+    new CallFailure(
       'unavailable',
       `you already have ${inFlight} calls in flight to ${target}, the most one caller may have; try "${tool}" again when some have returned.`,
     ),
 
   /** Approve or forward: its caller cancelled the call (a task's `$cancel`, an MCP `notifications/cancelled`). */
   cancelled: (tool: string, sent: boolean) =>
-    new CallRefused(
+    new CallFailure(
       'cancelled',
       sent
         ? `The call to "${tool}" was cancelled while its target worked; the target was told to stop, and may have done part of the work. Check its effect before you call it again.`
         : `The call to "${tool}" was cancelled before it was sent; nothing ran.`,
     ),
 
+  /** Tasks: a tool whose `execution.taskSupport` is `required`, called as a plain call. */
+  taskRequired: (tool: string) =>
+    new CallFailure(
+      'bad_request',
+      `"${tool}" runs only as a task: call it again with task (MCP: tools/call with a task field).`,
+    ),
+
+  /** Tasks: a tool whose `execution.taskSupport` is `forbidden`, called as a task. */
+  taskForbidden: (tool: string) =>
+    new CallFailure('bad_request', `"${tool}" does not run as a task: call it again without task.`),
+
+  /** Tasks: this service runs none. */
+  tasksOff: (tool: string) =>
+    new CallFailure('unavailable', `This service does not run tasks; call "${tool}" again without task.`),
+
+  /** Tasks: the principal holds the most live tasks allowed. */
+  tooManyTasks: (tool: string, live: number) =>
+    new CallFailure(
+      'unavailable',
+      `You already have ${live} tasks running, the most one caller may have; "${tool}" was not started. Wait for some to finish (system.tasks.$list), or cancel one, then call again.`,
+    ),
+
+  /** Tasks: the instance running it died after the request went to the target. */
+  mayHaveRun: (tool: string) =>
+    new CallFailure(
+      'unavailable',
+      `The service running "${tool}" stopped after the call was sent to its target, so it may have run: check before asking again.`,
+    ),
+
   /** Shape: a reply that cannot be turned into text. */
   unshowableReply: (tool: string, err: unknown) =>
-    new CallRefused(
+    new CallFailure(
       'internal',
       `"${tool}" answered with a reply that cannot be shown as text (${(err as Error).message}); its service must fix it. Use another tool.`,
     ),
 
   /** Anywhere: a failure the dispatcher did not foresee (a defect of its own). */
   unexpected: (tool: string, err: unknown) =>
-    new CallRefused('internal', `"${tool}" failed unexpectedly in the dispatcher; try again, or use another tool.`, {
+    new CallFailure('internal', `"${tool}" failed unexpectedly in the dispatcher; try again, or use another tool.`, {
       cause: err,
     }),
 };
@@ -138,31 +171,31 @@ export const refuse = {
 export interface ForwardedTo {
   subject: string;
   timeoutMs: number;
-  /** An approved call: sent once, whatever came back. */
-  gated: boolean;
+  /** Sent once, whatever came back (an approved call: `Route.sentOnce`). */
+  sentOnce: boolean;
 }
 
 /** Forward: how a failed request to the target reads to the model. */
-export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallRefused {
-  if (!(err instanceof MatrixError)) return refuse.unexpected(tool, err);
+export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallFailure {
+  if (!(err instanceof MatrixError)) return failure.unexpected(tool, err);
   const cause = { cause: err };
   if (err instanceof UnsendableRequestError) {
-    return new CallRefused(
+    return new CallFailure(
       'bad_request',
       `The call to "${tool}" was not sent: ${err.message}. Fix the arguments and call again.`,
       cause,
     );
   }
-  if (err instanceof NoRespondersError && to.gated) {
-    // An approved call is sent once: "no responders" may come from a target that did the work.
-    return new CallRefused(
+  if (err instanceof NoRespondersError && to.sentOnce) {
+    // "No responders" may come from a target that did the work: it was not sent again.
+    return new CallFailure(
       'unavailable',
       `"${tool}" got no answer (${to.subject} said it has no responders), so it may or may not have run. Check its effect before you ask to run it again.`,
       cause,
     );
   }
   if (err instanceof NoRespondersError) {
-    return new CallRefused(
+    return new CallFailure(
       'unavailable',
       `No service is answering "${tool}" right now (${to.subject} has no responders). Try again later, or use another tool.`,
       cause,
@@ -170,25 +203,25 @@ export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallR
   }
   switch (err.code) {
     case ErrorCode.Timeout:
-      return new CallRefused(
+      return new CallFailure(
         'timeout',
         `"${tool}" did not answer in time (${to.subject}, at most ${to.timeoutMs} ms or the caller's deadline). It may still be running: check its effect before repeating a call that changes things.`,
         cause,
       );
     case ErrorCode.Unavailable:
-      return new CallRefused(
+      return new CallFailure(
         'unavailable',
         `"${tool}" is unavailable: ${err.message} (said ${to.subject}). Try again later, or use another tool.`,
         cause,
       );
     case ErrorCode.BadRequest:
-      return new CallRefused(
+      return new CallFailure(
         'bad_request',
         `"${tool}" refused its arguments: ${err.message}. Fix them and call again.`,
         cause,
       );
     default:
-      return new CallRefused(err.code, `"${tool}" failed (${err.code}): ${err.message}`, cause);
+      return new CallFailure(err.code, `"${tool}" failed (${err.code}): ${err.message}`, cause);
   }
 }
 
@@ -206,7 +239,6 @@ export function argumentName(pointer: string): string {
 
 /** One sentence per violation, then what to do. */
 export function argumentsMessage(tool: string, violations: readonly Violation[]): string {
-  const listed = violations.slice(0, 20).map((v) => `${argumentName(v.path)} ${v.message}`);
-  const more = violations.length > 20 ? ` (and ${violations.length - 20} more)` : '';
-  return `Invalid arguments for "${tool}": ${listed.join('; ')}${more}. Fix the arguments and call "${tool}" again.`;
+  const listed = describeViolations(violations, { shown: 20, name: argumentName });
+  return `Invalid arguments for "${tool}": ${listed}. Fix the arguments and call "${tool}" again.`;
 }

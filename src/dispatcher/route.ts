@@ -8,7 +8,7 @@
 import type { CallEvent } from '../audit/types.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import type { ResolvedTool } from '../registry/types.js';
-import { refuse } from './results.js';
+import { failure } from './results.js';
 
 /** Where a call goes, once checked: the request the forward step sends. */
 export interface Route {
@@ -24,6 +24,8 @@ export interface Route {
   body: unknown;
   /** Ask `system.approvals` before sending. */
   gated: boolean;
+  /** Sent at most once, whatever comes back (an approved call: see `routeTo`). */
+  sentOnce: boolean;
   /** Longest wait for the target, in ms (the caller's deadline may cut it shorter). */
   timeoutMs: number;
   /** Send the request as JSON (the projection says `encoding: "json"`). */
@@ -33,7 +35,25 @@ export interface Route {
 }
 
 /**
- * The route of a call to `tool` with valid `args`; throws `CallRefused` (`forbidden`) for a
+ * A route, and how its call may be sent (the one place this is decided): an approved call (a
+ * tool that requires approval, every `matrix_invoke`) reaches its target at most once,
+ * idempotent or not, whatever comes back. One approval is for one request, and an empty 503 "no responders" cannot be told
+ * from one the target sends itself after doing the work. Any other call that reached nobody may
+ * be sent again, and an idempotent tool's after a transient failure (`retryDelay`).
+ */
+function routeTo(
+  tool: ResolvedTool,
+  to: { target: string; op: string; body: unknown; timeoutMs: number; json: boolean },
+  gated: boolean,
+  idempotent: boolean,
+): Route {
+  const { target, op, body, timeoutMs, json } = to;
+  const subject = opSubject(target, op);
+  return { tool, target, op, subject, body, gated, timeoutMs, json, sentOnce: gated, idempotent: idempotent && !gated };
+}
+
+/**
+ * The route of a call to `tool` with valid `args`; throws `CallFailure` (`forbidden`) for a
  * `matrix_invoke` its context does not allow. `sessionTimeoutMs` is the session's own bound;
  * `event`, the audit event, gets a `matrix_invoke`'s destination.
  */
@@ -45,18 +65,8 @@ export function route(
 ): Route {
   const timeoutMs = tool.timeoutMs ?? sessionTimeoutMs;
   if (isInvokeTool(tool)) return invokeRoute(tool, args, timeoutMs, event);
-  return {
-    tool,
-    target: tool.target,
-    op: tool.op,
-    subject: opSubject(tool.target, tool.op),
-    body: args,
-    gated: tool.requiresApproval,
-    timeoutMs,
-    json: tool.encoding === 'json',
-    // An approved call reaches its target at most once, idempotent or not.
-    idempotent: tool.annotations?.idempotent === true && !tool.requiresApproval,
-  };
+  const to = { target: tool.target, op: tool.op, body: args, timeoutMs, json: tool.encoding === 'json' };
+  return routeTo(tool, to, tool.requiresApproval, tool.annotations?.idempotent === true);
 }
 
 /** The routing policy of `matrix_invoke`. */
@@ -74,10 +84,10 @@ function invokeRoute(
     event.op = op;
   }
   const subject = opSubject(target, op);
-  if (isReservedSubject(subject)) throw refuse.reservedTarget(subject, target);
+  if (isReservedSubject(subject)) throw failure.reservedTarget(subject, target);
   const allowed = tool.allowTargets ?? [];
-  if (!allowed.some((pattern) => subjectMatches(pattern, subject))) throw refuse.targetNotAllowed(subject, allowed);
-  return { tool, target, op, subject, body: args.args ?? {}, gated: true, timeoutMs, json: false, idempotent: false };
+  if (!allowed.some((pattern) => subjectMatches(pattern, subject))) throw failure.targetNotAllowed(subject, allowed);
+  return routeTo(tool, { target, op, body: args.args ?? {}, timeoutMs, json: false }, true, false);
 }
 
 /** Is this the `matrix_invoke` meta-tool (forwarded to `args.target`/`args.op`)? */

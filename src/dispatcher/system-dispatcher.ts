@@ -1,16 +1,21 @@
 /** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { decodeBody, Encoding } from '../bus/codec.js';
+import { decodeMap, Encoding } from '../bus/codec.js';
+import type { CallContext } from '../bus/context.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
-import type { GrantError } from '../identity/errors.js';
+import { GrantError } from '../identity/errors.js';
 import { IdentityGate } from '../identity/gate.js';
 import { GrantFailure } from '../identity/types.js';
+import type { ResolveRequest } from '../registry/types.js';
+import type { TaskRunner } from '../tasks/runner.js';
+import type { Task, TaskRequest } from '../tasks/types.js';
 import { relayHooks } from './call-hooks.js';
 import { Dispatcher, type EarlyRefusal } from './dispatcher.js';
-import type { CallRequest, ToolCall } from './types.js';
+import { errorResult, failure } from './results.js';
+import type { CallRequest, ToolCall, ToolResult } from './types.js';
 
 /** Version of the dispatcher implementation. */
 export const DISPATCHER_VERSION = '0.1.0';
@@ -23,6 +28,8 @@ export interface DispatcherMountOptions {
   logger?: Logger;
   /** Who may call as whom: grants from trusted issuers; default trusting callers (development). */
   identity?: IdentityGate;
+  /** Runs `$call`s that ask for `task` (PROTOCOL 9); without it, such a call is refused as a result. */
+  tasks?: TaskRunner;
 }
 
 /**
@@ -43,20 +50,25 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     // A $call refused before it ran (bad body, bad header, deadline past) is audited as well,
     // under the principal of its grant when that grant is valid.
     onRefused: ({ op, data, traceparent, grant, error }) => {
-      if (op === '$call')
-        dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
+      if (op !== '$call') return;
+      if (error instanceof GrantError) dispatcher.refused(callIn(data), traceparent, grantRefusal(error));
+      else dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
     },
     ops: {
       $call: {
         description: 'Runs one LLM tool call for a session and returns the result the model reads.',
         request: SchemaId.CallRequest,
-        response: SchemaId.ToolResult,
+        response: SchemaId.CallReply,
+        // No valid grant, no body read: the refusal costs a header read.
+        beforeBody: (ctx) => identity.checkGrant(ctx),
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
           const admitted = identity.admit(request.session, ctx, (err) =>
             dispatcher.refused(request.call, ctx.traceparent, grantRefusal(err)),
           );
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
+          if (request.task !== undefined)
+            return startTask(dispatcher, options.tasks, admitted.request, request.call, admitted.ctx, request.task);
           return dispatcher.call(
             admitted.request,
             request.call,
@@ -67,6 +79,25 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
       },
     },
   });
+}
+
+/**
+ * A `$call` with `task`: membership and arguments checked at once (a refusal is the result, as
+ * for any call), then `{task}` before any approval or target; the runner goes on with it.
+ */
+async function startTask(
+  dispatcher: Dispatcher,
+  runner: TaskRunner | undefined,
+  session: ResolveRequest,
+  call: ToolCall,
+  ctx: CallContext,
+  task: TaskRequest,
+): Promise<ToolResult | { task: Task }> {
+  const checked = await dispatcher.check(session, call, ctx);
+  if ('isError' in checked) return checked;
+  if (runner === undefined) return errorResult(call.id, call.name, failure.tasksOff(call.name));
+  const made = await runner.create(session, call, ctx, checked, task);
+  return 'isError' in made ? made : { task: made };
 }
 
 /**
@@ -83,13 +114,16 @@ function grantRefusal(err: GrantError): EarlyRefusal {
   return refusal;
 }
 
+/** Longest refused body whose call id and tool name are read for its audit event. */
+const REFUSED_BODY_READ_BYTES = 4 * 1024;
+
 /** What can be read of a refused request's call: its id and tool name when they are short strings. */
 function callIn(data: Uint8Array): ToolCall {
   let call: unknown;
-  // A body refused for its size is not decoded after all.
-  for (const encoding of data.length <= 64 * 1024 ? [Encoding.MsgPack, Encoding.Json] : []) {
+  // Only a short body is read, within the request bounds: a refusal costs no more than the bytes it read.
+  for (const encoding of data.length <= REFUSED_BODY_READ_BYTES ? [Encoding.MsgPack, Encoding.Json] : []) {
     try {
-      call = (decodeBody(data, encoding) as { call?: unknown } | undefined)?.call;
+      call = decodeMap(data, encoding).call;
       break;
     } catch {
       call = undefined;

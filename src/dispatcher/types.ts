@@ -17,6 +17,8 @@ export interface CallRequest {
   /** The `$resolve` request of the calling session. */
   session: ResolveRequest;
   call: ToolCall;
+  /** Run the call as a task (PROTOCOL 9): answered at once with `{task}`. */
+  task?: { ttlMs?: number };
 }
 
 /** Codes a failed tool result carries: the protocol's, plus `approval_denied` and `cancelled` (its caller stopped it). */

@@ -52,16 +52,37 @@ export class IdentityGate {
     try {
       return this.admitByGrant(this.verifier, body, ctx);
     } catch (err) {
-      // Fail closed: whatever went wrong admitting it, the call is refused, and told.
-      const refusal =
-        err instanceof GrantError
-          ? err
-          : new GrantError(
-              GrantFailure.Malformed,
-              `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`,
-            );
+      const refusal = failClosed(err);
       onRefused?.(refusal);
       throw refusal;
+    }
+  }
+
+  /**
+   * Who calls, for ops that act on what a caller owns (`system.tasks`): the principal and session
+   * of a valid grant; a `GrantError` (forbidden) without one. Trusting callers: their headers.
+   */
+  owner(ctx: CallContext): { principal?: string; session?: string } {
+    if (this.verifier === undefined) return { principal: ctx.principal, session: ctx.session };
+    try {
+      const { sub, nats } = this.verifier.verify(ctx.grant).claims;
+      return { principal: sub, session: nats.session };
+    } catch (err) {
+      throw failClosed(err);
+    }
+  }
+
+  /**
+   * Refuses a request whose grant is missing or not valid (`GrantError`), from its headers
+   * alone: run before its body is read, so a caller without a valid grant costs one header read
+   * and a cache lookup. The verified grant stays cached for `admit`. A no-op when trusting callers.
+   */
+  checkGrant(ctx: CallContext): void {
+    if (this.verifier === undefined) return;
+    try {
+      this.verifier.verify(ctx.grant);
+    } catch (err) {
+      throw failClosed(err);
     }
   }
 
@@ -105,6 +126,16 @@ export class IdentityGate {
       throw err instanceof GrantError ? signedFor(err, grant.claims) : err;
     }
   }
+}
+
+/** Fail closed: whatever went wrong admitting a call, it is refused, and told. */
+function failClosed(err: unknown): GrantError {
+  return err instanceof GrantError
+    ? err
+    : new GrantError(
+        GrantFailure.Malformed,
+        `Matrix-Grant could not be checked (${(err as Error)?.name ?? 'error'}): it is refused`,
+      );
 }
 
 /** Trusted issuers from `MATRIX_TRUSTED_ISSUERS` / `--trust`: public nkeys, comma-separated. */

@@ -1,15 +1,14 @@
 /**
- * A session under a grant, for library users (an oracle): its `$resolve` request is the
- * grant's authority, and its calls carry the grant. Without a verifier the claims are read
- * unchecked: `system.tools` and `system.dispatcher` check the grant they receive, but an
- * in-process `Dispatcher` that already holds the session's resolution does not ask them again,
- * so an oracle that takes grants from callers it does not trust passes a `GrantVerifier`.
+ * A session under a grant, as the CLI, the MCP bridge and `openToolSession` (src/oracle/) read
+ * it: its `$resolve` request is the grant's authority, and its calls carry the grant. Without a
+ * verifier the claims are read unchecked: `system.tools` and `system.dispatcher` check the
+ * grant they receive; a bridge that takes grants from callers it does not trust passes a
+ * `GrantVerifier` to refuse a bad one before it asks them.
  */
 import { readFileSync } from 'node:fs';
 import type { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
 import { Mounts } from '../bus/subjects.js';
-import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { splitGrant } from './jwt.js';
@@ -58,11 +57,6 @@ export class GrantedSession {
   /** `system.tools.$resolve` for this session. */
   resolve(client: BusClient, ctx?: CallContext): Promise<ResolvedToolContext> {
     return client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.request, this.context(ctx));
-  }
-
-  /** Runs one tool call through an in-process dispatcher (an oracle that runs as `service`). */
-  call(dispatcher: Dispatcher, call: ToolCall, ctx?: CallContext): Promise<ToolResult> {
-    return dispatcher.call(this.request, call, this.context(ctx));
   }
 
   /** Runs one tool call through `system.dispatcher.$call` (what an agent may reach). */

@@ -4,6 +4,7 @@
  * Verified grants are cached by text, so a warm call pays a map lookup and a clock read.
  */
 import { type KeyObject, verify } from 'node:crypto';
+import { describeViolations } from '../contracts/compiler.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
@@ -196,10 +197,7 @@ function checkAuthority(resolve: unknown): GrantClaims['nats']['resolve'] {
   const violations = contracts().check(SchemaId.ResolveRequest)(resolve);
   if (violations !== undefined) {
     throw malformed(
-      `its nats.resolve is not a valid $resolve request: ${violations
-        .map((v) => `${v.path || '(resolve)'} ${v.message}`)
-        .slice(0, 3)
-        .join('; ')}`,
+      `its nats.resolve is not a valid $resolve request: ${describeViolations(violations, { empty: '(resolve)' })}`,
     );
   }
   const source = resolve as Record<string, unknown>;

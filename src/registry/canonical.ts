@@ -1,5 +1,5 @@
 /** Canonical JSON (keys sorted, `undefined` left out) and its SHA-256, for digests and equality. */
-import * as crypto from 'node:crypto';
+import { sha256Hex } from '../hashing.js';
 
 /** Canonical texts a caller already holds (for objects it knows do not change): `undefined` for others. */
 export type KnownTexts = (value: object) => string | undefined;
@@ -33,14 +33,4 @@ export function canonicalJson(value: unknown, known?: KnownTexts): string {
 /** SHA-256, hex, of the canonical JSON of a value. */
 export function digestOf(value: unknown, known?: KnownTexts): string {
   return sha256Hex(canonicalJson(value, known));
-}
-
-// One-shot hashing (Node ≥ 20.12) skips the Hash object; older versions stream.
-const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
-
-/** SHA-256, hex, of a string. */
-export function sha256Hex(text: string): string {
-  return oneShot !== undefined
-    ? oneShot('sha256', text, 'hex')
-    : crypto.createHash('sha256').update(text).digest('hex');
 }

@@ -11,3 +11,28 @@ export const CHANGED_EVENTS = eventSubject(Mounts.Tools, 'changed');
 export function watchRegistry(nc: NatsConnection, onChange: (event: ChangedEvent) => void): () => void {
   return subscribeEvents(nc, CHANGED_EVENTS, onChange);
 }
+
+/**
+ * Runs `check` after each change of the registry, one at a time: changes that come while a check
+ * runs fold into one more check after it. Returns a function that stops watching.
+ */
+export function recheckOnChange(nc: NatsConnection, check: () => Promise<void>): () => void {
+  let running = false;
+  let again = false;
+  const run = async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        await check();
+      } while (again);
+    } finally {
+      running = false;
+    }
+  };
+  return watchRegistry(nc, () => void run());
+}

@@ -1,11 +1,12 @@
-export { BoundedCache, type CacheBounds, MAX_SESSION_REQUEST_CHARS } from './bounded-cache.js';
+export { BoundedCache, type CacheBounds } from './bounded-cache.js';
 export { BUILTIN_TOOL_NAMES, BuiltinKey, builtinContexts, builtinRefsFor, MATRIX_INVOKE } from './builtins.js';
 export { canonicalJson, digestOf } from './canonical.js';
 export { CHANGED_EVENTS, watchRegistry } from './events.js';
 export { DEFAULT_BUCKET, KvContextStore, type KvStoreOptions } from './kv-store.js';
 export { DEFAULT_PAGE_SIZE, listContexts } from './list.js';
 export { PRESENCE_BOUNDS, Presence, type PresenceSnapshot } from './presence.js';
-export { renderProviderTools } from './provider-formats.js';
+export { providerToolsOf, renderProviderTools } from './provider-formats.js';
+export type * from './provider-tools.js';
 export { DEFAULT_RESOLUTION_CACHE, Registry, type WritableToolContextStore } from './registry.js';
 export { DEFAULT_TIMEOUT_MS, type ResolveOptions, resolveToolContext, unmetRequirements } from './resolver.js';
 export {

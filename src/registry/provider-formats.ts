@@ -2,74 +2,107 @@
  * Renders resolved tools in each LLM provider's own tool format: OpenAI function tools,
  * Anthropic tools, MCP `Tool`s. SDK tools are the worker's own and are not rendered.
  */
+import type {
+  AnthropicTool,
+  McpTool,
+  McpToolAnnotations,
+  OpenAIFunctionTool,
+  ProviderTool,
+  ProviderToolsByFormat,
+} from './provider-tools.js';
 import { toStrictSchema } from './strict.js';
-import { type Diagnostic, ProviderFormat, type ResolvedTool } from './types.js';
+import { type Diagnostic, type ProviderFormat, type ResolvedTool, TaskSupport } from './types.js';
+
+/** Renders tools in one format; `strict` and `diagnostics` matter to OpenAI's only. */
+type Renderer<F extends ProviderFormat> = (
+  tools: readonly ResolvedTool[],
+  strict: boolean,
+  diagnostics: Diagnostic[],
+) => ProviderToolsByFormat[F];
+
+/** The renderer of each format, keyed so that `renderers[format]` returns that format's own type. */
+const renderers: { [F in ProviderFormat]: Renderer<F> } = {
+  matrix: () => undefined,
+  openai: (tools, strict, diagnostics) => tools.map((t) => openAIFunctionTool(t, strict, diagnostics)),
+  anthropic: (tools) => tools.map(anthropicTool),
+  mcp: (tools) => tools.map(mcpTool),
+};
 
 /**
- * The tools in `format`, or undefined for `matrix` (the projections are the format). With
- * `strict`, OpenAI tools get strict-mode parameters; each loss is reported in `diagnostics`.
+ * The tools in `format`, typed as that format's, or undefined for `matrix` (the projections
+ * are the format). With `strict`, OpenAI tools get strict-mode parameters; each loss is
+ * reported in `diagnostics`.
  */
+export function providerToolsOf<F extends ProviderFormat>(
+  tools: readonly ResolvedTool[],
+  format: F,
+  strict = false,
+  diagnostics: Diagnostic[] = [],
+): ProviderToolsByFormat[F] {
+  return renderers[format](tools, strict, diagnostics);
+}
+
+/** The tools in `format`, or undefined for `matrix`: what `$resolve` puts in `providerTools`. */
 export function renderProviderTools(
   tools: readonly ResolvedTool[],
   format: ProviderFormat,
   strict = false,
   diagnostics: Diagnostic[] = [],
-): Record<string, unknown>[] | undefined {
-  switch (format) {
-    case ProviderFormat.Matrix:
-      return undefined;
-    case ProviderFormat.OpenAI:
-      return tools.map((t) => {
-        if (!strict)
-          return {
-            type: 'function',
-            function: { name: t.name, description: t.description, parameters: t.inputSchema },
-          };
-        const made = toStrictSchema(t.inputSchema);
-        if (!made.strict) {
-          diagnostics.push({
-            level: 'warning',
-            code: 'strict_unavailable',
-            message: `tool '${t.name}' is not strict: ${bounded(made.reason)}`,
-            context: t.context,
-            tool: t.name,
-          });
-          return {
-            type: 'function',
-            function: { name: t.name, description: t.description, parameters: t.inputSchema, strict: false },
-          };
-        }
-        if (made.removed.length > 0) {
-          diagnostics.push({
-            level: 'info',
-            code: 'strict_removed',
-            message: `tool '${t.name}': strict mode does not support ${listed(made.removed)}; removed`,
-            context: t.context,
-            tool: t.name,
-          });
-        }
-        return {
-          type: 'function',
-          function: { name: t.name, description: t.description, parameters: made.schema, strict: true },
-        };
-      });
-    case ProviderFormat.Anthropic:
-      return tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema }));
-    case ProviderFormat.Mcp:
-      return tools.map((t) => {
-        const tool: Record<string, unknown> = { name: t.name, description: t.description, inputSchema: t.inputSchema };
-        const a = t.annotations;
-        if (a !== undefined) {
-          tool.annotations = {
-            readOnlyHint: a.readOnly,
-            destructiveHint: a.destructive,
-            idempotentHint: a.idempotent,
-            openWorldHint: a.openWorld,
-          };
-        }
-        return tool;
-      });
+): ProviderTool[] | undefined {
+  return providerToolsOf(tools, format, strict, diagnostics);
+}
+
+function openAIFunctionTool(t: ResolvedTool, strict: boolean, diagnostics: Diagnostic[]): OpenAIFunctionTool {
+  if (!strict)
+    return { type: 'function', function: { name: t.name, description: t.description, parameters: t.inputSchema } };
+  const made = toStrictSchema(t.inputSchema);
+  if (!made.strict) {
+    diagnostics.push({
+      level: 'warning',
+      code: 'strict_unavailable',
+      message: `tool '${t.name}' is not strict: ${bounded(made.reason)}`,
+      context: t.context,
+      tool: t.name,
+    });
+    return {
+      type: 'function',
+      function: { name: t.name, description: t.description, parameters: t.inputSchema, strict: false },
+    };
   }
+  if (made.removed.length > 0) {
+    diagnostics.push({
+      level: 'info',
+      code: 'strict_removed',
+      message: `tool '${t.name}': strict mode does not support ${listed(made.removed)}; removed`,
+      context: t.context,
+      tool: t.name,
+    });
+  }
+  return {
+    type: 'function',
+    function: { name: t.name, description: t.description, parameters: made.schema, strict: true },
+  };
+}
+
+function anthropicTool(t: ResolvedTool): AnthropicTool {
+  return { name: t.name, description: t.description, input_schema: t.inputSchema };
+}
+
+function mcpTool(t: ResolvedTool): McpTool {
+  // MCP's own `execution`: every tool says it, `optional` where its projection does not.
+  const execution = { taskSupport: t.execution?.taskSupport ?? TaskSupport.Optional };
+  const tool: McpTool = { name: t.name, description: t.description, inputSchema: t.inputSchema, execution };
+  const a = t.annotations;
+  if (a !== undefined) {
+    const annotations: McpToolAnnotations = {
+      readOnlyHint: a.readOnly,
+      destructiveHint: a.destructive,
+      idempotentHint: a.idempotent,
+      openWorldHint: a.openWorld,
+    };
+    tool.annotations = annotations;
+  }
+  return tool;
 }
 
 /** Most characters of what a diagnostic quotes from a schema: its paths grow with its depth. */

@@ -4,8 +4,9 @@
  */
 import { Encoding, encodedOnce } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
+import { sessionKey } from '../hashing.js';
 import { cacheLookups } from '../telemetry/caches.js';
-import { BoundedCache, type CacheBounds, sessionKey } from './bounded-cache.js';
+import { BoundedCache, type CacheBounds } from './bounded-cache.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';

@@ -31,16 +31,16 @@ const unsupported = new Set([
   'dependentSchemas',
 ]);
 
-/** The outcome of making one schema strict. */
-export type StrictResult =
-  | { strict: true; schema: Record<string, unknown>; removed: string[] }
+/** The outcome of making one schema strict: the strict form keeps the schema's own top-level shape (its `type`). */
+export type StrictResult<S extends Record<string, unknown> = Record<string, unknown>> =
+  | { strict: true; schema: S; removed: string[] }
   | { strict: false; reason: string };
 
 /** Makes a tool's parameters schema strict, or says why it cannot be. */
-export function toStrictSchema(schema: Record<string, unknown>): StrictResult {
+export function toStrictSchema<S extends Record<string, unknown>>(schema: S): StrictResult<S> {
   const removed: string[] = [];
   try {
-    return { strict: true, schema: strictNode(schema, '', removed) as Record<string, unknown>, removed };
+    return { strict: true, schema: strictNode(schema, '', removed) as S, removed };
   } catch (err) {
     return { strict: false, reason: (err as Error).message };
   }

@@ -150,6 +150,8 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           request: SchemaId.ResolveRequest,
           response: SchemaId.ResolveReply,
           sameBytesSameRequest: true,
+          // No valid grant, no body read: the refusal costs a header read.
+          beforeBody: (ctx) => identity.checkGrant(ctx),
           // A cached resolution is the same object each time: its bytes are encoded once.
           handle: (request: ResolveRequest, ctx: OpContext) =>
             traceResolve(ctx.traceparent, request.profile, () => {

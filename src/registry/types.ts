@@ -2,6 +2,7 @@
  * The data shapes of the registry (PROTOCOL section 5). Each mirrors a schema in
  * `contracts/`; `test/contracts.test.ts` holds the two together.
  */
+import type { ProviderTool } from './provider-tools.js';
 
 /** How the dispatcher shapes a tool's reply for the model. */
 export const ResultMode = { Json: 'json', Text: 'text', Summary: 'summary' } as const;
@@ -21,6 +22,16 @@ export interface ToolAnnotations {
   idempotent?: boolean;
   /** The tool reaches beyond the bus (the web, other systems). */
   openWorld?: boolean;
+}
+
+/** Whether a tool's calls may, must or must not run as tasks (MCP's `execution.taskSupport`). */
+export const TaskSupport = { Forbidden: 'forbidden', Optional: 'optional', Required: 'required' } as const;
+export type TaskSupport = (typeof TaskSupport)[keyof typeof TaskSupport];
+
+/** How a tool runs (MCP's `execution`). */
+export interface ToolExecution {
+  /** `optional` (default): a call may be a task or not; `required`: only a task; `forbidden`: never a task. */
+  taskSupport?: TaskSupport;
 }
 
 /** A JSON Schema for a tool's arguments; its `type` is `object`. */
@@ -49,6 +60,8 @@ export interface MatrixToolProjection {
   annotations?: ToolAnnotations;
   /** How the target reads its requests: `msgpack` (default), or `json` for a mount that reads only JSON (PROTOCOL section 2). */
   encoding?: 'msgpack' | 'json';
+  /** Whether its calls run as tasks (PROTOCOL 9); default `{taskSupport: 'optional'}`. */
+  execution?: ToolExecution;
 }
 
 /** Which of a context's tools need a person's approval before each call. */
@@ -179,7 +192,7 @@ export interface ResolvedToolContext {
   verification: Verification;
   diagnostics: Diagnostic[];
   /** The tools in the requested provider's own format (absent for `matrix`). */
-  providerTools?: Record<string, unknown>[];
+  providerTools?: ProviderTool[];
   /** Registry revision the answer was computed from. */
   revision: number;
   /** SHA-256 (hex) of the canonical reply without `revision` and `digest`. */

@@ -4,7 +4,6 @@
  * that exist; no built-in key, no target on a reserved subject, no built-in tool's name; and
  * a resolution that fits in a reply.
  */
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import {
   BadRequestError,
   ForbiddenError,
@@ -13,32 +12,16 @@ import {
   type Violation,
 } from '../bus/errors.js';
 import { isReservedSubject, opSubject } from '../bus/subjects.js';
+import { Dialect, describeViolations, SchemaCompiler, violationDetails } from '../contracts/compiler.js';
 import { contracts, SchemaId } from '../contracts/schemas.js';
-import { BoundedCache } from './bounded-cache.js';
 import { BUILTIN_TOOL_NAMES, builtinContexts } from './builtins.js';
 import { resolutionOverflow } from './fit.js';
 import type { ToolContextSpec } from './types.js';
 
-// Meta-validation (is this a JSON Schema at all?) on one long-lived instance: it holds one
-// compiled meta-schema and compiles nothing per request.
-const metaValidator = new Ajv2020({ strict: false, logger: false });
-
-/**
- * A compiler for checking that tool schemas compile. It skips the meta-schema, which
- * `metaValidator` already checked. Tool schemas come from many authors and drafts, so
- * unknown keywords and formats are allowed.
- */
-export function schemaCompiler(): Ajv2020 {
-  return new Ajv2020({ strict: false, logger: false, validateFormats: false, validateSchema: false, meta: false });
+/** A compiler for checking that tool schemas compile: the tools dialect of the one schema compiler. */
+export function schemaCompiler(): SchemaCompiler {
+  return new SchemaCompiler(Dialect.Tools);
 }
-
-/** What checking that a schema compiles needs: one method of Ajv. */
-export interface SchemaCompiler {
-  compile(schema: Record<string, unknown>): unknown;
-}
-
-/** Compilations one shared compiler serves before it is replaced. */
-const COMPILATIONS_PER_COMPILER = 512;
 
 /**
  * Longest input schema of one tool, in characters of JSON. Real tool schemas are a few KB (what
@@ -47,54 +30,11 @@ const COMPILATIONS_PER_COMPILER = 512;
 export const MAX_INPUT_SCHEMA_CHARS = 32 * 1024;
 
 /**
- * The compiler `$register` checks with. Ajv keeps every function it ever compiled in its code
- * scope, so one that lived for ever would grow with every registration; one per request costs
- * 0.3 ms to build. So one is shared, each schema is removed from its cache once compiled, and
- * it is replaced after `COMPILATIONS_PER_COMPILER` uses. Compiling is most of a registration's
- * cost and depends on the schema's text alone (no remote refs are fetched), so verdicts are
- * kept by that text: a context registered again, or schemas many contexts share, compile once.
+ * The compiler `$register` checks with, shared: it keeps verdicts by schema text (a context
+ * registered again, or schemas many contexts share, compile once) and replaces its Ajv
+ * instance after a bounded number of compilations (Ajv keeps every function it compiled).
  */
-const sharedCompiler: SchemaCompiler = (() => {
-  let ajv = schemaCompiler();
-  let uses = 0;
-  const verdicts = new BoundedCache<string | null>({ maxEntries: 4096, maxBytes: 8 * 1024 * 1024 });
-  return {
-    compile(schema: Record<string, unknown>): unknown {
-      const text = JSON.stringify(schema);
-      const known = verdicts.get(text);
-      if (known === null) return undefined;
-      if (known !== undefined) throw new Error(known);
-      if (++uses > COMPILATIONS_PER_COMPILER) {
-        ajv = schemaCompiler();
-        uses = 1;
-      }
-      try {
-        ajv.compile(schema);
-        verdicts.set(text, null, text.length);
-      } catch (err) {
-        verdicts.set(text, (err as Error).message, text.length);
-        throw err;
-      } finally {
-        ajv.removeSchema(schema);
-      }
-      return undefined;
-    },
-  };
-})();
-
-/** Where a tool's input schema breaks the JSON Schema meta-schema (2020-12, whatever its `$schema`). */
-function metaViolations(schema: Record<string, unknown>, at: string): Violation[] {
-  const { $schema: _ignored, ...rest } = schema;
-  if (metaValidator.validateSchema(rest) === true) return [];
-  // The meta-schema's anyOf reports one wrong keyword several ways: one violation per path.
-  const byPath = new Map<string, Violation>();
-  for (const e of metaValidator.errors ?? []) {
-    const path = `${at}${e.instancePath}`;
-    if (!byPath.has(path))
-      byPath.set(path, { path, message: `is not valid JSON Schema: ${e.message ?? e.keyword}`, keyword: 'schema' });
-  }
-  return [...byPath.values()];
-}
+const sharedCompiler = schemaCompiler();
 
 /**
  * Every violation of a spec, with paths under `prefix`; empty when the spec is valid. With
@@ -103,7 +43,7 @@ function metaViolations(schema: Record<string, unknown>, at: string): Violation[
 export function specViolations(
   spec: unknown,
   prefix = '',
-  compiler: SchemaCompiler | null = sharedCompiler,
+  compiler: Pick<SchemaCompiler, 'compiles' | 'metaViolations'> | null = sharedCompiler,
 ): Violation[] {
   const schemaViolations = contracts().check(SchemaId.ToolContextSpec)(spec);
   if (schemaViolations !== undefined) return schemaViolations.map((v) => ({ ...v, path: prefix + v.path }));
@@ -130,11 +70,11 @@ export function specViolations(
       });
       return;
     }
-    const meta = metaViolations(tool.inputSchema, `${at}/inputSchema`);
+    const meta = (compiler ?? sharedCompiler).metaViolations(tool.inputSchema, `${at}/inputSchema`);
     violations.push(...meta);
     if (meta.length === 0 && compiler !== null) {
       try {
-        compiler.compile(tool.inputSchema);
+        compiler.compiles(tool.inputSchema);
       } catch (err) {
         violations.push({
           path: `${at}/inputSchema`,
@@ -225,16 +165,9 @@ export function registrationError(spec: unknown, check: RegistrationCheck = {}):
   const prefix = check.prefix ?? '/spec';
   const violations = specViolations(spec, prefix, check.compile === false ? null : undefined);
   if (violations.length > 0) {
-    const first = violations
-      .slice(0, 3)
-      .map((v) => `${v.path} ${v.message}`)
-      .join('; ');
-    return new BadRequestError(
-      `invalid tool context spec: ${first}${violations.length > 3 ? ` (and ${violations.length - 3} more)` : ''}`,
-      {
-        details: { violations },
-      },
-    );
+    return new BadRequestError(`invalid tool context spec: ${describeViolations(violations)}`, {
+      details: violationDetails(violations),
+    });
   }
   const valid = spec as ToolContextSpec;
   const forbidden = forbiddenParts(valid, prefix);

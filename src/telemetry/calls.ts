@@ -3,9 +3,17 @@
  * span per call (GenAI semantic conventions), a child of the caller's `traceparent`, and the
  * call metrics. Also the `$resolve` span and the approval counter.
  */
-import { type Context, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { CallEvent } from '../audit/types.js';
+import {
+  type AttributeValue,
+  type Context,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import { activeInstruments, activeTracer } from './instruments.js';
+import { OVERFLOW_TOOL, SeriesBound, toolLabel } from './series.js';
 
 /** Span attribute names beyond the GenAI conventions. */
 export const Attr = {
@@ -20,6 +28,31 @@ export const Attr = {
   Session: 'matrix.session',
   Principal: 'matrix.principal',
 } as const;
+
+/**
+ * What telemetry reads of an ended call: the fields of the audit trail's `CallEvent` it
+ * describes (an event is one), so telemetry depends on neither the audit trail nor the dispatcher.
+ */
+export interface ObservedCall {
+  /** The tool's name, in the span's name. */
+  name: string;
+  callId: string;
+  outcome: string;
+  /** The call's duration, in ms: the span's length. */
+  durationMs: number;
+  /** The error code of a failed call. */
+  code?: string;
+  /** Requests sent to the target. */
+  attempts?: number;
+  target?: string;
+  op?: string;
+  session?: string;
+  principal?: string;
+  /** W3C trace context of the call: the span's parent. */
+  traceparent?: string;
+  /** On a call refused for its grant: which check the grant failed. */
+  grantFailure?: string;
+}
 
 const W3C = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})/;
 
@@ -36,7 +69,7 @@ export function parentContext(traceparent: string | undefined): Context {
 }
 
 /** Emits the span and the metrics of one ended call; a no-op (no objects built) while no SDK is registered. */
-export function observeCall(event: CallEvent): void {
+export function observeCall(event: ObservedCall): void {
   const tracer = activeTracer();
   if (tracer !== undefined) {
     const end = performance.timeOrigin + performance.now();
@@ -50,16 +83,26 @@ export function observeCall(event: CallEvent): void {
   }
   const meters = activeInstruments();
   if (meters !== undefined) {
-    const attributes =
-      event.code === undefined
-        ? { [Attr.ToolName]: event.name, [Attr.Outcome]: event.outcome }
-        : { [Attr.ToolName]: event.name, [Attr.Outcome]: event.outcome, [Attr.ErrorType]: event.code };
+    const attributes = callAttributes(event, callSeries);
     meters.calls.add(1, attributes);
     meters.callDuration.record(event.durationMs / 1000, attributes);
   }
 }
 
-function describeCall(span: Span, e: CallEvent): void {
+/** The series of the call counter and the duration histogram (they share their labels). */
+const callSeries = new SeriesBound({ [Attr.ToolName]: OVERFLOW_TOOL });
+
+/** The metric attributes of a call: a tool label no caller chose, its outcome and error type, within `bound`. */
+export function callAttributes(event: ObservedCall, bound: SeriesBound): Record<string, AttributeValue> {
+  const tool = toolLabel(event);
+  const attributes: Record<string, AttributeValue> =
+    event.code === undefined
+      ? { [Attr.ToolName]: tool, [Attr.Outcome]: event.outcome }
+      : { [Attr.ToolName]: tool, [Attr.Outcome]: event.outcome, [Attr.ErrorType]: event.code };
+  return bound.admit(`${tool}\u0000${event.outcome}\u0000${event.code ?? ''}`, attributes);
+}
+
+function describeCall(span: Span, e: ObservedCall): void {
   span.setAttribute(Attr.OperationName, 'execute_tool');
   span.setAttribute(Attr.ToolName, e.name);
   span.setAttribute(Attr.ToolCallId, e.callId);

@@ -16,6 +16,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import { cacheLookups } from './caches.js';
+import { MAX_SERIES_PER_METRIC, OVERFLOW_TOOL } from './series.js';
 
 /** The instrumentation scope of every span and metric. */
 export const SCOPE = 'matrix-tool-registry';
@@ -73,8 +74,8 @@ export function observeInFlight(read: () => ReadonlyMap<string, number>): () => 
   return () => inFlightSources.delete(read);
 }
 
-/** Most targets the in-flight gauge keeps reporting at 0 once their calls are done (the SDK's default cardinality limit). */
-const MAX_TARGETS_REPORTED = 2000;
+/** Most targets the in-flight gauge reports over the process's life; the calls of others are summed under `(overflow)`. */
+const MAX_TARGETS_REPORTED = MAX_SERIES_PER_METRIC;
 /** Targets the gauge has reported: each is reported every collection, at 0 when nothing is in flight. */
 const targetsReported = new Set<string>();
 
@@ -89,9 +90,9 @@ function inFlightByTarget(): Map<string, number> {
   for (const target of targetsReported) counts.set(target, 0);
   for (const read of inFlightSources) {
     for (const [target, n] of read()) {
-      if (!counts.has(target) && targetsReported.size >= MAX_TARGETS_REPORTED) continue;
-      targetsReported.add(target);
-      counts.set(target, (counts.get(target) ?? 0) + n);
+      const label = targetsReported.has(target) || targetsReported.size < MAX_TARGETS_REPORTED ? target : OVERFLOW_TOOL;
+      targetsReported.add(label);
+      counts.set(label, (counts.get(label) ?? 0) + n);
     }
   }
   return counts;

@@ -1,5 +1,5 @@
 export { type CacheName, cacheLookups, type LookupCount } from './caches.js';
-export { Attr, countApproval, observeCall, parentContext, traceResolve } from './calls.js';
+export { Attr, countApproval, type ObservedCall, observeCall, parentContext, traceResolve } from './calls.js';
 export {
   activeInstruments,
   activeTracer,

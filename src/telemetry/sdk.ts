@@ -1,8 +1,11 @@
 /**
  * The OpenTelemetry SDK as `matrix-tools serve` registers it: spans and metrics to an OTLP/HTTP
  * collector when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, metrics in the Prometheus text format
- * when a metrics port is given. Library code never imports this; it only uses the API.
+ * when a metrics port is given (on 127.0.0.1 unless told, behind a bearer token when one is
+ * set). Library code never imports this; it only uses the API.
  */
+import { timingSafeEqual } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
 import { metrics, trace } from '@opentelemetry/api';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
@@ -18,10 +21,49 @@ export interface TelemetryOptions {
   otlpEndpoint?: string;
   /** Port of the Prometheus `/metrics` endpoint; none by default. */
   metricsPort?: number;
-  /** Host the metrics endpoint listens on; default all interfaces. */
+  /** Host the metrics endpoint listens on; default `127.0.0.1` (this machine only). */
   metricsHost?: string;
+  /** A bearer token `/metrics` demands (`Authorization: Bearer <token>`); none by default. */
+  metricsToken?: string;
   /** How often spans (default 5000) and metrics (default 10000) are pushed over OTLP, in ms. */
   exportIntervalMs?: number;
+}
+
+/** Where `/metrics` listens unless told: this machine only. */
+export const DEFAULT_METRICS_HOST = '127.0.0.1';
+
+/**
+ * The `/metrics` endpoint: GET `/metrics` only, and with a token only for a request that
+ * bears it (compared in constant time); anything else is 401 or 404 and costs no collection.
+ */
+function serveMetrics(
+  prometheus: PrometheusExporter,
+  port: number,
+  host: string,
+  token: string | undefined,
+): Promise<Server> {
+  const expected = token ? Buffer.from(`Bearer ${token}`) : undefined;
+  const server = createServer((request, response) => {
+    if (request.method !== 'GET' || request.url?.split('?', 1)[0] !== '/metrics') {
+      response.writeHead(404).end();
+      return;
+    }
+    if (expected !== undefined) {
+      const given = Buffer.from(request.headers.authorization ?? '');
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        response.writeHead(401, { 'WWW-Authenticate': 'Bearer' }).end();
+        return;
+      }
+    }
+    prometheus.getMetricsRequestHandler(request, response);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+  });
 }
 
 /** A registered SDK. */
@@ -63,17 +105,17 @@ export async function startTelemetry(options: TelemetryOptions = {}): Promise<Te
     );
     parts.push(`OTLP ${base}`);
   }
+  let metricsServer: Server | undefined;
   if (options.metricsPort !== undefined) {
-    const prometheus = new PrometheusExporter({
-      port: options.metricsPort,
-      host: options.metricsHost,
-      preventServerStart: true,
-    });
-    await prometheus.startServer().catch((err: Error) => {
-      throw new Error(`cannot serve metrics on port ${options.metricsPort}: ${err.message}`, { cause: err });
-    });
+    const prometheus = new PrometheusExporter({ preventServerStart: true });
+    const host = options.metricsHost ?? DEFAULT_METRICS_HOST;
+    metricsServer = await serveMetrics(prometheus, options.metricsPort, host, options.metricsToken).catch(
+      (err: Error) => {
+        throw new Error(`cannot serve metrics on port ${options.metricsPort}: ${err.message}`, { cause: err });
+      },
+    );
     readers.push(prometheus);
-    parts.push(`metrics on :${options.metricsPort}/metrics`);
+    parts.push(`metrics on ${host}:${options.metricsPort}/metrics${options.metricsToken ? ' (bearer token)' : ''}`);
   }
   const meterProvider = new MeterProvider({ resource, readers });
   metrics.setGlobalMeterProvider(meterProvider);
@@ -82,7 +124,11 @@ export async function startTelemetry(options: TelemetryOptions = {}): Promise<Te
   return {
     description: parts.join(', '),
     async shutdown() {
-      await Promise.allSettled([tracerProvider?.shutdown(), meterProvider.shutdown()]);
+      await Promise.allSettled([
+        tracerProvider?.shutdown(),
+        meterProvider.shutdown(),
+        new Promise((resolve) => (metricsServer === undefined ? resolve(undefined) : metricsServer.close(resolve))),
+      ]);
       trace.disable();
       metrics.disable();
     },

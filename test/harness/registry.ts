@@ -1,9 +1,11 @@
 /** Registry instances backed by a JetStream KV bucket, as `npm start` runs them. */
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Mount } from '../../src/bus/mount.js';
+import { builtinContexts } from '../../src/registry/builtins.js';
 import { KvContextStore } from '../../src/registry/kv-store.js';
 import { Presence } from '../../src/registry/presence.js';
 import { Registry } from '../../src/registry/registry.js';
+import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import { type RegistryMountOptions, registryMount } from '../../src/registry/system-tools.js';
 import type { ToolContextSpec } from '../../src/registry/types.js';
 
@@ -63,4 +65,13 @@ export function contextSpec(key: string, extra: Partial<ToolContextSpec> = {}): 
     permissions: { approval: 'never' },
     ...extra,
   };
+}
+
+/** `system.tools` serving the built-in contexts and `spec`, from memory (no bucket), started. */
+export function staticRegistry(nc: NatsConnection, spec: ToolContextSpec): Promise<Mount> {
+  const store = new StaticStore(
+    [...builtinContexts.map(storedBuiltin), { spec, source: 'registered' as const, revision: 1 }],
+    1,
+  );
+  return registryMount(nc, { registry: new Registry(store) }).start();
 }

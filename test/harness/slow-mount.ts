@@ -58,6 +58,20 @@ export async function startSlowMount(nc: NatsConnection, name: string): Promise<
           return { done: steps };
         },
       },
+      $flood: {
+        description: 'sends `reports` progress reports within about `ms`, then answers',
+        request: anyObject,
+        response: anyObject,
+        handle: async (req: { reports?: number; ms?: number }, ctx: OpContext) => {
+          const reports = req.reports ?? 100;
+          const pause = (req.ms ?? 1_000) / reports;
+          for (let i = 1; i <= reports; i++) {
+            ctx.progress(i, reports);
+            await new Promise((resolve) => setTimeout(resolve, pause));
+          }
+          return { reports };
+        },
+      },
     },
   });
   await state.mount.start();

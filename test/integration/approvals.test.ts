@@ -5,11 +5,18 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Asker } from '../../src/approvals/asker.js';
 import { ApprovalStore } from '../../src/approvals/store.js';
+import type { PendingApproval } from '../../src/approvals/types.js';
+import { watchCalls } from '../../src/audit/log.js';
+import type { CallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import type { Mount } from '../../src/bus/mount.js';
+import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
+import { tracesMount } from '../../src/reference-mounts/traces.js';
 import {
   ApprovalsClient,
   deployTarget,
@@ -186,6 +193,67 @@ describe('a gated call that a person answers', () => {
     expect(target.seen.filter((s) => (s.args as { service?: string }).service === 'two')).toHaveLength(0);
   });
 
+  it('audits who answered and how long the call waited, and trace_query shows it', async () => {
+    const traces = tracesMount(nc);
+    await traces.mount.start();
+    const audited = gatedDispatcher(nc, app, { approvalsBucket: bucket, audit: true });
+    const events: CallEvent[] = [];
+    const stop = watchCalls(nc, (e) => events.push(e));
+    try {
+      const traceparent = newTraceparent();
+      const running = audited.call(
+        gatedSession,
+        { id: 'audit-1', name: 'deploy', arguments: { service: 'a' } },
+        {
+          principal: 'agent:alpha',
+          traceparent,
+        },
+      );
+      const pending = await person.awaitPending('audit-1');
+      await person.answer({ approvalId: pending.approvalId, decision: 'approve' }, { principal: 'user:ana' });
+      await running;
+      const rejecting = audited.call(
+        gatedSession,
+        { id: 'audit-2', name: 'deploy', arguments: { service: 'b' } },
+        {
+          principal: 'agent:alpha',
+        },
+      );
+      const second = await person.awaitPending('audit-2');
+      await person.answer(
+        { approvalId: second.approvalId, decision: 'reject', reason: 'no' },
+        { principal: 'user:bob' },
+      );
+      await rejecting;
+      audited.close();
+      await eventually(() =>
+        expect(events.map((e) => e.callId)).toEqual(expect.arrayContaining(['audit-1', 'audit-2'])),
+      );
+      const approved = events.find((e) => e.callId === 'audit-1');
+      expect(approved).toMatchObject({ approvalId: pending.approvalId, approvedBy: 'user:ana', outcome: 'ok' });
+      expect(approved?.approvalWaitMs).toBeGreaterThanOrEqual(0);
+      expect(approved?.rejectedBy).toBeUndefined();
+      expect(events.find((e) => e.callId === 'audit-2')).toMatchObject({
+        approvalId: second.approvalId,
+        rejectedBy: 'user:bob',
+        code: 'approval_denied',
+      });
+      for (const e of events) expect(contracts().check(SchemaId.CallEvents)([e])).toBeUndefined();
+      const traced = await person.client.request<{ events: CallEvent[] }>('system.traces', '$query', {
+        traceId: traceIdOf(traceparent),
+      });
+      expect(traced.events[0]).toMatchObject({
+        callId: 'audit-1',
+        approvedBy: 'user:ana',
+        approvalId: pending.approvalId,
+      });
+    } finally {
+      stop();
+      await traces.mount.stop();
+      traces.stop();
+    }
+  });
+
   it('refuses a principal that answers its own call', async () => {
     const running = call({ service: 'self' }, 'deploy-9', { deadline: Date.now() + 3_000 });
     const pending = await person.awaitPending('deploy-9');
@@ -193,6 +261,85 @@ describe('a gated call that a person answers', () => {
       person.answer({ approvalId: pending.approvalId, decision: 'approve' }, { principal: 'agent:alpha' }),
     ).rejects.toMatchObject({ code: 'forbidden' });
     expect((await running).error?.code).toBe('approval_denied');
+  });
+});
+
+describe('the terminal asker, one more way to answer', () => {
+  let nc: NatsConnection;
+  let target: Target;
+  let person: ApprovalsClient;
+  const app = uniqueMount('app');
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    target = await deployTarget(nc, app);
+    person = new ApprovalsClient(nc);
+  });
+  afterAll(() => {
+    person.close();
+    target.stop();
+  });
+
+  it('answers a pending approval as terminal, and the call runs once', async () => {
+    const bucket = uniqueApprovalsBucket();
+    const asked: PendingApproval[] = [];
+    const asker: Asker = {
+      ask: async (approval) => {
+        asked.push(approval);
+        return { decision: 'approve' };
+      },
+    };
+    const mount = await startApprovals(nc, bucket, { asker });
+    const dispatcher = gatedDispatcher(nc, app, { approvalsBucket: bucket, audit: false });
+    try {
+      const result = await dispatcher.call(
+        gatedSession,
+        { id: 'tty-1', name: 'deploy', arguments: { service: 't' } },
+        {
+          deadline: Date.now() + 10_000,
+        },
+      );
+      expect(result).toMatchObject({ isError: false, structured: { deployed: 't' } });
+      expect(asked.map((a) => a.callId)).toEqual(['tty-1']);
+      expect(target.count('$deploy')).toBe(1);
+    } finally {
+      dispatcher.close();
+      await mount.stop();
+    }
+  });
+
+  it('withdraws its question when someone else answers first, and that answer counts', async () => {
+    const bucket = uniqueApprovalsBucket();
+    let withdrawn: AbortSignal | undefined;
+    const asker: Asker = {
+      ask: (_approval, signal) => {
+        withdrawn = signal;
+        return new Promise((resolve) => signal.addEventListener('abort', () => resolve({ decision: 'approve' })));
+      },
+    };
+    const mount = await startApprovals(nc, bucket, { asker });
+    const dispatcher = gatedDispatcher(nc, app, { approvalsBucket: bucket, audit: false });
+    try {
+      const running = dispatcher.call(
+        gatedSession,
+        { id: 'tty-2', name: 'deploy', arguments: { service: 'u' } },
+        {
+          deadline: Date.now() + 10_000,
+        },
+      );
+      const pending = await person.awaitPending('tty-2');
+      await person.answer(
+        { approvalId: pending.approvalId, decision: 'reject', reason: 'first' },
+        { principal: 'user:ana' },
+      );
+      await eventually(() => expect(withdrawn?.aborted).toBe(true));
+      const result = await running;
+      expect(result.content).toContain('rejected by user:ana: first');
+      expect(target.count('$deploy')).toBe(1);
+    } finally {
+      dispatcher.close();
+      await mount.stop();
+    }
   });
 });
 

@@ -1,9 +1,8 @@
 /**
- * What a caller sends in headers lands in audit events: found by an outside attack, a
- * `traceparent` of 60 KB to 1 MB pushed the shared audit batch over `max_payload`, and the
- * batch — other sessions' events with it — was lost. Context headers are bounded now, a
- * `traceparent` that is not W3C trace context is dropped (a new trace starts), and a batch too
- * large for the server goes out in parts.
+ * What a caller sends in headers lands in audit events, and no caller can lose the others'
+ * events with it: context headers are bounded (a `traceparent` of 60 KB to 1 MB would push the
+ * shared audit batch over `max_payload`), a `traceparent` that is not W3C trace context is
+ * dropped (a new trace starts), and a batch too large for the server goes out in parts.
  */
 import { encode } from '@msgpack/msgpack';
 import { headers, type NatsConnection } from '@nats-io/nats-core';
@@ -98,7 +97,7 @@ describe('audit events under oversized headers', () => {
     );
   });
 
-  it('audits a $call refused before it ran: a deadline already past, a body against the schema, an over-long header (found by an outside attack)', async () => {
+  it('audits a $call refused before it ran: a deadline already past, a body against the schema, an over-long header', async () => {
     const send = (body: unknown, set: Record<string, string>) => {
       const h = headers();
       for (const [k, v] of Object.entries(set)) h.set(k, v);

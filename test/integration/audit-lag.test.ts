@@ -36,7 +36,7 @@ async function allPages(audit: AuditStream, q: TraceQuery): Promise<{ events: Ca
   return { events, first };
 }
 
-describe('queries by trace id while no instance indexes the trail (found by an outside attack)', () => {
+describe('queries by trace id while no instance indexes the trail', () => {
   let server: ProcessNats;
   let nc: NatsConnection;
 

@@ -61,14 +61,22 @@ describe('system.tools answering bad input', () => {
     expect(e.details?.violations).toEqual([{ path: '', message: 'must be an object', keyword: 'type' }]);
   });
 
-  it('lists every violation of wrong types and unknown fields, each with its path', async () => {
+  it('lists every violation of wrong types and nested unknown fields, each with its path', async () => {
     const e = errorOf(
-      await send('$resolve', encode({ profile: 7, skills: [{ toolContextRefs: 'x' }], format: 'xml', colour: 'red' })),
+      await send('$resolve', encode({ profile: 7, skills: [{ toolContextRefs: 'x', colour: 'red' }], format: 'xml' })),
     );
     expect(e.code).toBe('bad_request');
     const paths = e.details?.violations?.map((v) => v.path).sort();
-    expect(paths).toEqual(['/colour', '/format', '/profile', '/skills/0/name', '/skills/0/toolContextRefs']);
+    expect(paths).toEqual(['/format', '/profile', '/skills/0/colour', '/skills/0/name', '/skills/0/toolContextRefs']);
     expect(e.message).toContain('invalid $resolve request');
+    await stillAnswers();
+  });
+
+  it('refuses the first unknown top-level field alone, reading the body no further', async () => {
+    const e = errorOf(await send('$resolve', encode({ colour: 'red', profile: 7, format: 'xml', size: 1 })));
+    expect(e.code).toBe('bad_request');
+    expect(e.details?.violations).toEqual([expect.objectContaining({ path: '/colour', keyword: 'unknownField' })]);
+    expect(e.message).toContain('field /colour is not a known field (known fields: profile,');
     await stillAnswers();
   });
 

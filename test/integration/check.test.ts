@@ -3,8 +3,8 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Service } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approvalsMount } from '../../src/approvals/mount.js';
+import { type CheckOutcome, checkConformance } from '../../src/bus/conformance.js';
 import type { Mount } from '../../src/bus/mount.js';
-import { type CheckOutcome, checkConformance } from '../../src/cli/check.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
@@ -78,18 +78,20 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
   it('says which checks a plain JSON micro service misses, and why', async () => {
     const outcomes = await checkConformance(nc, microMount, { op: 'echo', args: { widget: 1 } });
     const byCheck = Object.fromEntries(outcomes.map((o) => [o.check.replace(/\.[a-z0-9-]+$/, ''), o]));
-    // What a micro service gets right: ADR-32 discovery under the mount's service name.
+    // What a micro service gets right: ADR-32 discovery under the mount's service name, and a
+    // JSON reply the dispatcher reads (without the Content-Type it should carry).
     expect(outcomes.filter((o) => o.ok).map((o) => o.check)).toEqual([
       `discovery: $SRV.PING.${microMount.replace('.', '-')}`,
       `discovery: $SRV.INFO.${microMount.replace('.', '-')}`,
       `discovery: $SRV.STATS.${microMount.replace('.', '-')}`,
+      'JSON request (Content-Type: application/json)',
     ]);
     expect(byCheck['discovery: $SRV.INFO']?.detail).toContain('endpoints echo fail');
     // What it misses, each for the reason a reader of the protocol would give.
     expect(byCheck.$introspect?.detail).toBe(`no responders on ${microMount}.$introspect`);
     expect(byCheck['discovery: one endpoint per op']?.detail).toBe('no $introspect to say what the ops are');
     expect(byCheck['MessagePack request']?.detail).toBe('answered error 400: request body is not JSON');
-    expect(byCheck['JSON request (Content-Type: application/json)']?.detail).toBe(
+    expect(byCheck['JSON request (Content-Type: application/json)']?.detail).toMatch(
       `${microMount}.echo answered JSON without the header Content-Type: application/json`,
     );
     expect(byCheck['error model: unknown op']?.detail).toMatch(
@@ -112,6 +114,39 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
     expect(bad.code).toBe(1);
     const report = JSON.parse(bad.stdout) as { ok: boolean; outcomes: CheckOutcome[] };
     expect(report.ok).toBe(false);
-    expect(report.outcomes.filter((o) => o.ok)).toHaveLength(3);
+    expect(report.outcomes.filter((o) => o.ok)).toHaveLength(4);
+  });
+
+  it('reads a JSON reply without a Content-Type as the dispatcher reads it: a note, not a miss', async () => {
+    const outcomes = await checkConformance(nc, microMount, { op: 'echo', args: { widget: 1 } });
+    const json = outcomes.find((o) => o.check === 'JSON request (Content-Type: application/json)');
+    expect(json).toMatchObject({ ok: true });
+    expect(json?.detail).toContain('note, not a miss');
+  });
+
+  it('does not ask a mount whose tools are declared encoding json to read MessagePack', async () => {
+    const outcomes = await checkConformance(nc, microMount, { op: 'echo', args: {}, encoding: 'json' });
+    expect(outcomes.find((o) => o.check === 'MessagePack request')).toEqual({
+      check: 'MessagePack request',
+      ok: true,
+      detail: 'not required: its tools are declared encoding json',
+    });
+    const cliRun = await cli(sharedNatsUrl(), 'check', microMount, '--op', 'echo', '--encoding', 'json', '--json');
+    const report = JSON.parse(cliRun.stdout) as { outcomes: CheckOutcome[] };
+    expect(report.outcomes.find((o) => o.check === 'MessagePack request')?.ok).toBe(true);
+  });
+
+  it('takes --op with or without its $: echo for $echo, $echo for echo', async () => {
+    const tools = await checkConformance(nc, 'system.tools', { op: 'list' });
+    expect(misses(tools)).toEqual([]);
+    expect(tools.find((o) => o.check === 'MessagePack request')?.detail).toBe(
+      'system.tools.$list answered a MessagePack map',
+    );
+    const micro = await checkConformance(nc, microMount, { op: '$echo', encoding: 'json' });
+    expect(micro.find((o) => o.check === 'JSON request (Content-Type: application/json)')?.detail).toMatch(
+      `${microMount}.echo answered JSON`,
+    );
+    const cliRun = await cli(sharedNatsUrl(), 'check', 'system.tools', '--op', 'list');
+    expect(cliRun.code).toBe(0);
   });
 });

@@ -1,8 +1,9 @@
 /**
- * Discovery answers are any mount user's to write (found by an outside attack): one answer with
- * a header block nats.js cannot decode ended the service connection's reader (every call timed
- * out for minutes), a forged empty "no responders" status ended discovery before the real
- * answers came, and an answer whose `endpoints` was no list made every `matrix_introspect` fail.
+ * Discovery answers are any mount user's to write, and the service survives every one: an answer
+ * with a header block nats.js cannot decode leaves the service connection's reader running (else
+ * every call would time out for minutes), a forged empty "no responders" status does not end
+ * discovery before the real answers come, and an answer whose `endpoints` is not a list is
+ * dropped instead of failing every `matrix_introspect`.
  */
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';

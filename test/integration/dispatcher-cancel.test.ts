@@ -10,13 +10,10 @@ import type { Progress } from '../../src/bus/op-context.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
-import { builtinContexts } from '../../src/registry/builtins.js';
-import { Registry } from '../../src/registry/registry.js';
-import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
-import { registryMount } from '../../src/registry/system-tools.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
+import { staticRegistry } from '../harness/registry.js';
 import { type SlowMount, startSlowMount } from '../harness/slow-mount.js';
 import { silence, startTarget, type Target } from '../harness/targets.js';
 
@@ -52,11 +49,7 @@ describe('progress and cancellation through the dispatcher', () => {
 
   beforeAll(async () => {
     nc = await testConnection();
-    const store = new StaticStore(
-      [...builtinContexts.map(storedBuiltin), { spec, source: 'registered' as const, revision: 1 }],
-      1,
-    );
-    registry = await registryMount(nc, { registry: new Registry(store) }).start();
+    registry = await staticRegistry(nc, spec);
     slow = await startSlowMount(nc, SLOW);
     deaf = await startTarget(nc, DEAF, { $stall: () => silence });
     dispatcher = new Dispatcher(nc);

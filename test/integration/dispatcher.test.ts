@@ -735,10 +735,16 @@ describe('system.dispatcher', () => {
   });
 
   it('answers a malformed $call with a protocol error listing every violation', async () => {
-    const failure = client.request('system.dispatcher', '$call', { call: { name: 5 }, extra: true });
+    const failure = client.request('system.dispatcher', '$call', { call: { name: 5, extra: true } });
     await expect(failure).rejects.toMatchObject({ code: 'bad_request' });
     const err = (await failure.catch((e: unknown) => e)) as { violations: Array<{ path: string }> };
-    expect(err.violations.map((v) => v.path).sort()).toEqual(['/call/id', '/call/name', '/extra', '/session']);
+    expect(err.violations.map((v) => v.path).sort()).toEqual(['/call/extra', '/call/id', '/call/name', '/session']);
+  });
+
+  it('answers a $call with an unknown top-level field with that field alone', async () => {
+    const failure = client.request('system.dispatcher', '$call', { extra: true, call: { name: 5 } });
+    const err = (await failure.catch((e: unknown) => e)) as { violations: Array<{ path: string }> };
+    expect(err.violations.map((v) => v.path)).toEqual(['/extra']);
   });
 
   it('leaves out a structured reply too deep to travel, keeping its text', async () => {

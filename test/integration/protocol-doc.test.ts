@@ -11,6 +11,7 @@ import { approvalsMount } from '../../src/approvals/mount.js';
 import { Header } from '../../src/bus/context.js';
 import { ErrorCode, errorFromWire, errorStatus } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import { ToolErrorCode } from '../../src/dispatcher/types.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
@@ -18,6 +19,9 @@ import { packagesMount } from '../../src/reference-mounts/packages.js';
 import { sessionsMount } from '../../src/reference-mounts/session-state.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';
 import { registryMount } from '../../src/registry/system-tools.js';
+import { TaskRunner } from '../../src/tasks/runner.js';
+import { TaskStore } from '../../src/tasks/store.js';
+import { tasksMount } from '../../src/tasks/system-tasks.js';
 import { testConnection } from '../harness/bus.js';
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
@@ -55,6 +59,9 @@ describe('docs/protocol.md, held to the code', () => {
   let nc: NatsConnection;
   const mounts: Mount[] = [];
   const bucket = `test-doc-sessions-${process.pid}`;
+  const tasksBucket = `test-doc-tasks-${process.pid}`;
+  let runner: TaskRunner;
+  let closeDispatcher = () => {};
 
   beforeAll(async () => {
     nc = await testConnection();
@@ -69,9 +76,15 @@ describe('docs/protocol.md, held to the code', () => {
       await approvalsMount(nc, { bucket: `test-approvals-doc-${process.pid}` }),
     );
     mounts.push(await sessionsMount(nc, { bucket }));
+    const dispatcher = new Dispatcher(nc);
+    runner = new TaskRunner(dispatcher, await TaskStore.open(nc, { bucket: tasksBucket }));
+    closeDispatcher = () => dispatcher.close();
+    mounts.push(tasksMount(nc, { runner }));
   });
   afterAll(async () => {
+    closeDispatcher();
     await (await new Kvm(nc).open(bucket)).destroy();
+    await (await new Kvm(nc).open(tasksBucket)).destroy();
   });
 
   it('names every op of system.tools, system.dispatcher and the reference mounts, and no other', () => {

@@ -1,7 +1,7 @@
 /**
- * A header block nats.js cannot parse, sent raw (found by an outside attack: a lone LF inside
- * `traceparent`, smuggling a second header line): the mount answered `500 internal` and logged a
- * stack trace per request. It is the caller's bad request, answered as such.
+ * A header block nats.js cannot parse, sent raw (a lone LF inside `traceparent`, smuggling a
+ * second header line), is the caller's bad request and is answered as such: `400 bad_request`,
+ * not `500 internal` with a stack trace logged per request.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';

@@ -1,5 +1,5 @@
 /**
- * Stored state is input too (PROTOCOL 7): what an attacker writes straight into the KV bucket
+ * Stored state is input too (PROTOCOL 7): what anyone writes straight into the KV bucket
  * is checked as `$register` checks it, left out when it fails, and never breaks the registry
  * for anyone else; and a direct write reaches the dispatcher's sessions as any change does.
  */

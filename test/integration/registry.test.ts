@@ -155,9 +155,7 @@ describe.each([
     const reply = await resolve({ profile: 'default', format });
     conformsTo(SchemaId.ResolveReply, reply);
     expect(reply.providerTools).toHaveLength(2);
-    const names = reply.providerTools?.map((t) =>
-      format === 'openai' ? (t.function as { name: string }).name : t.name,
-    );
+    const names = reply.providerTools?.map((t) => ('function' in t ? t.function.name : t.name));
     expect(names).toEqual(['matrix_introspect', 'session_state_read']);
   });
 

@@ -190,7 +190,7 @@ describe('the trace-id index', () => {
     await server.stop();
   });
 
-  it('creates its index again when someone deletes it, at the next lookup or write, and indexes the whole trail again (found by an outside attack)', async () => {
+  it('creates its index again when someone deletes it, at the next lookup or write, and indexes the whole trail again', async () => {
     stop();
     const jsm = await jetstreamManager(nc);
     for await (const info of jsm.streams.list()) await jsm.streams.delete(info.config.name);

@@ -2,10 +2,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
+import { mintGrant } from '../../src/identity/mint.js';
 import { tracked } from '../harness/children.js';
 import { eventually } from '../harness/eventually.js';
 import { freePort, type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -133,5 +135,81 @@ describe('serve --metrics-port', () => {
     ]);
     expect(taken.code).toBe(2);
     expect(taken.stderr).toContain(`cannot serve metrics on port ${metricsPort}`);
+  });
+});
+
+describe('serve --metrics-port under a flood of made-up tool names', () => {
+  let server: ProcessNats;
+  let service: ServiceProcess;
+  let metricsPort: number;
+  const issuer = createAccount();
+  const token = 'scrape-secret';
+
+  beforeAll(async () => {
+    server = await startNatsProcess();
+    metricsPort = await freePort();
+    service = await startService(server.url, {
+      MATRIX_METRICS_PORT: String(metricsPort),
+      MATRIX_METRICS_TOKEN: token,
+      MATRIX_TRUSTED_ISSUERS: issuer.getPublicKey(),
+    });
+  });
+  afterAll(async () => {
+    await service?.stop();
+    await server.stop();
+  });
+
+  const scrape = async () => {
+    const response = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(response.status).toBe(200);
+    return response.text();
+  };
+  const callSeries = (text: string) => text.split('\n').filter((line) => line.startsWith('matrix_tool_calls_total{'));
+
+  it('counts them under fixed labels, so the series stay as many as before the flood', async () => {
+    const nc = await connectBus({ servers: server.url });
+    const client = new BusClient(nc, { timeoutMs: 30_000 });
+    const grant = mintGrant(issuer, {
+      principal: 'agent:alpha',
+      session: 'sess-alpha',
+      resolve: { profile: 'evaluate' },
+      ttlSeconds: 600,
+    });
+    const call = (name: string, ctx = {}) =>
+      client.request('system.dispatcher', '$call', { session: { profile: 'evaluate' }, call: { id: name, name } }, ctx);
+    // One round of each kind first: the series a quiet service would show.
+    await call('trace_query', { grant });
+    await call('made-up-0', { grant });
+    await call('made-up-0').catch(() => undefined);
+    await call('matrix_introspect').catch(() => undefined);
+    const before = callSeries(await eventually(scrape));
+    expect(before.length).toBeGreaterThan(0);
+    const flood: Promise<unknown>[] = [];
+    for (let i = 1; i <= 2_500; i++) flood.push(call(`made-up-${i}`).catch(() => undefined));
+    for (let i = 0; i < 200; i++) flood.push(call('matrix_introspect').catch(() => undefined));
+    for (let i = 1; i <= 500; i++) flood.push(call(`granted-made-up-${i}`, { grant }));
+    await Promise.all(flood);
+    const text = await eventually(async () => {
+      const t = await scrape();
+      expect(t).toMatch(/gen_ai_tool_name="\(unverified\)"[^}]*\} 2702/);
+      return t;
+    });
+    const after = callSeries(text);
+    expect(after.length).toBe(before.length);
+    expect(text).not.toContain('made-up');
+    // The unauthenticated calls naming a real tool are not that tool's errors.
+    expect(text).not.toMatch(/matrix_tool_calls_total\{[^}]*gen_ai_tool_name="matrix_introspect"/);
+    expect(text).toMatch(/matrix_tool_calls_total\{[^}]*gen_ai_tool_name="\(unknown\)"[^}]*\} 501/);
+    client.close();
+    await nc.close();
+  });
+
+  it('answers /metrics only with its bearer token, and only on 127.0.0.1 unless told', async () => {
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status).toBe(401);
+    const wrong = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { headers: { authorization: 'Bearer nope' } });
+    expect(wrong.status).toBe(401);
+    expect(service.output()).toContain(`metrics on 127.0.0.1:${metricsPort}/metrics (bearer token)`);
   });
 });

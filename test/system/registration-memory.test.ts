@@ -1,9 +1,9 @@
 /**
- * The memory attack of issue 12 item 3, against the service as `npm start` runs it: 400
- * `$call`s through `system.dispatcher`, each with a distinct session of ~460 KB (120 skills ×
- * 256 refs), took it from 201 MB to 1,124 MB RSS, kept after the TTL. Now such a session is
- * refused (`payload_too_large`), and sessions just under the limit leave the caches within
- * their byte bounds. The RSS bound is loose (a loaded CI machine); the figures are printed.
+ * Sessions cannot fill the service's memory, as `npm start` runs it: 400 `$call`s through
+ * `system.dispatcher`, each with a distinct session of ~460 KB (120 skills × 256 refs), would
+ * take it from ~200 MB to over 1 GB RSS, kept after the TTL. Such a session is refused
+ * (`payload_too_large`), and sessions just under the limit leave the caches within their byte
+ * bounds. The RSS bound is loose (a loaded CI machine); the figures are printed.
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

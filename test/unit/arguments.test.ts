@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/audit/types.js';
-import { ArgumentValidators, readArguments } from '../../src/dispatcher/arguments.js';
-import { CallRefused } from '../../src/dispatcher/results.js';
-import { acceptsNull, withoutStrictNulls } from '../../src/dispatcher/strict-nulls.js';
+import { ArgumentValidators, acceptsNull, readArguments, withoutStrictNulls } from '../../src/dispatcher/arguments.js';
+import { CallFailure } from '../../src/dispatcher/results.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
@@ -12,12 +11,12 @@ const validators = new ArgumentValidators();
 const open: JsonSchemaObject = { type: 'object' };
 
 /** The refusal `readArguments` throws, or undefined when it accepts. */
-function refusal(args: string | Record<string, unknown>, schema = open, event?: CallEvent): CallRefused | undefined {
+function refusal(args: string | Record<string, unknown>, schema = open, event?: CallEvent): CallFailure | undefined {
   try {
     readArguments({ id: '1', name: 'tool', arguments: args }, schema, validators, event);
     return undefined;
   } catch (err) {
-    if (err instanceof CallRefused) return err;
+    if (err instanceof CallFailure) return err;
     throw err;
   }
 }
@@ -62,7 +61,7 @@ describe('readArguments, before anything parses or walks them', () => {
     expect(refusal('{"q":"__proto__"}')).toBeUndefined();
   });
 
-  it('refuses a __proto__ key spelled with JSON escapes in argument text (found by an outside attack)', () => {
+  it('refuses a __proto__ key spelled with JSON escapes in argument text', () => {
     const r = refusal('{"\\u005f_proto__":{"isAdmin":true},"a":1}');
     expect(r?.message).toMatch(/they hold a key "__proto__"/);
     expect(refusal('{"q":"caf\\u00e9"}')).toBeUndefined();

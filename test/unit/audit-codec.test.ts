@@ -21,6 +21,10 @@ const full: Required<CallEvent> = {
   at: '2026-11-30T09:30:54.123Z',
   grantFailure: 'expired',
   grantSubject: 'agent:ö',
+  approvalId: 'aaaaaaaaaaaaaaaaaaaa-bbbbbbbbbbbb',
+  approvedBy: 'user:ana',
+  rejectedBy: 'user:bob',
+  approvalWaitMs: 61_234,
   refused: {
     count: 70_000,
     reasons: { missing: 69_000, bad_request: 999, expired: 1 },
@@ -37,7 +41,16 @@ describe('the call event encoder', () => {
   });
 
   it('writes the event of a call that ran as a fixmap, and one with more than 15 fields as a map16 of the same fields', () => {
-    const { grantFailure: _f, grantSubject: _s, refused: _r, ...ran } = full;
+    const {
+      grantFailure: _f,
+      grantSubject: _s,
+      refused: _r,
+      approvalId: _a,
+      approvedBy: _b,
+      rejectedBy: _j,
+      approvalWaitMs: _w,
+      ...ran
+    } = full;
     const bytes = encodeCallEvents([ran]);
     expect(bytes[1]).toBe(0x80 | 14);
     const everything = encodeCallEvents([full]);

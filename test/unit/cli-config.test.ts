@@ -13,7 +13,7 @@ import {
   withConnection,
 } from '../../src/cli/config.js';
 import { ExitCode, reportError, table, UsageError } from '../../src/cli/output.js';
-import { sessionRequest, withSession } from '../../src/cli/session.js';
+import { sessionRequest, withSession } from '../../src/cli/session-flags.js';
 import { memoryOutput } from '../harness/cli.js';
 
 /** Parses `argv` with the `serve` flags as commander would, without running anything. */

@@ -4,7 +4,7 @@ import { printable, processOutput } from '../../src/cli/output.js';
 describe('what the CLI prints to a terminal', () => {
   afterEach(() => vi.restoreAllMocks());
 
-  it('shows control characters as escapes, so a tool name from the bus cannot erase or forge lines (found by an outside attack)', () => {
+  it('shows control characters as escapes, so a tool name from the bus cannot erase or forge lines', () => {
     const forged = 'x\r\u001b[2K2026-11-30T00:00:00Z call y_secret ok\u001b]0;owned\u0007\u009b';
     expect(printable(forged)).toBe(
       'x\\u000d\\u001b[2K2026-11-30T00:00:00Z call y_secret ok\\u001b]0;owned\\u0007\\u009b',

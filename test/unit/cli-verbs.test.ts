@@ -6,9 +6,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_NATS_URL } from '../../src/bus/connect.js';
 import { silentLogger } from '../../src/bus/log.js';
 import { call, introspect, list, register, resolve, unregister, watch } from '../../src/cli/commands.js';
-import { serveConfig } from '../../src/cli/config.js';
+import { serveConfig, serversSource } from '../../src/cli/config.js';
 import { ExitCode } from '../../src/cli/output.js';
 import { runVerb } from '../../src/cli/run.js';
 import { runServe, type ServeHandle, serve } from '../../src/cli/serve.js';
@@ -143,10 +144,21 @@ describe('the CLI verbs', () => {
     expect(await watching).toBe(ExitCode.Ok);
   });
 
-  it('says in one line that NATS is unreachable, and exits 3', async () => {
+  it('says in one line that NATS is unreachable, at which URL and where it came from, and exits 3', async () => {
     const out = memoryOutput();
     expect(await runVerb(list, { server: 'nats://127.0.0.1:1' }, out, {})).toBe(ExitCode.Unreachable);
-    expect(out.stderr).toMatch(/^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1: .*pass --server \/ NATS_URL\)$/);
+    expect(out.stderr).toMatch(
+      /^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(from --server\): .*pass --server \/ NATS_URL\)$/,
+    );
+    const fromEnv = memoryOutput();
+    expect(await runVerb(list, {}, fromEnv, { NATS_URL: 'nats://127.0.0.1:2' })).toBe(ExitCode.Unreachable);
+    expect(fromEnv.stderr).toMatch(/^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:2 \(from NATS_URL\): /);
+  });
+
+  it('names the default URL as the default when neither --server nor NATS_URL is set', () => {
+    expect(serversSource(undefined, {})).toBe('the default: neither --server nor NATS_URL is set');
+    expect(serversSource(DEFAULT_NATS_URL, {})).toBe('the default: neither --server nor NATS_URL is set');
+    expect(serversSource('nats://h:1', { NATS_URL: 'nats://h:1' })).toBe('from NATS_URL');
   });
 });
 
@@ -158,7 +170,7 @@ describe('serve()', () => {
         serveConfig({ server: nats.url, reference: false, bucket: 'serve-handle' }, {}),
         silentLogger,
       );
-      expect(handle.mounts).toEqual(['system.tools', 'system.dispatcher']);
+      expect(handle.mounts).toEqual(['system.tools', 'system.dispatcher', 'system.tasks']);
       const first = handle.stop('test');
       expect(handle.stop('again')).toBe(first);
       await first;

@@ -4,6 +4,15 @@
  * it) is compared here with the schema's `properties` and `required`.
  */
 import { describe, expect, it } from 'vitest';
+import type {
+  AnswerReply,
+  AnswerRequest,
+  ApprovalEvent,
+  ApprovalRequest,
+  PendingApproval,
+  PendingReply,
+  PendingRequest,
+} from '../../src/approvals/types.js';
 import type { ErrorBody } from '../../src/bus/errors.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
@@ -20,6 +29,7 @@ import type {
   ToolAnnotations,
   ToolContextSpec,
 } from '../../src/registry/types.js';
+import type { Task, TaskListReply, TaskListRequest, TaskResultRequest } from '../../src/tasks/types.js';
 
 type Presence<T> = { [K in keyof T]-?: object extends Pick<T, K> ? 'optional' : 'required' };
 
@@ -48,6 +58,7 @@ const shapes = {
     timeoutMs: 'optional',
     annotations: 'optional',
     encoding: 'optional',
+    execution: 'optional',
   } satisfies Presence<MatrixToolProjection>,
   annotations: {
     readOnly: 'optional',
@@ -107,6 +118,7 @@ const shapes = {
     timeoutMs: 'optional',
     annotations: 'optional',
     encoding: 'optional',
+    execution: 'optional',
     requiresApproval: 'required',
     context: 'required',
     allowTargets: 'optional',
@@ -121,6 +133,69 @@ const shapes = {
     diagnostics: 'optional',
     instance: 'required',
   } satisfies Presence<IntrospectReply>,
+  task: {
+    taskId: 'required',
+    callId: 'required',
+    name: 'required',
+    status: 'required',
+    statusMessage: 'optional',
+    progress: 'optional',
+    createdAt: 'required',
+    lastUpdatedAt: 'required',
+    ttlMs: 'required',
+    pollIntervalMs: 'required',
+  } satisfies Presence<Task>,
+  taskResult: { taskId: 'required', waitMs: 'optional' } satisfies Presence<TaskResultRequest>,
+  taskList: { cursor: 'optional', status: 'optional', limit: 'optional' } satisfies Presence<TaskListRequest>,
+  taskListReply: { tasks: 'required', nextCursor: 'optional' } satisfies Presence<TaskListReply>,
+  approvalRequest: {
+    callId: 'required',
+    tool: 'required',
+    target: 'required',
+    op: 'required',
+    arguments: 'required',
+    session: 'optional',
+    principal: 'optional',
+    deadline: 'optional',
+  } satisfies Presence<ApprovalRequest>,
+  pendingApproval: {
+    approvalId: 'required',
+    callId: 'required',
+    tool: 'required',
+    target: 'required',
+    op: 'required',
+    arguments: 'required',
+    truncated: 'optional',
+    argumentsDigest: 'required',
+    argumentsBytes: 'required',
+    session: 'optional',
+    principal: 'optional',
+    requestedAt: 'required',
+    expiresAt: 'required',
+  } satisfies Presence<PendingApproval>,
+  pendingRequest: { cursor: 'optional', limit: 'optional' } satisfies Presence<PendingRequest>,
+  pendingReply: { approvals: 'required', nextCursor: 'optional' } satisfies Presence<PendingReply>,
+  answerRequest: { approvalId: 'required', decision: 'required', reason: 'optional' } satisfies Presence<AnswerRequest>,
+  answerReply: {
+    approvalId: 'required',
+    decision: 'required',
+    by: 'required',
+    decidedAt: 'required',
+  } satisfies Presence<AnswerReply>,
+  approvalEvent: {
+    approvalId: 'required',
+    callId: 'required',
+    tool: 'required',
+    target: 'required',
+    op: 'required',
+    session: 'optional',
+    principal: 'optional',
+    expiresAt: 'required',
+    decision: 'optional',
+    by: 'optional',
+    reason: 'optional',
+    expired: 'optional',
+  } satisfies Presence<ApprovalEvent>,
   errorBody: { error: 'required' } satisfies Presence<ErrorBody>,
   errorInner: { code: 'required', message: 'required', details: 'optional' } satisfies Presence<ErrorBody['error']>,
 };
@@ -156,6 +231,21 @@ describe('the TypeScript types against contracts/', () => {
     ['ResolvedToolContext', shapes.resolved, () => at(SchemaId.ResolveReply)],
     ['ResolvedTool', shapes.resolvedTool, () => at(SchemaId.ResolveReply, 'properties', 'matrixTools', 'items')],
     ['IntrospectReply', shapes.introspect, () => at(SchemaId.IntrospectReply)],
+    ['Task', shapes.task, () => at(SchemaId.Task)],
+    ['TaskResultRequest', shapes.taskResult, () => at(SchemaId.TaskResultRequest)],
+    ['TaskListRequest', shapes.taskList, () => at(SchemaId.TaskListRequest)],
+    ['TaskListReply', shapes.taskListReply, () => at(SchemaId.TaskListReply)],
+    ['ApprovalRequest', shapes.approvalRequest, () => at(SchemaId.ApprovalRequest)],
+    [
+      'PendingApproval',
+      shapes.pendingApproval,
+      () => at(SchemaId.ApprovalsPendingReply, 'properties', 'approvals', 'items'),
+    ],
+    ['PendingRequest', shapes.pendingRequest, () => at(SchemaId.ApprovalsPendingRequest)],
+    ['PendingReply', shapes.pendingReply, () => at(SchemaId.ApprovalsPendingReply)],
+    ['AnswerRequest', shapes.answerRequest, () => at(SchemaId.ApprovalsAnswerRequest)],
+    ['AnswerReply', shapes.answerReply, () => at(SchemaId.ApprovalsAnswerReply)],
+    ['ApprovalEvent', shapes.approvalEvent, () => at(SchemaId.ApprovalEvent)],
     ['ErrorBody', shapes.errorBody, () => at(SchemaId.Error)],
     ['ErrorBody.error', shapes.errorInner, () => at(SchemaId.Error, 'properties', 'error')],
   ])('%s has the same fields, equally required', (_name, shape, schema) => {
@@ -172,7 +262,7 @@ describe('the TypeScript types against contracts/', () => {
 
   it('compiles every built-in tool input schema', () => {
     for (const spec of builtinContexts) {
-      for (const tool of spec.matrixTools ?? []) expect(() => c.ajv.compile(tool.inputSchema)).not.toThrow();
+      for (const tool of spec.matrixTools ?? []) expect(() => c.compile(tool.inputSchema)).not.toThrow();
     }
   });
 });
@@ -206,5 +296,32 @@ describe('a violation', () => {
         { path: '/format', message: 'must be one of "matrix", "openai", "anthropic", "mcp"', keyword: 'enum' },
       ]),
     );
+  });
+});
+
+describe('the approval shapes on the wire', () => {
+  const reply = c.check(SchemaId.ApprovalReply);
+
+  it('takes a decision at once, or a pending approval with its id and expiry, and nothing between', () => {
+    expect(reply({ decision: 'approve', by: 'policy' })).toBeUndefined();
+    expect(reply({ decision: 'reject', reason: 'no' })).toBeUndefined();
+    expect(
+      reply({
+        decision: 'pending',
+        approvalId: 'abcdefabcdefabcdef00-000000000000',
+        expiresAt: '2026-12-01T00:00:00Z',
+      }),
+    ).toBeUndefined();
+    expect(reply({ decision: 'pending' })).toBeDefined();
+    expect(reply({ decision: 'approve', approvalId: 'abcdefabcdefabcdef00-000000000000' })).toBeDefined();
+  });
+
+  it('refuses an answer that is not exactly approve or reject', () => {
+    const answer = c.check(SchemaId.ApprovalsAnswerRequest);
+    const id = 'abcdefabcdefabcdef00-000000000000';
+    expect(answer({ approvalId: id, decision: 'approve' })).toBeUndefined();
+    for (const decision of ['Approve', 'yes', 'approve ', 'pending', true, 1])
+      expect(answer({ approvalId: id, decision }), String(decision)).toBeDefined();
+    expect(answer({ approvalId: 'x', decision: 'approve' })?.[0]?.path).toBe('/approvalId');
   });
 });

@@ -53,10 +53,10 @@ describe('when a failed request is sent again', () => {
 
   it('tells the model of an approved call without an answer that it may have run, not to try again', () => {
     const to = { subject: 'app.x.$do', timeoutMs: 1_000 };
-    expect(targetFailed('pay', { ...to, gated: true }, new NoRespondersError('none')).message).toMatch(
+    expect(targetFailed('pay', { ...to, sentOnce: true }, new NoRespondersError('none')).message).toMatch(
       /may or may not have run\. Check its effect/,
     );
-    expect(targetFailed('pay', { ...to, gated: false }, new NoRespondersError('none')).message).toMatch(
+    expect(targetFailed('pay', { ...to, sentOnce: false }, new NoRespondersError('none')).message).toMatch(
       /Try again later/,
     );
   });

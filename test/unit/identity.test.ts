@@ -355,7 +355,7 @@ describe('whom a refused grant names', () => {
   });
 });
 
-describe('grants built to break the verifier (found by an outside attack)', () => {
+describe('grants built to break the verifier', () => {
   it('refuses claims nested deeper than a grant has, as malformed, and tells the refusal to the audit', () => {
     // A trusted issuer's name, 64 zero bytes for a signature, and claims an array 6,000 deep:
     // hashing them to tell tampering from a bad signature overflowed the stack, a RangeError no

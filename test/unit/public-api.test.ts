@@ -8,26 +8,32 @@ describe('the package entries', () => {
     expect(Object.keys(publicApi).sort()).toEqual([
       'BadRequestError',
       'BusClient',
+      'CancelledError',
       'ConflictError',
       'Dispatcher',
       'ErrorCode',
       'ForbiddenError',
       'GrantError',
       'GrantVerifier',
-      'GrantedSession',
       'IdentityGate',
       'InternalError',
       'KvContextStore',
+      'MAX_LIVE_TASKS_PER_PRINCIPAL',
       'MatrixError',
       'Mount',
       'Mounts',
       'NotFoundError',
       'PayloadTooLargeError',
       'Registry',
+      'ResultFormat',
       'StaticStore',
+      'TaskRunner',
+      'TaskStatus',
+      'TaskStore',
       'TimeoutError',
       'ToolErrorCode',
       'ToolProvider',
+      'ToolSession',
       'UnavailableError',
       'agentsMount',
       'approvalGate',
@@ -39,10 +45,13 @@ describe('the package entries', () => {
       'durableTracesMount',
       'mintGrant',
       'newIssuerKey',
+      'openToolSession',
       'packagesMount',
       'registryMount',
       'resolveToolContext',
       'sessionsMount',
+      'tasksMount',
+      'toolResultMessage',
       'tracesMount',
     ]);
   });
@@ -53,13 +62,19 @@ describe('the package entries', () => {
     expect(everything.size).toBeGreaterThan(Object.keys(publicApi).length * 3);
   });
 
-  it('maps "." and "./internal" in package.json to the built entries of src/index.ts and src/internal.ts', () => {
+  it('maps ".", "./internal" and one subpath per framework adapter in package.json to their built entries', () => {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
       exports: Record<string, { types: string; default: string }>;
     };
     expect(pkg.exports).toEqual({
       '.': { types: './dist/src/index.d.ts', default: './dist/src/index.js' },
       './internal': { types: './dist/src/internal.d.ts', default: './dist/src/internal.js' },
+      './ai-sdk': { types: './dist/src/adapters/ai-sdk.d.ts', default: './dist/src/adapters/ai-sdk.js' },
+      './openai-agents': {
+        types: './dist/src/adapters/openai-agents.d.ts',
+        default: './dist/src/adapters/openai-agents.js',
+      },
+      './langchain': { types: './dist/src/adapters/langchain.d.ts', default: './dist/src/adapters/langchain.js' },
     });
   });
 });

@@ -68,7 +68,7 @@ describe('the trace buffer', () => {
 
 describe('package validation', () => {
   const good = { key: 'ok', title: 'Ok', description: 'fine', permissions: { approval: 'never' } };
-  it('refuses to compile a tool schema past 32 KiB of JSON, naming it (found by an outside attack: 720 KB held the service ~3 s a call)', () => {
+  it('refuses to compile a tool schema past 32 KiB of JSON, naming it (720 KB would hold the service ~3 s a call)', () => {
     const properties = Object.fromEntries(
       Array.from({ length: 2_000 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]+$' }]),
     );
@@ -183,7 +183,7 @@ describe('OpenAI strict mode', () => {
       }),
     );
     const readonly = resolveToolContext({ profile: 'default', format: 'openai', strict: true }, new StaticStore());
-    expect(readonly.providerTools?.every((t) => (t.function as { strict: boolean }).strict)).toBe(true);
+    expect(readonly.providerTools?.every((t) => 'function' in t && t.function.strict)).toBe(true);
   });
 });
 

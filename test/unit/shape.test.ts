@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_DEPTH } from '../../src/bus/codec.js';
 import { ArgumentValidators, argumentName, argumentsMessage, parseArguments } from '../../src/dispatcher/arguments.js';
-import { capContent, shapeReply, structuredObject, structuredTravels } from '../../src/dispatcher/shape.js';
-import { summarize } from '../../src/dispatcher/summary.js';
+import { capContent, shapeReply, structuredObject, structuredTravels, summarize } from '../../src/dispatcher/shape.js';
 
 const opts = { cap: 1_000, summaryBudget: 300 };
 

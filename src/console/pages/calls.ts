@@ -127,13 +127,26 @@ function errorText(e: CallEvent): string {
   return `error ${e.code ?? ''}${e.grantFailure === undefined ? '' : ` (${e.grantFailure})`}`;
 }
 
+/** Who answered a gated call, and how long it waited: under its outcome. */
+function approvalNote(e: CallEvent): SafeHtml | string {
+  const by =
+    e.approvedBy !== undefined
+      ? `approved by ${e.approvedBy}`
+      : e.rejectedBy !== undefined
+        ? `rejected by ${e.rejectedBy}`
+        : undefined;
+  if (by === undefined && e.approvalId === undefined) return '';
+  const waited = e.approvalWaitMs === undefined ? '' : ` after ${(e.approvalWaitMs / 1000).toFixed(1)} s`;
+  return html`<div class="sub approval" title="${e.approvalId ?? ''}">${by ?? 'not answered'}${waited}</div>`;
+}
+
 function callRow(e: CallEvent): SafeHtml {
   const trace = traceIdOf(e.traceparent);
   const outcome = e.outcome === 'ok' ? badge('ok', 'ok') : badge(errorText(e), 'error');
   const time = e.at.length >= 23 ? e.at.slice(11, 23) : e.at;
   return html`<tr data-call-id="${e.callId}"><td class="mono" title="${e.at}">${time}<div class="sub">${e.at.slice(0, 10)}</div></td>
     <td><strong class="mono">${e.name}</strong><div class="sub" title="arguments digest">${e.argumentsDigest ?? ''}</div></td>
-    <td>${outcome}</td><td class="num">${e.durationMs.toFixed(1)} ms</td><td class="num">${e.attempts ?? ''}</td>
+    <td>${outcome}${approvalNote(e)}</td><td class="num">${e.durationMs.toFixed(1)} ms</td><td class="num">${e.attempts ?? ''}</td>
     <td>${e.session ? html`<a href="${href(SECTION, { session: e.session })}">${e.session}</a>` : ''}</td>
     <td>${e.principal ? html`<a href="${href(SECTION, { principal: e.principal })}">${e.principal}</a>` : ''}</td>
     <td class="mono">${e.target ?? ''} ${e.op ?? ''}</td>

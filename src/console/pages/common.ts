@@ -1,7 +1,7 @@
 /** Pieces more than one page uses: error boxes, the session form, links to contexts. */
 import { errorStatus, MatrixError } from '../../bus/errors.js';
 import { UsageError } from '../../cli/output.js';
-import { type SessionFlags, sessionRequest } from '../../cli/session.js';
+import { type SessionFlags, sessionRequest } from '../../cli/session-flags.js';
 import type { ResolveRequest } from '../../registry/types.js';
 import { html, notice, type SafeHtml } from '../html.js';
 

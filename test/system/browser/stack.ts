@@ -3,11 +3,15 @@
  * serve`) on the run's nats-server with a bucket of its own, a target mount for a registered
  * tool, and the console itself (`matrix-tools console --port 0`), each a real process.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../../../src/bus/client.js';
 import { Mount } from '../../../src/bus/mount.js';
 import type { ToolContextSpec } from '../../../src/registry/types.js';
+import { uniqueApprovalsBucket } from '../../harness/approvals.js';
 import { sharedNatsUrl, testConnection, uniqueMount } from '../../harness/bus.js';
 import { contextSpec, uniqueBucket } from '../../harness/registry.js';
 import { type ServiceProcess, startScript } from '../../harness/service.js';
@@ -84,9 +88,23 @@ export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
     ],
   });
 
-  const service = await startScript('dist/src/cli/main.js', natsUrl, ' ready ', { MATRIX_TOOLS_BUCKET: bucket }, [
-    'serve',
-  ]);
+  // Deletes through matrix_invoke are refused by rule; every other gated call asks a person.
+  const policy = join(mkdtempSync(join(tmpdir(), 'console-policy-')), 'policy.json');
+  writeFileSync(
+    policy,
+    JSON.stringify({
+      rules: [{ tool: 'matrix_invoke', op: '$delete', decision: 'deny', reason: 'no deletes from the console tests' }],
+      default: 'ask',
+    }),
+  );
+  const approvalsBucket = uniqueApprovalsBucket();
+  const service = await startScript(
+    'dist/src/cli/main.js',
+    natsUrl,
+    ' ready ',
+    { MATRIX_TOOLS_BUCKET: bucket, MATRIX_APPROVALS_BUCKET: approvalsBucket },
+    ['serve', '--policy', policy],
+  );
   const register = async (spec: ToolContextSpec) => {
     await client.request('system.tools', '$register', { spec });
   };
@@ -119,6 +137,7 @@ export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
       await mount.stop();
       client.close();
       await (await new Kvm(nc).open(bucket)).destroy();
+      await (await new Kvm(nc).open(approvalsBucket)).destroy();
       if (consoleExit !== 0 || serviceExit !== 0)
         throw new Error(`console exited ${consoleExit}, service ${serviceExit}`);
     },

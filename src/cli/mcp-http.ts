@@ -1,0 +1,202 @@
+/**
+ * `mcp --http`: the MCP bridge over Streamable HTTP (the MCP SDK's transport), for remote MCP
+ * clients. One MCP session per client, each its own `McpBridge` (src/cli/mcp.ts): its tools,
+ * instructions and `list_changed` as over stdio. Where the bridge is given trusted issuers
+ * (`MATRIX_TRUSTED_ISSUERS` / `--trust`, the service's), every session is opened with its own
+ * grant, `Authorization: Bearer <grant>`, checked before anything is resolved, and every request
+ * of the session must carry that same grant; without issuers (development) every session is
+ * `--profile`'s, as over stdio. The `Host` and `Origin` headers must name this bridge (no DNS
+ * rebinding); it listens on the loopback by default.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { CallContext } from '../bus/context.js';
+import { MatrixError } from '../bus/errors.js';
+import { GrantError } from '../identity/errors.js';
+import { GrantedSession } from '../identity/granted.js';
+import { GrantVerifier } from '../identity/verify.js';
+import type { ResolveRequest } from '../registry/types.js';
+import { type McpBridge, openBridge } from './mcp.js';
+
+/** Where and for whom the HTTP bridge serves. */
+export interface McpHttpOptions {
+  /** Address to listen on; default `127.0.0.1` (loopback only). */
+  host?: string;
+  /** Port; default 3333, `0` for any free one. */
+  port?: number;
+  /** Public nkeys of the trusted grant issuers: when given, each session needs its own bearer grant. */
+  issuers?: readonly string[];
+  /** Without issuers: the session every client gets (`--profile` and the session flags). */
+  session?: ResolveRequest;
+  /** Without issuers: the context of every request (a `--grant` given to the bridge). */
+  ctx?: CallContext;
+  /** Further `Host` values to accept (`name:port`), for a bridge behind a proxy. */
+  allowedHosts?: readonly string[];
+}
+
+/** A running HTTP bridge. */
+export interface McpHttpBridge {
+  /** Its endpoint, e.g. `http://127.0.0.1:3333/mcp`. */
+  url: string;
+  /** MCP sessions open now. */
+  sessions(): number;
+  /** Closes every session and stops listening. */
+  close(): Promise<void>;
+}
+
+/** The path the bridge answers on. */
+export const MCP_PATH = '/mcp';
+export const DEFAULT_MCP_HTTP_PORT = 3333;
+
+/** One client's MCP session: its transport, its bridge, and the grant it was opened with. */
+interface Session {
+  transport: StreamableHTTPServerTransport;
+  bridge: McpBridge;
+  grant: string | undefined;
+}
+
+/** Starts listening; resolves once it does. */
+export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions = {}): Promise<McpHttpBridge> {
+  const host = options.host ?? '127.0.0.1';
+  const verifier =
+    options.issuers !== undefined && options.issuers.length > 0 ? new GrantVerifier(options.issuers) : undefined;
+  if (verifier === undefined && options.session === undefined)
+    throw new TypeError('an HTTP bridge needs trusted issuers (each client brings a grant) or a --profile to serve');
+  const sessions = new Map<string, Session>();
+  let allowed = new Set<string>();
+  const server: Server = createServer((req, res) => {
+    void handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) reply(res, 500, `the bridge failed: ${(err as Error).message}`);
+    });
+  });
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const refusal = originRefusal(req, allowed);
+    if (refusal !== undefined) return reply(res, 403, refusal);
+    if (new URL(req.url ?? '/', 'http://bridge').pathname !== MCP_PATH)
+      return reply(res, 404, `the MCP endpoint is ${MCP_PATH}`);
+    const bearer = bearerOf(req);
+    const id = req.headers['mcp-session-id'];
+    if (typeof id === 'string') {
+      const session = sessions.get(id);
+      if (session === undefined) return reply(res, 404, 'no such MCP session: initialize a new one');
+      if (session.grant !== bearer)
+        return reply(res, 403, 'this MCP session was opened with another grant: present the same bearer grant');
+      return session.transport.handleRequest(req, res);
+    }
+    if (req.method !== 'POST') return reply(res, 400, 'a new MCP session starts with a POST of initialize');
+    let granted: GrantedSession | undefined;
+    if (verifier !== undefined) {
+      if (bearer === undefined)
+        return unauthorized(res, 'a session grant is required: send Authorization: Bearer <grant>');
+      try {
+        granted = new GrantedSession(bearer, {}, verifier);
+      } catch (err) {
+        if (err instanceof GrantError) return unauthorized(res, err.message);
+        throw err;
+      }
+    }
+    let bridge: McpBridge;
+    try {
+      bridge = granted
+        ? await openBridge(nc, granted.request, granted.context())
+        : await openBridge(nc, options.session ?? { profile: '' }, options.ctx ?? {});
+    } catch (err) {
+      if (err instanceof MatrixError)
+        return reply(res, err.code === 'forbidden' ? 403 : 502, `${err.code}: ${err.message}`);
+      throw err;
+    }
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (sessionId) => {
+        sessions.set(sessionId, { transport, bridge, grant: granted === undefined ? undefined : bearer });
+      },
+    });
+    transport.onclose = () => {
+      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
+      void bridge.close();
+    };
+    await bridge.connect(transport);
+    await transport.handleRequest(req, res);
+    // A first request that did not initialize a session leaves nothing behind.
+    if (transport.sessionId === undefined) await bridge.close();
+  };
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? DEFAULT_MCP_HTTP_PORT, host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  allowed = allowedHosts(host, port, options.allowedHosts ?? []);
+  const shown = host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${shown}:${port}${MCP_PATH}`,
+    sessions: () => sessions.size,
+    close: async () => {
+      const open = [...sessions.values()];
+      sessions.clear();
+      await Promise.allSettled(open.map((s) => s.transport.close()));
+      await Promise.allSettled(open.map((s) => s.bridge.close()));
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+
+/** The `Host` values this bridge answers to: its address and port, and every loopback name when it listens on one. */
+function allowedHosts(host: string, port: number, extra: readonly string[]): Set<string> {
+  const names = LOOPBACK.has(host) ? ['127.0.0.1', 'localhost', '[::1]'] : [host.includes(':') ? `[${host}]` : host];
+  return new Set([...names.map((n) => `${n}:${port}`), ...extra.map((h) => h.toLowerCase())]);
+}
+
+/** Why a request whose `Host` or `Origin` names another site is refused (a DNS-rebinding page), or undefined. */
+function originRefusal(req: IncomingMessage, allowed: ReadonlySet<string>): string | undefined {
+  const host = req.headers.host?.toLowerCase();
+  if (host === undefined || !allowed.has(host)) return `Host ${JSON.stringify(host ?? '')} is not this bridge`;
+  const origin = req.headers.origin;
+  if (origin === undefined || origin === 'null') return origin === 'null' ? 'an opaque Origin is refused' : undefined;
+  let originHost: string;
+  try {
+    originHost = new URL(origin).host.toLowerCase();
+  } catch {
+    return `Origin ${JSON.stringify(origin)} is not a URL`;
+  }
+  return allowed.has(originHost) ? undefined : `Origin ${JSON.stringify(origin)} is not this bridge`;
+}
+
+function bearerOf(req: IncomingMessage): string | undefined {
+  const header = req.headers.authorization;
+  const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+function unauthorized(res: ServerResponse, message: string): void {
+  res.setHeader('WWW-Authenticate', `Bearer realm="matrix-tools", error="invalid_token"`);
+  reply(res, 401, message);
+}
+
+/** A JSON-RPC error answer with an HTTP status, as the SDK's transport answers its own refusals. */
+function reply(res: ServerResponse, status: number, message: string): void {
+  res.writeHead(status, { 'Content-Type': 'application/json' });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+}
+
+/** `mcp --http`: serves until SIGINT or SIGTERM. */
+export async function serveMcpHttp(nc: NatsConnection, options: McpHttpOptions): Promise<void> {
+  const bridge = await startMcpHttp(nc, options);
+  const mode = options.issuers?.length
+    ? `a grant per session from ${options.issuers.length} issuer(s)`
+    : `profile ${options.session?.profile}`;
+  process.stderr.write(`mcp bridge: ready on ${bridge.url} (${mode})\n`);
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  process.stderr.write(`mcp bridge: ${signal}; closing ${bridge.sessions()} session(s)\n`);
+  await bridge.close();
+}

@@ -1,0 +1,257 @@
+/**
+ * The MCP bridge's side of tasks, progress and cancellation (PROTOCOL 11): a `tools/call` with
+ * `task` becomes a `$call` with `task`; `tasks/get|result|cancel|list` map onto `system.tasks`;
+ * `notifications/progress` go out for calls that carry a `progressToken` (plain calls from the
+ * dispatcher's relayed reports, tasks from the progress recorded on them); a
+ * `notifications/cancelled` cancels a plain call (`system.dispatcher.$cancel {callId}`).
+ */
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import {
+  type CallToolResult,
+  CancelTaskRequestSchema,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
+  ErrorCode as JsonRpcError,
+  ListTasksRequestSchema,
+  type Task as McpTask,
+  type ServerNotification,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { BusClient } from '../bus/client.js';
+import type { CallContext } from '../bus/context.js';
+import { MatrixError, NotFoundError } from '../bus/errors.js';
+import type { Progress } from '../bus/op-context.js';
+import { CANCEL_OP, Mounts } from '../bus/subjects.js';
+import { structuredObject } from '../dispatcher/shape.js';
+import type { ToolResult } from '../dispatcher/types.js';
+import type { ResolveRequest } from '../registry/types.js';
+import { isTerminal, type Task, type TaskListReply } from '../tasks/types.js';
+import { JsonRpcFailure } from './mcp.js';
+
+/** What the bridge's calls and task ops need: the client, the caller's context and session. */
+export interface BridgeCalls {
+  client: BusClient;
+  ctx: CallContext;
+  session: ResolveRequest;
+  /** Longest wait for one plain call, in ms. */
+  callTimeoutMs: number;
+}
+
+/** What the SDK hands a request handler that the bridge uses. */
+export interface HandlerExtra {
+  signal: AbortSignal;
+  _meta?: { progressToken?: string | number };
+  sendNotification(notification: ServerNotification): Promise<void>;
+}
+
+/** The MCP `tasks` capability the bridge declares: tools/call as tasks, list and cancel. */
+export const TASKS_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
+
+/** Longest `system.tasks.$result` wait of one round of `tasks/result`, in ms (its maximum). */
+const RESULT_ROUND_MS = 30_000;
+/** How often the bridge reads a task's progress for the `progressToken` of its `tools/call`, in ms. */
+const FOLLOW_MS = 1_000;
+/** The `_meta` key MCP relates a message to a task by. */
+const RELATED_TASK = 'io.modelcontextprotocol/related-task';
+
+/**
+ * A `ToolResult` as MCP's `CallToolResult`. A failed tool's text leads with `Error (<code>):`:
+ * some clients pass the model only the content (the AI SDK's MCP client turns it into text
+ * parts and drops `isError`), so the failure must be in the words themselves.
+ */
+export function callToolResultOf(result: ToolResult): CallToolResult {
+  const text = result.isError ? `Error (${result.error?.code ?? 'tool_error'}): ${result.content}` : result.content;
+  const reply: CallToolResult = { content: [{ type: 'text', text }], isError: result.isError };
+  const structured = structuredObject(result);
+  if (structured !== undefined) reply.structuredContent = structured;
+  return reply;
+}
+
+/** The result of a call the dispatcher itself failed (not the tool): still one the model can read. */
+export function dispatcherFailed(name: string, err: unknown): CallToolResult {
+  const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
+  return {
+    content: [{ type: 'text', text: `"${name}" could not be run: system.dispatcher answered ${why}` }],
+    isError: true,
+  };
+}
+
+/** A task as MCP shows it. */
+export function mcpTaskOf(task: Task): McpTask {
+  const shown: McpTask = {
+    taskId: task.taskId,
+    status: task.status,
+    ttl: task.ttlMs,
+    createdAt: task.createdAt,
+    lastUpdatedAt: task.lastUpdatedAt,
+    pollInterval: task.pollIntervalMs,
+  };
+  if (task.statusMessage !== undefined) shown.statusMessage = task.statusMessage;
+  return shown;
+}
+
+/**
+ * A plain `tools/call`: sent with a `Matrix-Call-Id` of its own, so a `notifications/cancelled`
+ * (the SDK aborts `extra.signal`) cancels it; with a `progressToken`, the dispatcher's relayed
+ * progress reports go out as `notifications/progress`.
+ */
+export async function plainCall(
+  calls: BridgeCalls,
+  call: { id: string; name: string; arguments: Record<string, unknown> },
+  extra: HandlerExtra,
+): Promise<CallToolResult> {
+  const { client, ctx } = calls;
+  const token = extra._meta?.progressToken;
+  let notified: Promise<void> = Promise.resolve();
+  const onCancel = () => {
+    const { traceparent, session, principal, grant } = ctx;
+    client
+      .request(
+        Mounts.Dispatcher,
+        CANCEL_OP,
+        { callId: call.id },
+        { traceparent, session, principal, grant, callId: call.id },
+      )
+      .catch(() => {});
+  };
+  extra.signal.addEventListener('abort', onCancel, { once: true });
+  try {
+    const result = await client.request<ToolResult>(
+      Mounts.Dispatcher,
+      '$call',
+      { session: calls.session, call },
+      {
+        traceparent: ctx.traceparent,
+        session: ctx.session,
+        principal: ctx.principal,
+        grant: ctx.grant,
+        callId: call.id,
+        timeoutMs: calls.callTimeoutMs,
+        onProgress:
+          token === undefined
+            ? undefined
+            : (p) => {
+                notified = notified.then(() => notifyProgress(extra, token, p));
+              },
+      },
+    );
+    // Every report came before the reply: the client hears them before the result, as MCP wants.
+    await notified;
+    return callToolResultOf(result);
+  } catch (err) {
+    return dispatcherFailed(call.name, err);
+  } finally {
+    extra.signal.removeEventListener('abort', onCancel);
+  }
+}
+
+/**
+ * A `tools/call` with `task`: a `$call` with `task {ttlMs}`; answers MCP's `CreateTaskResult`,
+ * or the call's refusal as a `CallToolResult`. With a `progressToken`, the task's recorded
+ * progress goes out as `notifications/progress` until it ends.
+ */
+export async function taskCall(
+  calls: BridgeCalls,
+  call: { id: string; name: string; arguments: Record<string, unknown> },
+  ttl: number | undefined,
+  extra: HandlerExtra,
+): Promise<CallToolResult | { task: McpTask }> {
+  const task = ttl === undefined ? {} : { ttlMs: Math.max(1_000, Math.min(ttl, 86_400_000)) };
+  let reply: ToolResult | { task: Task };
+  try {
+    reply = await calls.client.request<ToolResult | { task: Task }>(
+      Mounts.Dispatcher,
+      '$call',
+      { session: calls.session, call, task },
+      calls.ctx,
+    );
+  } catch (err) {
+    return dispatcherFailed(call.name, err);
+  }
+  if (!('task' in reply)) return callToolResultOf(reply);
+  const token = extra._meta?.progressToken;
+  if (token !== undefined) void followProgress(calls, reply.task.taskId, token, extra);
+  return { task: mcpTaskOf(reply.task) };
+}
+
+/** Sends the task's progress, each time it changes, until it ends or the bridge stops hearing from it. */
+async function followProgress(calls: BridgeCalls, taskId: string, token: string | number, extra: HandlerExtra) {
+  let last = '';
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, FOLLOW_MS).unref());
+    let task: Task;
+    try {
+      task = await calls.client.request<Task>(Mounts.Tasks, '$get', { taskId }, calls.ctx);
+    } catch {
+      return;
+    }
+    const seen = JSON.stringify(task.progress ?? null);
+    if (task.progress !== undefined && seen !== last) {
+      last = seen;
+      await notifyProgress(extra, token, task.progress);
+    }
+    if (isTerminal(task.status)) return;
+  }
+}
+
+function notifyProgress(extra: HandlerExtra, token: string | number, p: Progress): Promise<void> {
+  const params: { progressToken: string | number; progress: number; total?: number; message?: string } = {
+    progressToken: token,
+    progress: p.progress,
+  };
+  if (p.total !== undefined) params.total = p.total;
+  if (p.message !== undefined) params.message = p.message;
+  return extra.sendNotification({ method: 'notifications/progress', params }).catch(() => {});
+}
+
+/** Registers `tasks/get`, `tasks/result`, `tasks/cancel` and `tasks/list` on `server`, each onto `system.tasks`. */
+export function serveTaskOps(server: Server, calls: BridgeCalls, track: <T>(work: Promise<T>) => Promise<T>): void {
+  const ask = <T>(op: string, body: Record<string, unknown>, timeoutMs = 10_000): Promise<T> =>
+    calls.client.request<T>(Mounts.Tasks, op, body, { ...calls.ctx, timeoutMs }).catch((err: unknown) => {
+      throw taskOpFailure(err, body.taskId);
+    });
+  server.setRequestHandler(GetTaskRequestSchema, (req) =>
+    track(ask<Task>('$get', { taskId: req.params.taskId }).then(mcpTaskOf)),
+  );
+  server.setRequestHandler(CancelTaskRequestSchema, (req) =>
+    track(ask<Task>('$cancel', { taskId: req.params.taskId }).then(mcpTaskOf)),
+  );
+  server.setRequestHandler(ListTasksRequestSchema, (req) =>
+    track(
+      ask<TaskListReply>('$list', req.params?.cursor === undefined ? {} : { cursor: req.params.cursor }).then(
+        (page) => {
+          const reply: { tasks: McpTask[]; nextCursor?: string } = { tasks: page.tasks.map(mcpTaskOf) };
+          if (page.nextCursor !== undefined) reply.nextCursor = page.nextCursor;
+          return reply;
+        },
+      ),
+    ),
+  );
+  // MCP's tasks/result waits until the task ends: rounds of system.tasks.$result, 30 s each.
+  server.setRequestHandler(GetTaskPayloadRequestSchema, (req, extra) =>
+    track(
+      (async () => {
+        const taskId = req.params.taskId;
+        for (;;) {
+          const got = await ask<ToolResult | Task>(
+            '$result',
+            { taskId, waitMs: RESULT_ROUND_MS },
+            RESULT_ROUND_MS + 10_000,
+          );
+          if ('isError' in got) {
+            const result = callToolResultOf(got);
+            result._meta = { [RELATED_TASK]: { taskId } };
+            return result;
+          }
+          if (extra.signal.aborted) throw new JsonRpcFailure(JsonRpcError.InternalError, 'tasks/result was cancelled');
+        }
+      })(),
+    ),
+  );
+}
+
+/** A failed `system.tasks` op as MCP says it: an unknown task is `-32602 Invalid params`. */
+function taskOpFailure(err: unknown, taskId: unknown): Error {
+  if (err instanceof NotFoundError) return new JsonRpcFailure(JsonRpcError.InvalidParams, `no task ${String(taskId)}`);
+  const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
+  return new JsonRpcFailure(JsonRpcError.InternalError, `system.tasks answered ${why}`);
+}

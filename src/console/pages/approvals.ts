@@ -1,0 +1,134 @@
+/**
+ * Approvals: the calls waiting for a person (`system.approvals.$pending`), live, each with its
+ * arguments pretty-printed, who asks, which session and how long it has left; Approve and
+ * Reject (with a reason) answer through `$answer`. Listing and answering use the console's
+ * approver grant (`--approver-grant FILE`, or one pasted here once, kept in the console's
+ * memory); answering is a write: `--allow-writes` and the token.
+ */
+
+import { type AnswerReply, ApprovalOp, type PendingApproval, type PendingReply } from '../../approvals/types.js';
+import { Mounts } from '../../bus/subjects.js';
+import { left } from '../../cli/approvals.js';
+import { badge, href, html, jsonBlock, notice, type SafeHtml } from '../html.js';
+import type { ConsoleRequest, Page, Redirect } from '../types.js';
+import { errorNotice, FormError, statusOf } from './common.js';
+
+const SECTION = '/approvals';
+const TIMEOUT_MS = 10_000;
+
+/** `GET /approvals`: the pending approvals the console's grant may answer. */
+export async function approvalsPage(request: ConsoleRequest, failed?: unknown): Promise<Page> {
+  const { deps, url } = request;
+  const answered = url.searchParams.get('answered');
+  let listed: PendingApproval[] | undefined;
+  let problem: unknown;
+  try {
+    listed = await pendingOf(request);
+  } catch (err) {
+    problem = err;
+  }
+  const grant = deps.approver.grant;
+  const head = html`${
+    grant
+      ? ''
+      : notice(
+          'info',
+          'This console has no approver grant',
+          'Where the service trusts issuers, only a grant with nats.approve may list and answer approvals: paste one below (matrix-tools grant … --approve-tools "*"), or start the console with --approver-grant FILE. Without trusted issuers (development) anyone may.',
+        )
+  }${deps.writes ? '' : notice('info', 'This console is read-only', 'Start it with --allow-writes to approve or reject.')}
+    ${deps.writes ? grantForm(grant !== undefined) : ''}`;
+  const decision = url.searchParams.get('decision') === 'approve' ? 'Approved' : 'Rejected';
+  const live = html`${answered ? notice('ok', `${decision} ${answered}`, `as ${url.searchParams.get('by') ?? '?'} at ${url.searchParams.get('at') ?? '?'}`) : ''}
+    ${failed === undefined ? '' : errorNotice(failed, 'The answer was not taken')}
+    ${problem ? errorNotice(problem, 'Listing the pending approvals failed') : ''}
+    ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, deps.writes))}`;
+  return {
+    title: 'Approvals',
+    section: SECTION,
+    lead: 'Gated calls waiting for a person, oldest first: approve one and it runs, once; reject it and the model reads your reason.',
+    head,
+    live,
+    follows: ['approval'],
+    // Time left moves without events.
+    pollMs: 15_000,
+    status: failed !== undefined ? statusOf(failed) : problem ? statusOf(problem) : 200,
+  };
+}
+
+/** `POST /approvals/answer`: approve or reject one; back to the list, which says what happened. */
+export async function answerApproval(request: ConsoleRequest): Promise<Page | Redirect> {
+  const { form, deps } = request;
+  const approvalId = form.get('approvalId') ?? '';
+  const decision = form.get('decision');
+  const reason = form.get('reason')?.trim();
+  let outcome: AnswerReply;
+  try {
+    if (decision !== 'approve' && decision !== 'reject') throw new FormError('choose Approve or Reject');
+    if (decision === 'reject' && !reason) throw new FormError('a reject needs a reason: the model reads it');
+    outcome = await deps.client.request<AnswerReply>(
+      Mounts.Approvals,
+      ApprovalOp.Answer,
+      { approvalId, decision, ...(reason ? { reason } : {}) },
+      { timeoutMs: TIMEOUT_MS, ...grantOf(request) },
+    );
+  } catch (err) {
+    return approvalsPage(request, err);
+  }
+  const { by, decidedAt } = outcome as AnswerReply;
+  return { redirect: href(SECTION, { answered: approvalId, decision, by, at: decidedAt }) };
+}
+
+/** `POST /approvals/grant`: keeps the pasted approver grant in the console's memory (empty: forget it). */
+export async function keepApproverGrant(request: ConsoleRequest): Promise<Page | Redirect> {
+  const text = request.form.get('grant')?.trim() ?? '';
+  // The grant's text only: a path here would have the console read its own files for the page.
+  if (text !== '' && !GRANT_TEXT.test(text))
+    return approvalsPage(request, new FormError('that is not a grant: paste the JWT itself (three base64url parts)'));
+  request.deps.approver.grant = text === '' ? undefined : text;
+  return { redirect: SECTION };
+}
+
+const GRANT_TEXT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+async function pendingOf(request: ConsoleRequest): Promise<PendingApproval[]> {
+  const all: PendingApproval[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await request.deps.client.request<PendingReply>(
+      Mounts.Approvals,
+      ApprovalOp.Pending,
+      { limit: 200, ...(cursor ? { cursor } : {}) },
+      { timeoutMs: TIMEOUT_MS, ...grantOf(request) },
+    );
+    all.push(...page.approvals);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined && all.length < 1000);
+  return all;
+}
+
+function grantOf(request: ConsoleRequest): { grant?: string } {
+  const grant = request.deps.approver.grant;
+  return grant === undefined ? {} : { grant };
+}
+
+function grantForm(has: boolean): SafeHtml {
+  return html`<form method="post" action="${SECTION}/grant" data-write class="card fields" id="grant-form">
+    <label>approver grant <span class="hint">${has ? 'one is set; paste another to replace it, or save empty to forget it' : 'a grant with nats.approve, sent as Matrix-Grant with $pending and $answer'}</span><textarea name="grant" rows="2" autocomplete="off"></textarea></label>
+    <div class="row"><button type="submit" class="secondary">Use this grant</button></div></form>`;
+}
+
+function card(a: PendingApproval, writes: boolean): SafeHtml {
+  const disabled = writes ? '' : html`disabled`;
+  return html`<div class="card approval" data-approval-id="${a.approvalId}">
+    <h2><span class="mono">${a.tool}</span> → <span class="mono">${a.target} ${a.op}</span> ${badge(`${left(a.expiresAt)} left`, 'warn')}</h2>
+    <p class="muted">asked by <strong>${a.principal ?? 'an unnamed caller'}</strong>${a.session ? html` in session <span class="mono">${a.session}</span>` : ''} at <span class="mono">${a.requestedAt}</span> · call <span class="mono">${a.callId}</span> · <span class="mono">${a.approvalId}</span></p>
+    ${a.truncated ? notice('info', `Arguments cut: ${a.argumentsBytes} characters of JSON, the first 16384 shown`, 'If what you cannot see matters, reject.') : ''}
+    ${typeof a.arguments === 'string' ? html`<pre class="json">${a.arguments}</pre>` : jsonBlock(a.arguments)}
+    <form method="post" action="${SECTION}/answer" data-write class="row answer">
+      <input type="hidden" name="approvalId" value="${a.approvalId}">
+      <input name="reason" placeholder="reason (a reject needs one)" aria-label="reason" autocomplete="off">
+      <button type="submit" name="decision" value="approve" ${disabled}>Approve</button>
+      <button type="submit" name="decision" value="reject" class="secondary" ${disabled}>Reject</button>
+    </form></div>`;
+}

@@ -1,0 +1,9 @@
+export { type CallOptions, type CallProgress, runCall, type TaskHandle } from './call.js';
+export {
+  type ChangeListener,
+  openToolSession,
+  type SessionRequest,
+  ToolSession,
+  type ToolSessionOptions,
+} from './session.js';
+export * from './tool-calls.js';

@@ -1,0 +1,58 @@
+/**
+ * The tool formats `$resolve` renders `providerTools` in (PROTOCOL 5.2 `format`), as each
+ * provider's API takes them: OpenAI function tools (Chat Completions `tools`), Anthropic tools
+ * (Messages `tools`), MCP `Tool`s (`tools/list`). Only the fields this registry writes.
+ */
+import type { JsonSchemaObject, TaskSupport } from './types.js';
+
+/** An OpenAI Chat Completions function tool: `{type: "function", function: {…}}`. */
+export interface OpenAIFunctionTool {
+  type: 'function';
+  function: {
+    /** The tool's name, `^[a-zA-Z0-9_-]{1,64}$`. */
+    name: string;
+    description: string;
+    /** JSON Schema of the arguments; with `strict: true`, the strict-mode form (every object closed, every property required). */
+    parameters: JsonSchemaObject;
+    /** Present when the session asked for strict mode: `true` when the schema could be made strict, else `false`. */
+    strict?: boolean;
+  };
+}
+
+/** An Anthropic Messages API tool. */
+export interface AnthropicTool {
+  name: string;
+  description: string;
+  /** JSON Schema of the input (type `object`). */
+  input_schema: JsonSchemaObject;
+}
+
+/** MCP's tool hints, as `tools/list` carries them (each absent when the projection does not say). */
+export interface McpToolAnnotations {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+}
+
+/** An MCP `Tool` of `tools/list`. */
+export interface McpTool {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments (type `object`). */
+  inputSchema: JsonSchemaObject;
+  annotations?: McpToolAnnotations;
+  /** MCP's `execution`: whether a call may, must or must not be a task (PROTOCOL 9). */
+  execution: { taskSupport: TaskSupport };
+}
+
+/** The tools of each provider format; `matrix` renders none (the projections are the format). */
+export interface ProviderToolsByFormat {
+  matrix: undefined;
+  openai: OpenAIFunctionTool[];
+  anthropic: AnthropicTool[];
+  mcp: McpTool[];
+}
+
+/** A tool in any provider format. */
+export type ProviderTool = OpenAIFunctionTool | AnthropicTool | McpTool;

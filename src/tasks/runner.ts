@@ -1,0 +1,377 @@
+/**
+ * Runs tasks (PROTOCOL 9) and keeps them durable. The instance that runs a task holds a lease
+ * on it and renews it; every instance watches the bucket, so it hears of a `$cancel` made on
+ * another, wakes `$result` waiters, and takes over a task whose lease ran out: one that was not
+ * sent yet is run (a pending approval waited for again), one that was sent is `failed` "may have
+ * run" unless its tool is idempotent (then it is sent again). Every change is compare-and-set,
+ * and a terminal task never changes again, so no task reaches its target twice otherwise.
+ */
+import type { CallContext } from '../bus/context.js';
+import { type Logger, silentLogger } from '../bus/log.js';
+import type { Progress } from '../bus/op-context.js';
+import type { CallHooks, PendingApproval } from '../dispatcher/call-hooks.js';
+import type { Dispatcher } from '../dispatcher/dispatcher.js';
+import { errorResult, failure } from '../dispatcher/results.js';
+import type { Route } from '../dispatcher/route.js';
+import type { ToolCall, ToolResult } from '../dispatcher/types.js';
+import type { ResolveRequest } from '../registry/types.js';
+import { newTaskId, type StoredTask, type TaskStore, taskKey } from './store.js';
+import {
+  DEFAULT_TASK_TTL_MS,
+  isTerminal,
+  MAX_LIVE_TASKS_PER_PRINCIPAL,
+  MAX_TASK_TTL_MS,
+  POLL_INTERVAL_MS,
+  type Task,
+  TaskPhase,
+  type TaskRecord,
+  type TaskRequest,
+  TaskStatus,
+} from './types.js';
+
+/** How a runner behaves; every field has a default. */
+export interface TaskRunnerOptions {
+  /** This instance's name in leases; default a random one. */
+  instance?: string;
+  /** How long a lease holds unless renewed, in ms; default 5000. */
+  leaseMs?: number;
+  /** How often leases are renewed and progress written, in ms; default 1000 (at most one write a second per task). */
+  tickMs?: number;
+  /** How often the sweeper looks for expired tasks and lapsed leases, in ms; default 1000. */
+  sweepMs?: number;
+  /** Live tasks one principal may hold; default `MAX_LIVE_TASKS_PER_PRINCIPAL` (32). */
+  maxLivePerPrincipal?: number;
+  logger?: Logger;
+}
+
+/** A task this instance runs. */
+interface Running {
+  controller: AbortController;
+  /** The latest progress report, and whether it is written yet. */
+  progress: Progress | undefined;
+  progressDirty: boolean;
+}
+
+/** Runs tasks on one instance; share one per process. */
+export class TaskRunner {
+  readonly instance: string;
+  private readonly leaseMs: number;
+  private readonly maxLive: number;
+  private readonly logger: Logger;
+  /** Every task this instance knows of from the watch, by key (terminal ones too, until removed). */
+  private readonly known = new Map<string, StoredTask>();
+  private readonly running = new Map<string, Running>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private stopWatch: (() => void) | undefined;
+  private closing = false;
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    readonly store: TaskStore,
+    private readonly options: TaskRunnerOptions = {},
+  ) {
+    this.instance = options.instance ?? newTaskId();
+    this.leaseMs = options.leaseMs ?? 5_000;
+    this.maxLive = options.maxLivePerPrincipal ?? MAX_LIVE_TASKS_PER_PRINCIPAL;
+    this.logger = options.logger ?? silentLogger;
+  }
+
+  /** Watches the bucket and starts the lease renewals and the sweeper. */
+  start(): this {
+    const watch = this.store.watch((key, record, revision) => this.heard(key, record, revision));
+    this.stopWatch = () => watch.stop();
+    const every = (ms: number, work: () => Promise<void>) => {
+      const timer = setInterval(() => void work().catch((err: unknown) => this.failed('task upkeep', err)), ms);
+      timer.unref();
+      this.timers.push(timer);
+    };
+    every(this.options.tickMs ?? 1_000, () => this.renew());
+    every(this.options.sweepMs ?? 1_000, () => this.sweep());
+    return this;
+  }
+
+  /** Stops watching and renewing; tasks running here are left to the lease (another instance takes them over). */
+  close(): void {
+    this.closing = true;
+    this.stopWatch?.();
+    for (const timer of this.timers) clearInterval(timer);
+    for (const wake of this.waiters.values()) for (const w of wake) w();
+  }
+
+  /**
+   * Makes a task of a checked call and starts it here; resolves with the task once stored, or
+   * with the error result of a refusal (the principal holds too many live tasks).
+   */
+  async create(
+    session: ResolveRequest,
+    call: ToolCall,
+    context: CallContext,
+    to: Route,
+    request: TaskRequest,
+  ): Promise<Task | ToolResult> {
+    const owner = { principal: context.principal, session: context.session };
+    const live = this.liveOf(owner.principal);
+    if (live >= this.maxLive) return errorResult(call.id, call.name, failure.tooManyTasks(call.name, live));
+    const now = Date.now();
+    const ttlMs = Math.min(request.ttlMs ?? DEFAULT_TASK_TTL_MS, MAX_TASK_TTL_MS);
+    const taskId = newTaskId();
+    const at = new Date(now).toISOString();
+    const record: TaskRecord = {
+      task: {
+        taskId,
+        callId: call.id,
+        name: call.name,
+        status: TaskStatus.Working,
+        createdAt: at,
+        lastUpdatedAt: at,
+        ttlMs,
+        pollIntervalMs: POLL_INTERVAL_MS,
+      },
+      owner,
+      session,
+      call,
+      context: {
+        traceparent: context.traceparent,
+        principal: context.principal,
+        session: context.session,
+        grant: context.grant,
+        readSessions: context.readSessions,
+      },
+      phase: TaskPhase.Queued,
+      idempotent: to.idempotent,
+      expiresAt: now + ttlMs,
+      lease: { holder: this.instance, until: now + this.leaseMs },
+    };
+    const stored = await this.store.create(taskKey(owner, taskId), record);
+    this.known.set(stored.key, stored);
+    this.run(stored);
+    return record.task;
+  }
+
+  /** The task `taskId` of `owner`, or undefined (unknown, or someone else's). */
+  async get(owner: TaskRecord['owner'], taskId: string): Promise<StoredTask | undefined> {
+    return this.store.get(taskKey(owner, taskId));
+  }
+
+  /** Cancels a task unless it is terminal already; resolves with it as stored after. */
+  async cancel(stored: StoredTask): Promise<StoredTask | undefined> {
+    const after = await this.store.transition(
+      stored.key,
+      (r) => {
+        if (isTerminal(r.task.status)) return undefined;
+        const sent = r.phase === TaskPhase.Sent;
+        return finished(r, errorResult(r.call.id, r.call.name, failure.cancelled(r.call.name, sent)), 'cancelled');
+      },
+      stored,
+    );
+    if (after !== undefined) this.heard(after.key, after.record, after.revision);
+    return after;
+  }
+
+  /** Resolves once the task at `key` is terminal, or after `waitMs`. */
+  async waitForEnd(key: string, waitMs: number): Promise<void> {
+    if (waitMs <= 0 || this.closing) return;
+    await new Promise<void>((resolve) => {
+      let set = this.waiters.get(key);
+      if (set === undefined) this.waiters.set(key, (set = new Set()));
+      const waiters = set;
+      const wake = () => {
+        clearTimeout(timer);
+        waiters.delete(wake);
+        if (waiters.size === 0) this.waiters.delete(key);
+        resolve();
+      };
+      const timer = setTimeout(wake, waitMs);
+      waiters.add(wake);
+    });
+  }
+
+  /** Live tasks of a principal this instance knows of. */
+  liveOf(principal: string | undefined): number {
+    let n = 0;
+    for (const { record } of this.known.values())
+      if (record.owner.principal === principal && !isTerminal(record.task.status)) n++;
+    return n;
+  }
+
+  /** Runs a task here (this instance holds its lease). */
+  private run(stored: StoredTask): void {
+    const key = stored.key;
+    const state: Running = { controller: new AbortController(), progress: undefined, progressDirty: false };
+    this.running.set(key, state);
+    const r = stored.record;
+    const hooks: CallHooks = {
+      asTask: true,
+      signal: state.controller.signal,
+      approvalTimeoutMs: Math.max(1_000, r.expiresAt - Date.now()),
+      onProgress: (progress) => {
+        state.progress = progress;
+        state.progressDirty = true;
+      },
+      onPending: (pending) =>
+        void this.pending(key, pending).catch((err: unknown) => this.failed('input_required', err)),
+      beforeSend: (callId) => this.sending(key, callId),
+    };
+    if (r.approvalId !== undefined) hooks.approvalId = r.approvalId;
+    const ctx: CallContext = {
+      traceparent: r.context.traceparent,
+      principal: r.context.principal,
+      session: r.context.session,
+      grant: r.context.grant,
+      readSessions: r.context.readSessions,
+    };
+    void this.dispatcher
+      .call(r.session, r.call, ctx, hooks)
+      .catch((err: unknown) => errorResult(r.call.id, r.call.name, failure.unexpected(r.call.name, err)))
+      .then((result) => this.end(key, result))
+      .catch((err: unknown) => this.failed('task end', err))
+      .finally(() => this.running.delete(key));
+  }
+
+  /** The approval is pending: `input_required`, naming its id (kept, so a takeover waits for the same one). */
+  private async pending(key: string, pending: PendingApproval): Promise<void> {
+    await this.store.transition(key, (r) => {
+      if (isTerminal(r.task.status)) return undefined;
+      const next = touched(r);
+      next.task.status = TaskStatus.InputRequired;
+      next.task.statusMessage = `waiting for approval ${pending.approvalId}${pending.expiresAt === undefined ? '' : ` (expires ${pending.expiresAt})`}`;
+      next.approvalId = pending.approvalId;
+      return next;
+    });
+  }
+
+  /** Marks the task sent, compare-and-set, just before its request goes out; a terminal task is not sent. */
+  private async sending(key: string, callId: string): Promise<void> {
+    let stopped: TaskRecord | undefined;
+    await this.store.transition(key, (r) => {
+      stopped = undefined;
+      if (isTerminal(r.task.status) || r.lease.holder !== this.instance) {
+        stopped = r;
+        return undefined;
+      }
+      const next = touched(r);
+      next.task.status = TaskStatus.Working;
+      next.task.statusMessage = undefined;
+      next.phase = TaskPhase.Sent;
+      next.targetCallId = callId;
+      next.approvalId = undefined;
+      return next;
+    });
+    if (stopped !== undefined) throw failure.cancelled(stopped.call.name, false);
+  }
+
+  /** Writes the result, unless the task is terminal already (cancelled meanwhile) or this instance is closing. */
+  private async end(key: string, result: ToolResult): Promise<void> {
+    if (this.closing) return;
+    const status = result.isError ? (result.error?.code === 'cancelled' ? 'cancelled' : 'failed') : 'completed';
+    const after = await this.store.transition(key, (r) =>
+      isTerminal(r.task.status) || r.lease.holder !== this.instance ? undefined : finished(r, result, status),
+    );
+    if (after !== undefined) this.heard(after.key, after.record, after.revision);
+  }
+
+  /** Renews the leases of the tasks running here, with their latest progress: one write a tick per task at most. */
+  private async renew(): Promise<void> {
+    const now = Date.now();
+    const writes: Promise<unknown>[] = [];
+    for (const [key, state] of this.running) {
+      const known = this.known.get(key);
+      const leaseDue = known === undefined || known.record.lease.until - now < this.leaseMs / 2;
+      if (!leaseDue && !state.progressDirty) continue;
+      const progress = state.progress;
+      state.progressDirty = false;
+      writes.push(
+        this.store.transition(key, (r) => {
+          if (isTerminal(r.task.status) || r.lease.holder !== this.instance) return undefined;
+          const next = touched(r);
+          next.lease = { holder: this.instance, until: Date.now() + this.leaseMs };
+          if (progress !== undefined) next.task.progress = progress;
+          return next;
+        }),
+      );
+    }
+    await Promise.all(writes);
+  }
+
+  /** Removes tasks past their `expiresAt`; takes over live ones whose lease ran out. */
+  private async sweep(): Promise<void> {
+    const now = Date.now();
+    for (const stored of [...this.known.values()]) {
+      const r = stored.record;
+      if (r.expiresAt <= now) await this.store.remove(stored.key, stored.revision);
+      else if (!isTerminal(r.task.status) && r.lease.until <= now && !this.running.has(stored.key))
+        await this.takeOver(stored);
+    }
+  }
+
+  /** Claims a task whose lease lapsed (compare-and-set: one instance wins), then runs it or fails it. */
+  private async takeOver(stored: StoredTask): Promise<void> {
+    let claimed = false;
+    const after = await this.store.transition(
+      stored.key,
+      (r) => {
+        claimed = false;
+        if (isTerminal(r.task.status) || r.lease.until > Date.now()) return undefined;
+        claimed = true;
+        const next = touched(r);
+        next.lease = { holder: this.instance, until: Date.now() + this.leaseMs };
+        return next;
+      },
+      stored,
+    );
+    if (!claimed || after === undefined) return;
+    this.logger.info('took over a task whose instance stopped', {
+      task: after.record.task.taskId,
+      phase: after.record.phase,
+    });
+    const r = after.record;
+    if (r.phase === TaskPhase.Sent && !r.idempotent) {
+      const result = errorResult(r.call.id, r.call.name, failure.mayHaveRun(r.call.name));
+      const ended = await this.store.transition(
+        after.key,
+        (x) => (isTerminal(x.task.status) ? undefined : finished(x, result, 'failed')),
+        after,
+      );
+      if (ended !== undefined) this.heard(ended.key, ended.record, ended.revision);
+      return;
+    }
+    this.known.set(after.key, after);
+    this.run(after);
+  }
+
+  /** A change of the bucket: remembered; a task ended elsewhere stops here and wakes its waiters. */
+  private heard(key: string, record: TaskRecord | undefined, revision: number): void {
+    const before = this.known.get(key);
+    if (before !== undefined && before.revision > revision) return;
+    if (record === undefined) this.known.delete(key);
+    else this.known.set(key, { key, record, revision });
+    if (record !== undefined && !isTerminal(record.task.status)) return;
+    this.running.get(key)?.controller.abort();
+    const waiters = this.waiters.get(key);
+    if (waiters !== undefined) for (const wake of [...waiters]) wake();
+  }
+
+  private failed(what: string, err: unknown): void {
+    if (this.closing) return;
+    this.logger.error(`${what} failed`, { error: err instanceof Error ? err.message : String(err) });
+  }
+}
+
+/** A copy of the record to change, its `lastUpdatedAt` now. */
+function touched(r: TaskRecord): TaskRecord {
+  const next: TaskRecord = structuredClone(r);
+  next.task.lastUpdatedAt = new Date().toISOString();
+  return next;
+}
+
+/** The record ended with `result`. */
+function finished(r: TaskRecord, result: ToolResult, status: 'completed' | 'failed' | 'cancelled'): TaskRecord {
+  const next = touched(r);
+  next.task.status = status;
+  next.task.statusMessage =
+    status === 'completed' ? undefined : (result.error?.message ?? result.content).slice(0, 512);
+  next.result = result;
+  next.lease = { holder: r.lease.holder, until: 0 };
+  return next;
+}

@@ -1,0 +1,141 @@
+/**
+ * The task store: one KV key per task, `<owner>.<taskId>`, in bucket `matrix-tasks`. Every
+ * change is a compare-and-set on the key's revision (`transition`), so two instances never both
+ * move a task on. nats-server 2.9 has no per-key TTL: the bucket's `max_age` (the longest
+ * `ttlMs`, plus an hour) drops anything forgotten, and the runner's sweeper removes each task
+ * past its own `expiresAt`.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { ConflictError } from '../bus/errors.js';
+import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
+import { MAX_TASK_TTL_MS, type TaskRecord } from './types.js';
+
+/** The bucket of tasks. */
+export const TASKS_BUCKET = 'matrix-tasks';
+
+/** How many times a transition reads again after losing a compare-and-set before it gives up. */
+const MAX_TRIES = 8;
+
+/** A task record with the KV revision it was read at. */
+export interface StoredTask {
+  key: string;
+  record: TaskRecord;
+  revision: number;
+}
+
+/** What a transition does with the record it read: a new record to write, or undefined to leave it. */
+export type Change = (record: TaskRecord) => TaskRecord | undefined;
+
+/** How the store is opened. */
+export interface TaskStoreOptions {
+  /** Bucket name; default `matrix-tasks`. */
+  bucket?: string;
+  /** JetStream replicas; default 1 (`MATRIX_TOOLS_REPLICAS` in the service). */
+  replicas?: number;
+}
+
+/** A task id: 128 random bits, base64url (22 characters). */
+export function newTaskId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+const TASK_ID = /^[A-Za-z0-9_-]{22}$/;
+
+/** Is `taskId` shaped as this store makes them (then it is also a valid key token)? */
+export function isTaskId(taskId: string): boolean {
+  return TASK_ID.test(taskId);
+}
+
+/** The key token of an owner: its principal and session, hashed (they may hold characters no key may). */
+export function ownerToken(owner: { principal?: string; session?: string }): string {
+  return createHash('sha256')
+    .update(`${owner.principal ?? ''}\u0000${owner.session ?? ''}`)
+    .digest('hex')
+    .slice(0, 32);
+}
+
+/** The key of a task of `owner`. */
+export function taskKey(owner: { principal?: string; session?: string }, taskId: string): string {
+  return `${ownerToken(owner)}.${taskId}`;
+}
+
+/** Tasks in a KV bucket. */
+export class TaskStore {
+  private constructor(readonly bucket: Bucket) {}
+
+  static async open(nc: NatsConnection, options: TaskStoreOptions = {}): Promise<TaskStore> {
+    const bucket = await Bucket.open(nc, options.bucket ?? TASKS_BUCKET, {
+      replicas: options.replicas ?? 1,
+      history: 1,
+      maxAgeMs: MAX_TASK_TTL_MS + 3_600_000,
+    });
+    return new TaskStore(bucket);
+  }
+
+  /** Writes a new task; `ConflictError` if its key exists (a task id drawn twice). */
+  async create(key: string, record: TaskRecord): Promise<StoredTask> {
+    const revision = await this.bucket.create(key, encode(record));
+    return { key, record, revision };
+  }
+
+  /** The task at `key`, or undefined. */
+  async get(key: string): Promise<StoredTask | undefined> {
+    const entry = await this.bucket.get(key);
+    if (entry === null) return undefined;
+    const record = decode(entry.value);
+    return record === undefined ? undefined : { key, record, revision: entry.revision };
+  }
+
+  /**
+   * Applies `change` to the task at `key` with compare-and-set, reading again when someone else
+   * wrote first. Starts from `known` when given (no read). Resolves with the task as stored after
+   * (unchanged when `change` left it), or undefined when there is no such task.
+   */
+  async transition(key: string, change: Change, known?: StoredTask): Promise<StoredTask | undefined> {
+    let current = known ?? (await this.get(key));
+    for (let tries = 0; current !== undefined; tries++) {
+      const next = change(current.record);
+      if (next === undefined) return current;
+      try {
+        const revision = await this.bucket.update(key, encode(next), current.revision);
+        return { key, record: next, revision };
+      } catch (err) {
+        if (!(err instanceof ConflictError) || tries >= MAX_TRIES) throw err;
+      }
+      current = await this.get(key);
+    }
+    return undefined;
+  }
+
+  /** Removes the task at `key` if it is still at `revision`. */
+  async remove(key: string, revision: number): Promise<void> {
+    await this.bucket.delete(key, revision).catch((err: unknown) => {
+      if (!(err instanceof ConflictError)) throw err;
+    });
+  }
+
+  /** The keys of `owner`'s tasks. */
+  keysOf(owner: { principal?: string; session?: string }): Promise<string[]> {
+    return this.bucket.keys(`${ownerToken(owner)}.*`);
+  }
+
+  /** Every task now, then every change (a removed task comes with `record` undefined). */
+  watch(onTask: (key: string, record: TaskRecord | undefined, revision: number) => void): BucketWatch {
+    return this.bucket.watch((entry: BucketEntry) => {
+      onTask(entry.key, entry.operation === 'PUT' ? decode(entry.value) : undefined, entry.revision);
+    });
+  }
+}
+
+function encode(record: TaskRecord): Uint8Array {
+  return Buffer.from(JSON.stringify(record));
+}
+
+function decode(value: Uint8Array): TaskRecord | undefined {
+  try {
+    return JSON.parse(Buffer.from(value.buffer, value.byteOffset, value.length).toString('utf8')) as TaskRecord;
+  } catch {
+    return undefined;
+  }
+}

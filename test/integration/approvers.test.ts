@@ -1,0 +1,157 @@
+/**
+ * Who may answer an approval (PROTOCOL 8), where the service trusts issuers: only a grant
+ * whose `nats.approve` covers the call, never for its own call, and `by` is the grant's `sub`.
+ */
+
+import type { NatsConnection } from '@nats-io/nats-core';
+import { createAccount } from '@nats-io/nkeys';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApprovalStore } from '../../src/approvals/store.js';
+import type { Mount } from '../../src/bus/mount.js';
+import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { IdentityGate } from '../../src/identity/gate.js';
+import { type GrantSpec, mintGrant } from '../../src/identity/mint.js';
+import {
+  ApprovalsClient,
+  deployTarget,
+  gatedDispatcher,
+  gatedSession,
+  startApprovals,
+  uniqueApprovalsBucket,
+} from '../harness/approvals.js';
+import { testConnection, uniqueMount } from '../harness/bus.js';
+import type { Target } from '../harness/targets.js';
+
+describe('approver grants', () => {
+  let nc: NatsConnection;
+  let target: Target;
+  let approvals: Mount;
+  let dispatcher: Dispatcher;
+  let person: ApprovalsClient;
+  const issuer = createAccount();
+  const app = uniqueMount('app');
+  const bucket = uniqueApprovalsBucket();
+  const grant = (principal: string, approve?: GrantSpec['approve'], signer = issuer) =>
+    mintGrant(signer, {
+      principal,
+      session: `approve-${principal}`,
+      resolve: { profile: 'default' },
+      ttlSeconds: 600,
+      approve,
+    });
+  let n = 0;
+  /** A call of agent:alpha left waiting; its id. */
+  const waiting = async (ms = 4_000) => {
+    const id = `gated-${n++}`;
+    void dispatcher.call(
+      gatedSession,
+      { id, name: 'deploy', arguments: { service: id } },
+      {
+        principal: 'agent:alpha',
+        session: 's-a',
+        deadline: Date.now() + ms,
+      },
+    );
+    return (await person.awaitPending(id, { grant: grant('user:root', {}) })).approvalId;
+  };
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    target = await deployTarget(nc, app);
+    approvals = await startApprovals(nc, bucket, { identity: IdentityGate.forIssuers([issuer.getPublicKey()]) });
+    dispatcher = gatedDispatcher(nc, app, { approvalsBucket: bucket });
+    person = new ApprovalsClient(nc);
+  });
+  afterAll(async () => {
+    dispatcher.close();
+    person.close();
+    target.stop();
+    await approvals.stop();
+  });
+
+  it('refuses $pending and $answer without a grant, with one from another issuer, or without nats.approve', async () => {
+    const approvalId = await waiting();
+    const refusals: Array<[string, Record<string, string>]> = [
+      ['none', {}],
+      ['a claimed principal', { principal: 'user:ana' }],
+      ['another issuer', { grant: grant('user:ana', {}, createAccount()) }],
+      ['no approve claim', { grant: grant('user:ana') }],
+    ];
+    for (const [why, ctx] of refusals) {
+      await expect(person.pending(ctx), why).rejects.toMatchObject({ code: 'forbidden' });
+      await expect(person.answer({ approvalId, decision: 'approve' }, ctx), why).rejects.toMatchObject({
+        code: 'forbidden',
+      });
+    }
+    expect((await person.pending({ grant: grant('user:root', {}) })).approvals.map((a) => a.approvalId)).toContain(
+      approvalId,
+    );
+  });
+
+  it('answers a flood of $pending without rights at once, forbidden, and stores nothing of it', async () => {
+    const store = await ApprovalStore.bind(nc, bucket);
+    const before = await store.lastRevision();
+    const mallory = { grant: grant('user:mallory') };
+    const started = performance.now();
+    const answers = await Promise.allSettled(
+      Array.from({ length: 500 }, (_, i) => person.pending(i % 2 ? {} : mallory)),
+    );
+    const ms = performance.now() - started;
+    expect(answers.every((a) => a.status === 'rejected' && (a.reason as { code?: string }).code === 'forbidden')).toBe(
+      true,
+    );
+    expect(await store.lastRevision()).toBe(before);
+    expect(ms).toBeLessThan(5_000);
+  });
+
+  it('lists and answers only the approvals its claim covers, every list present matching', async () => {
+    const approvalId = await waiting();
+    const notCovering = [
+      { tools: ['other_tool'] },
+      { targets: ['app.elsewhere'] },
+      { principals: ['agent:beta'] },
+      { tools: ['deploy'], principals: ['user:*'] },
+    ];
+    for (const approve of notCovering) {
+      const ctx = { grant: grant('user:ana', approve) };
+      expect((await person.pending(ctx)).approvals, JSON.stringify(approve)).toEqual([]);
+      await expect(person.answer({ approvalId, decision: 'approve' }, ctx)).rejects.toMatchObject({
+        code: 'forbidden',
+        message: expect.stringContaining('does not cover'),
+      });
+    }
+    const covering = { grant: grant('user:ana', { tools: ['dep*'], targets: ['app.*'], principals: ['agent:*'] }) };
+    expect((await person.pending(covering)).approvals.map((a) => a.approvalId)).toContain(approvalId);
+    const answer = await person.answer({ approvalId, decision: 'approve' }, covering);
+    // `by` is the grant's sub, whatever Matrix-Principal the request claims.
+    expect(answer.by).toBe('user:ana');
+  });
+
+  it('never lets a principal answer its own call, and does not list it to them', async () => {
+    const approvalId = await waiting();
+    const own = { grant: grant('agent:alpha', {}) };
+    expect((await person.pending(own)).approvals.some((a) => a.approvalId === approvalId)).toBe(false);
+    await expect(person.answer({ approvalId, decision: 'approve' }, own)).rejects.toMatchObject({
+      code: 'forbidden',
+      message: expect.stringContaining('its own call'),
+    });
+  });
+
+  it('runs the call once the covering approver says yes, recorded under the grant’s sub', async () => {
+    const id = 'gated-run';
+    const running = dispatcher.call(
+      gatedSession,
+      { id, name: 'deploy', arguments: { service: 'run' } },
+      {
+        principal: 'agent:alpha',
+        session: 's-a',
+        deadline: Date.now() + 10_000,
+      },
+    );
+    const ana = { grant: grant('user:ana', { tools: ['deploy'] }), principal: 'user:forged' };
+    const pending = await person.awaitPending(id, ana);
+    expect((await person.answer({ approvalId: pending.approvalId, decision: 'approve' }, ana)).by).toBe('user:ana');
+    expect(await running).toMatchObject({ isError: false, structured: { deployed: 'run' } });
+    expect(target.seen.filter((s) => (s.args as { service?: string }).service === 'run')).toHaveLength(1);
+  });
+});

@@ -1,0 +1,166 @@
+/**
+ * The MCP bridge speaks tasks (PROTOCOL 11), tested with the MCP SDK's own client and its
+ * experimental tasks API over the built bridge's real stdio: a tools/call with task is a task
+ * read, listed, cancelled and fetched through system.tasks; a plain call with a progressToken
+ * gets notifications/progress; a notifications/cancelled stops the target.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Progress } from '@modelcontextprotocol/sdk/types.js';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import type { Mount } from '../../src/bus/mount.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
+import { TaskRunner } from '../../src/tasks/runner.js';
+import { TaskStore } from '../../src/tasks/store.js';
+import { tasksMount } from '../../src/tasks/system-tasks.js';
+import { sharedNatsEnv, sharedNatsUrl, testConnection, uniqueMount } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
+import { CLI_MAIN } from '../harness/mcp.js';
+import { contextSpec, type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
+import { type SlowMount, startSlowMount } from '../harness/slow-mount.js';
+
+describe('the MCP bridge and tasks, through the MCP SDK client', () => {
+  let url: string;
+  let nc: NatsConnection;
+  let registry: Instance;
+  let slow: SlowMount;
+  let dispatcher: Dispatcher;
+  let runner: TaskRunner;
+  const mounts: Mount[] = [];
+  const clients: Client[] = [];
+  const SLOW = uniqueMount('slow');
+  const key = `mcp-tasks-${process.pid}`;
+  const tasksBucket = uniqueBucket();
+
+  beforeAll(async () => {
+    url = sharedNatsUrl();
+    nc = await testConnection();
+    registry = await startInstance(nc, uniqueBucket());
+    slow = await startSlowMount(nc, SLOW);
+    dispatcher = new Dispatcher(nc);
+    runner = new TaskRunner(dispatcher, await TaskStore.open(nc, { bucket: tasksBucket })).start();
+    mounts.push(await dispatcherMount(nc, { dispatcher, tasks: runner }).start());
+    mounts.push(await tasksMount(nc, { runner }).start());
+    const base = contextSpec(key);
+    const work = { description: 'slow work', inputSchema: { type: 'object' as const }, target: SLOW, op: '$work' };
+    const spec = {
+      ...base,
+      matrixTools: [
+        { ...work, name: 'work', timeoutMs: 30_000 },
+        { ...work, name: 'long_job', timeoutMs: 30_000, execution: { taskSupport: 'required' as const } },
+      ],
+    };
+    const c = new BusClient(nc);
+    await c.request('system.tools', '$register', { spec });
+    c.close();
+  });
+
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    for (const m of mounts) await m.stop();
+    runner.close();
+    dispatcher.close();
+    await slow.stop();
+    await registry.stop();
+    await (await new Kvm(nc).open(tasksBucket)).destroy();
+  });
+
+  const connect = async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', key],
+      env: { ...process.env, ...sharedNatsEnv(url), NATS_URL: url } as Record<string, string>,
+      stderr: 'pipe',
+    });
+    const mcp = new Client({ name: 'sdk-tasks-test', version: '1.0.0' });
+    clients.push(mcp);
+    await mcp.connect(transport);
+    return mcp;
+  };
+
+  it('declares the tasks capability for tools/call and lists each tool with execution.taskSupport', async () => {
+    const mcp = await connect();
+    expect(mcp.getServerCapabilities()?.tasks).toMatchObject({
+      requests: { tools: { call: {} } },
+      list: {},
+      cancel: {},
+    });
+    const tools = new Map((await mcp.listTools()).tools.map((t) => [t.name, t.execution?.taskSupport]));
+    expect(tools.get('work')).toBe('optional');
+    expect(tools.get('long_job')).toBe('required');
+  });
+
+  it('runs a tools/call with task as a task: created, polled, its result fetched, listed', async () => {
+    const mcp = await connect();
+    const seen: string[] = [];
+    let taskId = '';
+    let text = '';
+    const stream = mcp.experimental.tasks.callToolStream(
+      { name: 'long_job', arguments: { steps: 3, stepMs: 150 } },
+      undefined,
+      { task: { ttl: 120_000 } },
+    );
+    for await (const message of stream) {
+      seen.push(message.type);
+      if (message.type === 'taskCreated') taskId = message.task.taskId;
+      if (message.type === 'result') text = (message.result.content as Array<{ text: string }>)[0]?.text ?? '';
+      if (message.type === 'error') throw message.error;
+    }
+    expect(seen[0]).toBe('taskCreated');
+    expect(seen.at(-1)).toBe('result');
+    expect(text).toBe('{"done":3}');
+    const task = await mcp.experimental.tasks.getTask(taskId);
+    expect(task).toMatchObject({ taskId, status: 'completed', ttl: 120_000 });
+    const listed = await mcp.experimental.tasks.listTasks();
+    expect(listed.tasks.map((t) => t.taskId)).toContain(taskId);
+  });
+
+  it('cancels a task by tasks/cancel: its target stops', async () => {
+    const mcp = await connect();
+    const before = slow.stopped.length;
+    const stream = mcp.experimental.tasks.callToolStream(
+      { name: 'work', arguments: { steps: 200, stepMs: 50 } },
+      undefined,
+      { task: {} },
+    );
+    const first = await stream.next();
+    const taskId = first.value?.type === 'taskCreated' ? first.value.task.taskId : '';
+    expect(taskId).not.toBe('');
+    await eventually(() => expect(slow.started).toBeGreaterThan(0));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const cancelled = await mcp.experimental.tasks.cancelTask(taskId);
+    expect(cancelled.status).toBe('cancelled');
+    await eventually(() => expect(slow.stopped.slice(before)).toEqual(['CancelledError']));
+    await stream.return(undefined);
+    await expect(mcp.experimental.tasks.getTask('AAAAAAAAAAAAAAAAAAAAAA')).rejects.toThrow(/no task/);
+  });
+
+  it('sends notifications/progress for a plain call with a progressToken', async () => {
+    const mcp = await connect();
+    const progress: Progress[] = [];
+    const result = await mcp.callTool({ name: 'work', arguments: { steps: 3, stepMs: 200 } }, undefined, {
+      onprogress: (p) => progress.push(p),
+    });
+    expect((result.content as Array<{ text: string }>)[0]?.text).toBe('{"done":3}');
+    expect(progress.map((p) => p.progress)).toEqual([1, 2, 3]);
+    expect(progress[0]).toMatchObject({ total: 3, message: 'step 1 of 3' });
+  });
+
+  it('cancels a plain call on notifications/cancelled: its target stops', async () => {
+    const mcp = await connect();
+    const before = slow.stopped.length;
+    const controller = new AbortController();
+    const call = mcp.callTool({ name: 'work', arguments: { steps: 200, stepMs: 50 } }, undefined, {
+      signal: controller.signal,
+    });
+    await eventually(() => expect(slow.started).toBeGreaterThan(0));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    controller.abort('the user pressed stop');
+    await expect(call).rejects.toThrow();
+    await eventually(() => expect(slow.stopped.slice(before)).toEqual(['CancelledError']));
+  });
+});

@@ -1,0 +1,212 @@
+/**
+ * Requests that cost the service nothing: under deploy/nats.conf, with the service trusting one
+ * grant issuer, an agent user floods `system.dispatcher.$call`, `system.tools.$resolve` and
+ * `$list` with bodies built to be expensive (60,000 unknown keys, MessagePack 900,000 levels
+ * deep, JSON `[` × 450,000, and with a valid grant tool arguments of 40,000 unknown keys). Each
+ * is refused at a small, bounded cost, and another agent's calls keep their pace meanwhile:
+ * the victim's median stays within 10× its idle figure. Registry, dispatcher and reference
+ * mounts share one event loop, so every millisecond one refusal costs is a millisecond every
+ * other caller waits.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { headers, type NatsConnection } from '@nats-io/nats-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import { encodeBody } from '../../src/bus/codec.js';
+import { Header } from '../../src/bus/context.js';
+import { tracked } from '../harness/children.js';
+import { eventually } from '../harness/eventually.js';
+import { type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
+
+const flooderScript = fileURLToPath(new URL('../harness/flooder.mjs', import.meta.url));
+
+/** A tool whose schema names its one field: any other key is a violation. */
+const strictContext = {
+  key: 'strict-tools',
+  title: 'Strict',
+  description: 'a tool with a closed input schema',
+  matrixTools: [
+    {
+      name: 'strict_run',
+      description: 'runs on app.spy with one named argument',
+      inputSchema: { type: 'object', properties: { city: { type: 'string' } }, additionalProperties: false },
+      target: 'app.spy',
+      op: '$run',
+    },
+  ],
+  permissions: { approval: 'never' },
+};
+const session = { profile: 'default', toolContextRefs: ['spy-tools', 'strict-tools'] };
+
+/** An object of `n` keys nobody asked for, each 13 characters: 60,000 of them make ~0.9 MB of MessagePack. */
+function unknownKeys(n: number, into: Record<string, unknown> = {}): Record<string, unknown> {
+  for (let i = 0; i < n; i++) into[`u${String(i).padStart(12, '0')}`] = 1;
+  return into;
+}
+
+/** MessagePack arrays of one item nested `levels` deep (0x91 …, then nil). */
+function deepMsgPack(levels: number): Uint8Array {
+  const bytes = new Uint8Array(levels + 1).fill(0x91);
+  bytes[levels] = 0xc0;
+  return bytes;
+}
+
+interface Flood {
+  name: string;
+  subject: string;
+  body: Uint8Array;
+  json?: boolean;
+  /** Sent with the attacker's own valid grant. */
+  granted?: boolean;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+describe('requests built to be expensive, from an agent user', () => {
+  let bus: SecuredBus;
+  let victim: BusClient;
+  let attacker: NatsConnection;
+  let victimGrant: string;
+  let attackerGrant: string;
+  let idleP50: number;
+
+  const floods: Flood[] = [
+    {
+      name: '$call of 60,000 unknown keys',
+      subject: 'system.dispatcher.$call',
+      body: encodeBody(unknownKeys(60_000, { session: { profile: 'default' }, call: { id: 'c', name: 'x' } })),
+    },
+    {
+      name: '$resolve of 60,000 unknown keys',
+      subject: 'system.tools.$resolve',
+      body: encodeBody(unknownKeys(60_000, { profile: 'default' })),
+    },
+    { name: '$list of 60,000 unknown keys', subject: 'system.tools.$list', body: encodeBody(unknownKeys(60_000)) },
+    { name: '$call of MessagePack 900,000 deep', subject: 'system.dispatcher.$call', body: deepMsgPack(900_000) },
+    {
+      name: '$call of JSON [ × 450,000',
+      subject: 'system.dispatcher.$call',
+      body: new TextEncoder().encode('['.repeat(450_000)),
+      json: true,
+    },
+    {
+      name: 'granted $call with arguments of 40,000 unknown keys',
+      subject: 'system.dispatcher.$call',
+      body: encodeBody({ session, call: { id: 'c', name: 'strict_run', arguments: unknownKeys(40_000) } }),
+      granted: true,
+    },
+  ];
+
+  /** One request of a flood, its refusal awaited (whatever it is). */
+  function send(flood: Flood): Promise<unknown> {
+    const h = headers();
+    if (flood.json) h.set(Header.ContentType, 'application/json');
+    if (flood.granted) h.set(Header.Grant, attackerGrant);
+    return attacker.request(flood.subject, flood.body, { timeout: 60_000, headers: h }).catch(() => undefined);
+  }
+
+  /** The flood as another agent process sends it: eight in flight until stopped; `stop()` says how many it sent. */
+  async function startFlooder(flood: Flood): Promise<{ stop(): Promise<number> }> {
+    const bodyFile = join(mkdtempSync(join(tmpdir(), 'flood-')), 'body');
+    writeFileSync(bodyFile, flood.body);
+    const h: Record<string, string> = {};
+    if (flood.json) h[Header.ContentType] = 'application/json';
+    if (flood.granted) h[Header.Grant] = attackerGrant;
+    const { user, pass, inboxPrefix } = users.agent2;
+    const spec = {
+      servers: bus.server.url,
+      user,
+      pass,
+      inboxPrefix,
+      subject: flood.subject,
+      bodyFile,
+      headers: h,
+      lanes: 8,
+      perSecond: 5,
+    };
+    const child = tracked(
+      spawn(process.execPath, [flooderScript, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] }),
+    );
+    let out = '';
+    child.stdout.on('data', (chunk) => (out += chunk));
+    await eventually(() => expect(out).toContain('flooding'), { timeoutMs: 10_000 });
+    return {
+      stop: async () => {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await exited;
+        return Number(/sent (\d+)/.exec(out)?.[1] ?? 0);
+      },
+    };
+  }
+
+  /** Milliseconds of one victim call (a granted spy_run that reaches its target). */
+  async function victimCall(): Promise<number> {
+    const started = performance.now();
+    const result = await victim.request<{ isError?: boolean }>(
+      'system.dispatcher',
+      '$call',
+      { session, call: { id: 'v', name: 'spy_run', arguments: {} } },
+      { grant: victimGrant },
+    );
+    expect(result.isError).not.toBe(true);
+    return performance.now() - started;
+  }
+
+  beforeAll(async () => {
+    bus = await startSecuredBus();
+    const operator = new BusClient(await bus.connect('operator'), { timeoutMs: 10_000 });
+    await operator.request('system.tools', '$register', { spec: strictContext });
+    victimGrant = bus.grant({ principal: 'agent:victim', session: 'sess-victim', resolve: session });
+    attackerGrant = bus.grant({ principal: 'agent:flood', session: 'sess-flood', resolve: session });
+    victim = new BusClient(await bus.connect('agent'), { timeoutMs: 60_000 });
+    attacker = await bus.connect('agent2');
+    for (let i = 0; i < 20; i++) await victimCall();
+    const idle: number[] = [];
+    for (let i = 0; i < 60; i++) idle.push(await victimCall());
+    idleP50 = median(idle);
+    console.log(`victim idle p50 ${idleP50.toFixed(2)} ms`);
+  }, 60_000);
+
+  afterAll(async () => {
+    victim?.close();
+    await bus?.stop();
+  });
+
+  for (const flood of floods) {
+    it(`refuses ${flood.name} at a bounded cost, and another agent's calls keep their pace`, async () => {
+      // What one refusal costs, idle: the round trip of the attacker's request.
+      const costs: number[] = [];
+      for (let n = 0; n < 5; n++) {
+        const started = performance.now();
+        await send(flood);
+        costs.push(performance.now() - started);
+      }
+      const cost = median(costs);
+      // Eight lanes from another process, each sending the body again once refused, 5 a second at most, while the victim calls.
+      const flooder = await startFlooder(flood);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const underFlood: number[] = [];
+      const until = performance.now() + 3_000;
+      while (performance.now() < until || underFlood.length < 5) underFlood.push(await victimCall());
+      const sent = await flooder.stop();
+      // The flood ran: the eight lanes were at or near their rate of 40 a second all along.
+      expect(sent).toBeGreaterThan(60);
+      const p50 = median(underFlood);
+      console.log(
+        `${flood.name} (${flood.body.length} bytes): refusal ${cost.toFixed(1)} ms idle; victim p50 ${p50.toFixed(2)} ms under 8 lanes at 5/s (${underFlood.length} calls in 3 s, ${sent} refusals)`,
+      );
+      // Generous bounds (the machine is shared): a refusal costs a fraction of decoding the body
+      // (380-640 ms before), and the victim waits at most 10× its idle median, never less than 25 ms.
+      expect(cost, flood.name).toBeLessThan(60);
+      expect(p50, flood.name).toBeLessThan(Math.max(10 * idleP50, 25));
+    }, 60_000);
+  }
+});

@@ -1,0 +1,213 @@
+/**
+ * `matrix-tools mcp --http` under deploy/nats.conf: the bridge runs as the `agent` user, each
+ * MCP session opened by the MCP SDK's Streamable HTTP client with its own bearer grant; without
+ * a valid grant, with another session's grant, or under a foreign Host nothing is served. Without
+ * trusted issuers it serves `--profile` to every client, as the stdio bridge does.
+ */
+import { request as httpRequest } from 'node:http';
+import { experimental_createMCPClient as createMCPClient } from '@ai-sdk/mcp';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createAccount } from '@nats-io/nkeys';
+import { generateText, stepCountIs } from 'ai';
+import { MockLanguageModelV4 } from 'ai/test';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type McpHttpBridge, startMcpHttp } from '../../src/cli/mcp-http.js';
+import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
+
+/** A POST of `initialize` with the headers given, as raw HTTP (fetch may not set Host). */
+function rawInitialize(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  const target = new URL(url);
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+  });
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: target.hostname,
+        port: target.port,
+        path: target.pathname,
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...headers },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function connectClient(
+  url: string,
+  grant?: string,
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: grant === undefined ? {} : { headers: { Authorization: `Bearer ${grant}` } },
+  });
+  const client = new Client({ name: 'http-test', version: '1.0.0' });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+describe('the MCP bridge over Streamable HTTP, where the service trusts issuers', () => {
+  let bus: SecuredBus;
+  let bridge: McpHttpBridge;
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    bus = await startSecuredBus();
+    bridge = await startMcpHttp(await bus.connect('agent'), { port: 0, issuers: [bus.issuer.getPublicKey()] });
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.allSettled(clients.map((c) => c.close()));
+    await bridge?.close();
+    await bus?.stop();
+  });
+
+  const grantFor = (refs: string[], principal = 'agent:alpha') =>
+    bus.grant({ principal, resolve: { profile: 'default', toolContextRefs: refs } });
+
+  it('serves a client with a valid bearer grant its grant’s tools, and runs its calls', async () => {
+    const { client } = await connectClient(bridge.url, grantFor(['spy-tools']));
+    clients.push(client);
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).toEqual(['spy_run']);
+    const runs = bus.spy.count('$run');
+    const result = await client.callTool({ name: 'spy_run', arguments: {} });
+    expect(result).toMatchObject({ isError: false, content: [{ type: 'text', text: '{"ran":true}' }] });
+    expect(bus.spy.count('$run')).toBe(runs + 1);
+    expect(bus.spy.seen.at(-1)?.headers['Matrix-Principal']).toBe('agent:alpha');
+  });
+
+  it('gives each session its own grant’s tools', async () => {
+    const { client } = await connectClient(bridge.url, grantFor(['actor-readonly'], 'agent:beta'));
+    clients.push(client);
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).not.toContain('spy_run');
+    expect(bridge.sessions()).toBeGreaterThanOrEqual(2);
+  });
+
+  it('refuses a client without a bearer grant, or with one no trusted issuer signed: 401', async () => {
+    await expect(connectClient(bridge.url)).rejects.toThrow();
+    const missing = await rawInitialize(bridge.url, { Host: new URL(bridge.url).host });
+    expect(missing.status).toBe(401);
+    expect(missing.headers['www-authenticate']).toMatch(/^Bearer /);
+    expect(missing.body).toContain('Authorization: Bearer');
+    const forged = bus.grant({ resolve: { profile: 'default', toolContextRefs: ['spy-tools'] } }, createAccount());
+    const refused = await rawInitialize(bridge.url, {
+      Host: new URL(bridge.url).host,
+      Authorization: `Bearer ${forged}`,
+    });
+    expect(refused.status).toBe(401);
+    expect(refused.body).toMatch(/issuer/i);
+  });
+
+  it('refuses a request of a session under another grant than the one that opened it: 403', async () => {
+    const { client, transport } = await connectClient(bridge.url, grantFor(['spy-tools']));
+    clients.push(client);
+    const other = grantFor(['spy-tools'], 'agent:mallory');
+    const res = await fetch(bridge.url, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json',
+        Accept: 'application/json, text/event-stream',
+        Authorization: `Bearer ${other}`,
+        'mcp-session-id': transport.sessionId ?? '',
+        'mcp-protocol-version': '2025-06-18',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} }),
+    });
+    expect(res.status).toBe(403);
+  });
+
+  it('refuses a foreign Host or Origin (DNS rebinding): 403, before any grant is looked at', async () => {
+    const grant = grantFor(['spy-tools']);
+    const host = await rawInitialize(bridge.url, { Host: 'evil.example.com', Authorization: `Bearer ${grant}` });
+    expect(host.status).toBe(403);
+    expect(host.body).toContain('evil.example.com');
+    const origin = await rawInitialize(bridge.url, {
+      Host: new URL(bridge.url).host,
+      Origin: 'http://evil.example.com',
+      Authorization: `Bearer ${grant}`,
+    });
+    expect(origin.status).toBe(403);
+    const local = await rawInitialize(bridge.url, {
+      Host: `localhost:${new URL(bridge.url).port}`,
+      Authorization: `Bearer ${grant}`,
+    });
+    expect(local.status).toBe(200);
+  });
+});
+
+describe('the MCP bridge over Streamable HTTP, without trusted issuers (development)', () => {
+  let bus: SecuredBus;
+  let bridge: McpHttpBridge;
+
+  beforeAll(async () => {
+    bus = await startSecuredBus({ trust: false });
+    bridge = await startMcpHttp(await bus.connect('agent'), {
+      port: 0,
+      session: { profile: 'default', toolContextRefs: ['spy-tools', 'actor-edit'] },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await bridge?.close();
+    await bus?.stop();
+  });
+
+  it('tells the AI SDK’s MCP client a failure in the words it keeps (it drops isError)', async () => {
+    const mcp = await createMCPClient({ transport: { type: 'http', url: bridge.url } });
+    try {
+      const model = new MockLanguageModelV4({
+        doGenerate: async ({ prompt }) => ({
+          content: prompt.some((m) => m.role === 'tool')
+            ? [{ type: 'text', text: 'done' }]
+            : [
+                {
+                  type: 'tool-call',
+                  toolCallId: 'x1',
+                  toolName: 'matrix_invoke',
+                  input: '{"target":"app.secret","op":"$run","args":{}}',
+                },
+              ],
+          finishReason: { unified: 'stop', raw: undefined },
+          usage: {
+            inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+            outputTokens: { total: 1, text: 1, reasoning: undefined },
+          },
+          warnings: [],
+        }),
+      });
+      await generateText({ model, tools: await mcp.tools(), prompt: 'go', stopWhen: stepCountIs(2) });
+      const told = model.doGenerateCalls[1]?.prompt
+        .flatMap((m) => (m.role === 'tool' ? m.content : []))
+        .find((part) => part.type === 'tool-result');
+      expect(told?.output).toMatchObject({
+        type: 'content',
+        value: [{ type: 'text', text: expect.stringMatching(/^Error \(approval_denied\): /) }],
+      });
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it('serves --profile to a client without a bearer, as over stdio', async () => {
+    const { client } = await connectClient(bridge.url);
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('spy_run');
+      expect(await client.callTool({ name: 'spy_run', arguments: {} })).toMatchObject({ isError: false });
+    } finally {
+      await client.close();
+    }
+  });
+});
