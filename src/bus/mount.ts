@@ -49,11 +49,11 @@ export interface OpSpec<Req = never, Rep = unknown> {
    */
   sameBytesSameRequest?: boolean;
   /**
-   * Checks the request's headers before its body is read (a grant, where trusted issuers are
-   * set): throwing a `MatrixError` refuses the request at the cost of one header read, its
+   * Checks the request's headers and reply subject before its body is read (a grant, where
+   * trusted issuers are set, and its holder): throwing a `MatrixError` refuses the request at the cost of one header read, its
    * body never decoded.
    */
-  beforeBody?: (ctx: CallContext) => void;
+  beforeBody?: (ctx: CallContext, reply: string) => void;
 }
 
 /**
@@ -243,7 +243,7 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
-      bound.spec.beforeBody?.(read.context);
+      bound.spec.beforeBody?.(read.context, msg.reply);
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
