@@ -51,8 +51,8 @@ export interface RequestOptions extends CallContext {
    */
   onProgress?: (progress: Progress) => void;
   /**
-   * Stops waiting when it fires: the request rejects with `CancelledError` (the target is not told
-   * here).
+   * Stops waiting when it fires: the request rejects with `CancelledError` (the target is not
+   * told here).
    */
   signal?: AbortSignal;
 }
@@ -107,8 +107,8 @@ export class BusClient {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
     this.logger = options.logger ?? silentLogger;
-    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive
-    // replies.
+    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user
+    // receive replies.
     this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
   }
 
@@ -374,8 +374,8 @@ function readReply(msg: Msg, h: ReplyHeaders | undefined, subject: string): unkn
 }
 
 /**
- * The body of an error reply, when it decodes at all: micro services put anything there, or
- * nothing.
+ * The body of an error reply, when it decodes at all: micro services put anything there,
+ * or nothing.
  */
 function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unknown {
   try {

@@ -18,10 +18,13 @@ import type {
   ResolvedToolContext,
   ToolContextSpec,
 } from '../registry/types.js';
+import type { Task } from '../tasks/types.js';
 import { wholeNumber, withConnection } from './config.js';
 import { ExitCode, json, jsonFlag, type Output, table, UsageError } from './output.js';
-import { interrupted, verbAction } from './run.js';
+import { revoke } from './revoke.js';
+import { interrupted, verbAction, verbActionOnGrant } from './run.js';
 import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
+import { followTask } from './tasks.js';
 
 /** How long a registry query waits, in ms. */
 const QUERY_TIMEOUT_MS = 5_000;
@@ -97,6 +100,8 @@ export interface CallArgs extends SessionFlags {
   principal?: string;
   traceparent?: string;
   timeout?: string;
+  /** Run it as a task: print its id, follow it with a progress line on stderr, then its result. */
+  task?: boolean;
 }
 
 /** `call`: one tool call through `system.dispatcher`; prints the content, or the whole result as JSON. */
@@ -116,6 +121,20 @@ export async function call(client: BusClient, args: CallArgs, out: Output): Prom
     session: sessionRequest(args),
     call: { id: `cli-${Date.now().toString(36)}`, name: args.tool, arguments: toolArgs },
   };
+  if (args.task) {
+    const reply = await client.request<ToolResult | { task: Task }>(
+      Mounts.Dispatcher,
+      '$call',
+      { ...body, task: {} },
+      ctx,
+    );
+    if ('task' in reply) {
+      out.print(reply.task.taskId);
+      return followTask(client, reply.task, ctx, out, args.json);
+    }
+    out.print(args.json ? json(reply) : reply.content);
+    return ExitCode.Failed;
+  }
   const result = await client.request<ToolResult>(Mounts.Dispatcher, '$call', body, ctx);
   out.note(
     `trace ${traceIdOf(traceparent)}  ${result.isError ? `error ${result.error?.code}` : 'ok'}  ${result.durationMs.toFixed(1)} ms`,
@@ -255,6 +274,7 @@ export function addToolCommands(program: Command): void {
     .option('--traceparent <traceparent>', 'W3C traceparent (a new trace by default)')
     .option('--timeout <ms>', 'how long to wait', '65000')
     .option('--json', 'print the whole ToolResult')
+    .option('--task', 'run it as a task: print its id, follow it (progress on stderr), then print its result')
     .action(verbAction(call, 'tool'));
   command('introspect', 'the live mounts, or one mount in full')
     .argument('[mount]', 'a mount, e.g. system.tools')
@@ -268,6 +288,13 @@ export function addToolCommands(program: Command): void {
     .argument('<key>')
     .option('--expected-revision <n>', 'compare-and-set')
     .action(verbAction(unregister, 'key'));
+  command('revoke', 'revoke a grant, or every grant of a principal issued until now, on every instance')
+    .option('--grant <jwt|file>', 'the grant to revoke (its jti; until it would have expired)')
+    .option('--jti <id>', 'the jti of the grant to revoke')
+    .option('--principal <id>', 'revoke every grant of this principal (sub) issued until now')
+    .option('--reason <text>', 'why (shown in the refusals it causes)')
+    .option('--until <time>', 'when the revocation ends (ISO 8601; default: when the grants it names expire)')
+    .action(verbActionOnGrant(revoke));
   command('watch', 'print registry changes until Ctrl-C')
     .option('--calls', 'also print every tool call')
     .option('--json', 'one JSON object per line')

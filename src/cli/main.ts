@@ -19,6 +19,7 @@ import { ExitCode, reportError, UsageError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
 import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
+import { addTaskCommands } from './tasks.js';
 
 const program = new Command('matrix-tools')
   .description('The tool registry and dispatcher of an agent system on NATS.')
@@ -28,6 +29,7 @@ const program = new Command('matrix-tools')
 addServeCommand(program);
 addToolCommands(program);
 addApprovalCommands(program);
+addTaskCommands(program);
 addCheckCommand(program);
 addConsoleCommand(program);
 addIdentityCommands(program, withSession);

@@ -403,8 +403,8 @@ export class Dispatcher {
   }
 
   /**
-   * The result of a call a step refused; a session error of the oracle's own is audited, then
-   * thrown.
+   * The result of a call a step refused; a session error of the oracle's own is audited,
+   * then thrown.
    */
   private failed(err: unknown, run: CallRun): ToolResult {
     if (err instanceof CallFailure) return errorResult(run.call.id, run.call.name, err);
@@ -463,8 +463,8 @@ function elapsed(run: CallRun): number {
 }
 
 /**
- * Failures to resolve a session that are the registry's, not the oracle's: the call's result says
- * so.
+ * Failures to resolve a session that are the registry's, not the oracle's: the call's result
+ * says so.
  */
 const registryFailures = new Set<string>([ErrorCode.Unavailable, ErrorCode.Timeout, ErrorCode.Internal]);
 
@@ -483,8 +483,8 @@ function member(session: Session, run: CallRun): ResolvedTool {
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
-  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in
-  // bus/op-context.ts).
+  // Field by field, not a spread: every call's context has one shape (as `RequestContext`
+  // in bus/op-context.ts).
   const context: CallContext = {
     traceparent: ctx.traceparent ?? newTraceparent(),
     deadline: ctx.deadline,
