@@ -86,19 +86,22 @@ const smallContext = (key: string, tools: number): ToolContextSpec => ({
 const callSession = { profile: 'bench', toolContextRefs: ['bench'] };
 const cachedResolve = { profile: 'bench', toolContextRefs: ['ctx-00042', 'ctx-09999', 'bench'] };
 const RESULTS = here('../../bench/RESULTS.md');
-/** Where `npm run bench:scale` keeps its table in RESULTS.md: from this heading to the end. */
-const GROWTH_HEADING = '## Growth';
+/**
+ * What this run keeps of RESULTS.md: the hand-written notes (from this heading) and the table
+ * `npm run bench:scale` writes (from its heading), to the end.
+ */
+const KEPT_HEADINGS = ['## Notes', '## Growth'];
 
-/** The growth section of RESULTS.md as it stands (`npm run bench:scale` writes it; this run keeps it). */
-function growthSection(): string {
+/** The sections of RESULTS.md this run keeps, as they stand. */
+function keptSections(): string {
   let text = '';
   try {
     text = readFileSync(RESULTS, 'utf8');
   } catch {
     return '';
   }
-  const at = text.indexOf(`\n${GROWTH_HEADING}`);
-  return at < 0 ? '' : text.slice(at);
+  const at = KEPT_HEADINGS.map((h) => text.indexOf(`\n${h}`)).filter((i) => i >= 0);
+  return at.length === 0 ? '' : text.slice(Math.min(...at));
 }
 
 async function main(): Promise<void> {
@@ -328,7 +331,7 @@ async function main(): Promise<void> {
     });
     process.stdout.write(`${report.markdown}\n`);
     // A partial run (BENCH_ONLY) is for looking at, not the record.
-    if (ONLY === undefined) writeFileSync(RESULTS, report.markdown + growthSection());
+    if (ONLY === undefined) writeFileSync(RESULTS, report.markdown + keptSections());
     process.exitCode = report.failed ? 1 : 0;
   } finally {
     await stopAll();

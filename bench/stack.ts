@@ -125,9 +125,12 @@ const REPO = here('../..');
 
 /**
  * The service of commit `rev`, built beside this one (in `.bench-base/<rev>`, sharing its
- * node_modules): the path of its `src/main.js`. Built once per commit.
+ * node_modules): the path of its `src/main.js`. Built once per commit. A path of a `.js`
+ * file that exists is that service itself.
  */
 export function buildBase(rev: string): string {
+  // A service script given as it is (a throwaway build for an experiment).
+  if (rev.endsWith('.js') && existsSync(rev)) return rev;
   const sha = execFileSync('git', ['-C', REPO, 'rev-parse', '--verify', `${rev}^{commit}`], {
     encoding: 'utf8',
   }).trim();

@@ -38,9 +38,11 @@ import {
 
 export { DECIDE_OP, type Verdict } from './types.js';
 
-/** How long `$decide` itself may take to answer (it answers at once, or with a pending approval), in ms. */
+/** How long `$decide` itself may take to answer, in ms (at once, or with a pending approval). */
 const DECIDE_TIMEOUT_MS = 10_000;
-/** First and longest pause between reads of a waiting approval, in ms (events usually come first). */
+/**
+ * First and longest pause between reads of a waiting approval, in ms (events usually come first).
+ */
 const FIRST_POLL_MS = 1_000;
 const LONGEST_POLL_MS = 15_000;
 
@@ -48,7 +50,9 @@ const LONGEST_POLL_MS = 15_000;
 export interface GateOptions {
   /** Unix ms: no wait goes past it (the caller's deadline, a task's expiry). */
   deadlineMs: number;
-  /** Stops waiting when aborted: the approval is removed, unless the reason is a `ServiceStopping`. */
+  /**
+   * Stops waiting when aborted: the approval is removed, unless the reason is a `ServiceStopping`.
+   */
   signal?: AbortSignal;
   /** Told once the approval is pending (a task becomes `input_required`). */
   onPending?: (pending: { approvalId: string; expiresAt: string }) => void;
@@ -56,7 +60,10 @@ export interface GateOptions {
   bucket?: string;
 }
 
-/** The abort reason of a wait the service stops: its approval stays pending, for the call sent again. */
+/**
+ * The abort reason of a wait the service stops: its approval stays pending, for the call
+ * sent again.
+ */
 export class ServiceStopping extends Error {
   constructor() {
     super('the service is stopping');
@@ -188,7 +195,10 @@ async function settled(store: ApprovalStore, found: Revisioned): Promise<Verdict
   }
 }
 
-/** Nobody answered by the deadline: the approval is removed (unless it was answered at the last moment). */
+/**
+ * Nobody answered by the deadline: the approval is removed (unless it was answered at the
+ * last moment).
+ */
 async function expired(store: ApprovalStore, found: Revisioned): Promise<Verdict> {
   const removed = await store.remove(found).catch(() => false);
   if (!removed) {
@@ -203,7 +213,10 @@ async function expired(store: ApprovalStore, found: Revisioned): Promise<Verdict
   };
 }
 
-/** The wait was aborted: the approval is withdrawn, or kept for the call sent again when the service stops. */
+/**
+ * The wait was aborted: the approval is withdrawn, or kept for the call sent again when the
+ * service stops.
+ */
 async function stopped(store: ApprovalStore, found: Revisioned | undefined, reason: unknown): Promise<Verdict> {
   const approvalId = found?.record.approvalId;
   if (reason instanceof ServiceStopping)
@@ -241,7 +254,10 @@ function withWait(verdict: Verdict, waitedMs: number): Verdict {
   return verdict;
 }
 
-/** Why no decision came, in words that blame the right party: the request, nobody, the clock, or the approver. */
+/**
+ * Why no decision came, in words that blame the right party: the request, nobody, the clock, or
+ * the approver.
+ */
 function notAsked(err: unknown, timeoutMs: number): string {
   if (err instanceof UnsendableRequestError) return `its approval request could not be sent (${err.message})`;
   if (err instanceof NoRespondersError) return 'no approver is running to decide on it';
@@ -284,7 +300,10 @@ class Wake {
   }
 }
 
-/** The stores bound per connection and bucket; a failed bind is forgotten, so the next wait tries again. */
+/**
+ * The stores bound per connection and bucket; a failed bind is forgotten, so the next wait
+ * tries again.
+ */
 const stores = new WeakMap<NatsConnection, Map<string, Promise<ApprovalStore>>>();
 
 function storeOf(nc: NatsConnection, bucket: string): Promise<ApprovalStore> {

@@ -15,10 +15,9 @@
 import type { Logger } from '../bus/log.js';
 import type { ConsumerMessages, JsMsg, StreamStore } from '../bus/stream-store.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
-import { indexShardSubject, indexStreamName } from '../bus/subjects.js';
+import { indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
 import { traceIdsOfBatch } from './codec.js';
 import { encodeEntries, mergeEntries, PendingEntries } from './index-entries.js';
-import { readShard } from './shard-reader.js';
 import { SHARDS, type Shards } from './shards.js';
 
 /** The durable consumer every instance shares to index the trail: each batch is indexed once. */
@@ -36,7 +35,10 @@ export const MERGE_AT = 32;
 /**
  * Merges a shard's full levels: each level with MERGE_AT messages or more becomes one message
  * (or a few, past the size bound) of the next level, written first, then the merged ones are
- * purged. Entries of batches gone from the trail (below `floor`) are left out.
+ * purged. Entries of batches gone from the trail (below `floor`) are left out. Only the levels
+ * that are full are read (the server counts each level's messages): the levels above hold most
+ * of the shard's entries, and reading them at every merge made a merge cost as much as the
+ * whole shard, ever more as the trail grew.
  */
 export async function mergeShard(
   store: StreamStore,
@@ -45,9 +47,14 @@ export async function mergeShard(
   shard: number,
   floor: number,
 ): Promise<void> {
-  const messages = await readShard(store, stream, shard);
-  for (let level = 0; messages.some((m) => m.level >= level); level++) {
-    const full = messages.filter((m) => m.level === level);
+  const index = indexStreamName(stream);
+  const counts = await store.subjectCounts(index, indexShardFilter(stream, shard));
+  const levels = [...counts.keys()].map((subject) => Number(subject.slice(subject.lastIndexOf('.') + 1)));
+  const top = Math.max(0, ...levels.filter(Number.isSafeInteger));
+  for (let level = 0; level <= top; level++) {
+    const subject = indexShardSubject(stream, shard, level);
+    if ((counts.get(subject) ?? 0) < MERGE_AT) continue;
+    const full = await store.readAll(index, subject);
     if (full.length < MERGE_AT) continue;
     const encoded = encodeEntries(
       mergeEntries(
@@ -56,10 +63,10 @@ export async function mergeShard(
       ),
     );
     const next = indexShardSubject(stream, shard, level + 1);
-    const seqs = await Promise.all(encoded.map((data) => writer.append(next, data)));
+    await Promise.all(encoded.map((data) => writer.append(next, data)));
     const through = Math.max(...full.map((m) => m.seq));
-    await store.purge(indexStreamName(stream), indexShardSubject(stream, shard, level), through + 1);
-    for (const [i, data] of encoded.entries()) messages.push({ seq: seqs[i] as number, level: level + 1, data });
+    await store.purge(index, subject, through + 1);
+    counts.set(next, (counts.get(next) ?? 0) + encoded.length);
   }
 }
 

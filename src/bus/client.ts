@@ -19,7 +19,15 @@ import {
 } from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
+import {
+  type CallContext,
+  deadlineOf,
+  Header,
+  putHeader,
+  type ReplyHeaders,
+  replyHeadersOf,
+  writeContext,
+} from './context.js';
 import {
   codeOfStatus,
   type ErrorDetails,
@@ -34,7 +42,6 @@ import {
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
-import { type ReplyHeaders, replyHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { CancelledError, type Progress } from './op-context.js';
 import { opSubject } from './subjects.js';
@@ -51,8 +58,8 @@ export interface RequestOptions extends CallContext {
    */
   onProgress?: (progress: Progress) => void;
   /**
-   * Stops waiting when it fires: the request rejects with `CancelledError` (the target is not told
-   * here).
+   * Stops waiting when it fires: the request rejects with `CancelledError` (the target is not
+   * told here).
    */
   signal?: AbortSignal;
 }
@@ -107,8 +114,8 @@ export class BusClient {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
     this.logger = options.logger ?? silentLogger;
-    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user receive
-    // replies.
+    // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user
+    // receive replies.
     this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
   }
 
@@ -374,8 +381,8 @@ function readReply(msg: Msg, h: ReplyHeaders | undefined, subject: string): unkn
 }
 
 /**
- * The body of an error reply, when it decodes at all: micro services put anything there, or
- * nothing.
+ * The body of an error reply, when it decodes at all: micro services put anything there,
+ * or nothing.
  */
 function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unknown {
   try {

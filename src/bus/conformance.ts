@@ -86,8 +86,8 @@ export async function checkConformance(
       ErrorCode.NotFound,
     ),
     checkError('error model: undecodable body', await ask(probeSubject, UNDECODABLE), ErrorCode.BadRequest),
-    // In JSON, which every mount reads: a mount that reads nothing else still meets the deadline
-    // check.
+    // In JSON, which every mount reads: a mount that reads nothing else still meets the
+    // deadline check.
     checkError(
       'past Matrix-Deadline',
       await ask(probeSubject, encodeBody(args, 'json'), {
@@ -100,8 +100,8 @@ export async function checkConformance(
 }
 
 /**
- * The op to ask: as given, or with its `$` added or dropped when only that one is served (`echo` or
- * `$echo`).
+ * The op to ask: as given, or with its `$` added or dropped when only that one is served (`echo`
+ * or `$echo`).
  */
 function servedOp(given: string, served: readonly string[]): string {
   if (served.includes(given)) return given;
@@ -262,16 +262,16 @@ function checkJson(answer: Answer | string, subject: string): CheckOutcome {
 }
 
 /**
- * The note on a JSON reply without a Content-Type: readable, as the dispatcher reads it, but better
- * labelled.
+ * The note on a JSON reply without a Content-Type: readable, as the dispatcher reads it, but
+ * better labelled.
  */
 function unlabelledJson(subject: string): string {
   return `${subject} answered JSON without the header Content-Type: ${JSON_CONTENT_TYPE} (read as the dispatcher reads it: MessagePack failed, then JSON; note, not a miss)`;
 }
 
 /**
- * An error reply as section 4 says: both headers with the code's number, and body `{error: {code,
- * message}}`.
+ * An error reply as section 4 says: both headers with the code's number, and body `{error:
+ * {code, message}}`.
  */
 function checkError(check: string, answer: Answer | string, code: ErrorCode): CheckOutcome {
   if (typeof answer === 'string') return { check, ok: false, detail: answer };

@@ -11,7 +11,7 @@ import { describeViolations, violationDetails } from '../contracts/compiler.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, Header, OutgoingHeaders } from './context.js';
+import { type CallContext, Header, OutgoingHeaders, requestHeadersOf } from './context.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import {
   BadRequestError,
@@ -22,7 +22,6 @@ import {
   TimeoutError,
   UnavailableError,
 } from './errors.js';
-import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { CancelledError, type OpContext, RequestContext } from './op-context.js';
 import { closedTopLevel } from './shape.js';
@@ -50,11 +49,11 @@ export interface OpSpec<Req = never, Rep = unknown> {
    */
   sameBytesSameRequest?: boolean;
   /**
-   * Checks the request's headers before its body is read (a grant, where trusted issuers are
-   * set): throwing a `MatrixError` refuses the request at the cost of one header read, its
+   * Checks the request's headers and reply subject before its body is read (a grant, where
+   * trusted issuers are set, and its holder): throwing a `MatrixError` refuses the request at the cost of one header read, its
    * body never decoded.
    */
-  beforeBody?: (ctx: CallContext) => void;
+  beforeBody?: (ctx: CallContext, reply: string) => void;
 }
 
 /**
@@ -137,8 +136,8 @@ export class Mount {
   /** Requests being worked on that carry a `Matrix-Call-Id`, by it: what `$cancel` can reach. */
   private readonly calls = new Map<string, RequestContext>();
   /**
-   * Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of that
-   * name.
+   * Whether this mount answers `$cancel {callId}` itself: unless its builder gave an op of
+   * that name.
    */
   private readonly cancelsCalls: boolean;
 
@@ -225,8 +224,8 @@ export class Mount {
 
   private onRequest(msg: Msg): void {
     // A publish, not a request: nobody waits for an answer. A reply subject that is no inbox is
-    // refused unanswered: answering it would publish with this service's rights where the caller
-    // chose.
+    // refused unanswered: answering it would publish with this service's rights where the
+    // caller chose.
     if (!msg.reply || !isInboxSubject(msg.reply)) return;
     const started = performance.now();
     const op = msg.subject.slice(this.prefixLength);
@@ -244,7 +243,7 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
-      bound.spec.beforeBody?.(read.context);
+      bound.spec.beforeBody?.(read.context, msg.reply);
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);

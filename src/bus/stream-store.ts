@@ -114,6 +114,12 @@ export class StreamStore {
     return { first: state.first_seq, last: state.last_seq, messages: state.messages };
   }
 
+  /** How many messages each subject of `filter` holds now (subjects with none are not listed). */
+  async subjectCounts(name: string, filter: string): Promise<Map<string, number>> {
+    const { state } = await this.jsm.streams.info(name, { subjects_filter: filter });
+    return new Map(Object.entries(state.subjects ?? {}));
+  }
+
   /** One stored message (when it was stored, ms since the epoch), or null when it is gone or never was. */
   async message(name: string, seq: number): Promise<{ time: number; data: Uint8Array } | null> {
     const m = await this.jsm.direct.getMessage(name, { seq });

@@ -21,7 +21,8 @@ import type {
 import type { Task } from '../tasks/types.js';
 import { wholeNumber, withConnection } from './config.js';
 import { ExitCode, json, jsonFlag, type Output, table, UsageError } from './output.js';
-import { interrupted, verbAction } from './run.js';
+import { revoke } from './revoke.js';
+import { interrupted, verbAction, verbActionOnGrant } from './run.js';
 import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
 import { followTask } from './tasks.js';
 
@@ -287,6 +288,13 @@ export function addToolCommands(program: Command): void {
     .argument('<key>')
     .option('--expected-revision <n>', 'compare-and-set')
     .action(verbAction(unregister, 'key'));
+  command('revoke', 'revoke a grant, or every grant of a principal issued until now, on every instance')
+    .option('--grant <jwt|file>', 'the grant to revoke (its jti; until it would have expired)')
+    .option('--jti <id>', 'the jti of the grant to revoke')
+    .option('--principal <id>', 'revoke every grant of this principal (sub) issued until now')
+    .option('--reason <text>', 'why (shown in the refusals it causes)')
+    .option('--until <time>', 'when the revocation ends (ISO 8601; default: when the grants it names expire)')
+    .action(verbActionOnGrant(revoke));
   command('watch', 'print registry changes until Ctrl-C')
     .option('--calls', 'also print every tool call')
     .option('--json', 'one JSON object per line')

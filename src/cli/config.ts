@@ -12,6 +12,7 @@ import { DEFAULT_APPROVALS_BUCKET } from '../approvals/types.js';
 import { DEFAULT_REFUSAL_BURST, DEFAULT_REFUSALS_PER_MINUTE } from '../audit/refusals.js';
 import type { AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectOptionsFromEnv, DEFAULT_NATS_URL } from '../bus/connect.js';
+import { parseDuration } from '../identity/mint.js';
 import { DEFAULT_SESSIONS_BUCKET } from '../reference-mounts/session-state.js';
 import { DEFAULT_BUCKET } from '../registry/kv-store.js';
 import { UsageError } from './output.js';
@@ -97,6 +98,18 @@ export const serveSettings = {
     description: 'trusted grant issuers, public nkeys, comma-separated: $call and $resolve then need a Matrix-Grant',
     defaultText: 'none (trusting callers: development)',
   },
+  grantAudience: {
+    flags: '--grant-audience <aud>',
+    env: 'MATRIX_GRANT_AUDIENCE',
+    description: 'the audience a grant must name in its aud (audience_mismatch otherwise)',
+    defaultText: 'none (aud not checked)',
+  },
+  grantMaxTtl: {
+    flags: '--grant-max-ttl <duration>',
+    env: 'MATRIX_GRANT_MAX_TTL',
+    description: 'longest a grant may live (exp - iat, and from now): 90s, 15m, 1h, 7d; longer is too_long',
+    defaultText: '24h',
+  },
   metricsPort: {
     flags: '--metrics-port <port>',
     env: 'MATRIX_METRICS_PORT',
@@ -152,6 +165,7 @@ export const serveSettings = {
 } satisfies {
   [K in
     | keyof ServeOptions
+    | 'grantMaxTtl'
     | 'auditStream'
     | 'auditMaxAge'
     | 'auditMaxBytes'
@@ -236,6 +250,10 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   if (typeof policy === 'string') options.policy = policy;
   const trust = value(s.trust);
   if (typeof trust === 'string') options.trust = trust;
+  const audience = value(s.grantAudience);
+  if (typeof audience === 'string') options.grantAudience = audience;
+  const maxTtl = grantMaxTtlSeconds(value(s.grantMaxTtl));
+  if (maxTtl !== undefined) options.grantMaxTtlSeconds = maxTtl;
   const perMinute = wholeNumber(s.auditRefusals.env, value(s.auditRefusals), 0);
   const burst = wholeNumber(s.auditRefusalBurst.env, value(s.auditRefusalBurst), 0);
   if (perMinute !== undefined || burst !== undefined)
@@ -271,4 +289,14 @@ export function wholeNumber(
     );
   }
   return n;
+}
+
+/** `MATRIX_GRANT_MAX_TTL` / `--grant-max-ttl` in seconds (a duration, `24h`); undefined when unset; a usage error when not one. */
+export function grantMaxTtlSeconds(value: unknown): number | undefined {
+  if (typeof value !== 'string') return undefined;
+  try {
+    return parseDuration(value);
+  } catch (err) {
+    throw new UsageError(`MATRIX_GRANT_MAX_TTL / --grant-max-ttl: ${(err as Error).message}`);
+  }
 }

@@ -7,7 +7,8 @@ import { existsSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { mintGrant, newIssuerKey, parseDuration, readIssuerSeed } from '../identity/mint.js';
 import { type ApproveClaim, AUTHORITY_FIELDS, type GrantAuthority } from '../identity/types.js';
-import { SESSION_ID } from '../identity/verify.js';
+import { DEFAULT_GRANT_MAX_TTL_SECONDS, INBOX_PREFIX, SESSION_ID } from '../identity/verify.js';
+import { grantMaxTtlSeconds } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
 import { type SessionFlags, sessionRequest } from './session-flags.js';
 
@@ -22,6 +23,8 @@ interface GrantFlags extends SessionFlags {
   approveTools?: string;
   approveTargets?: string;
   approvePrincipals?: string;
+  inbox?: string;
+  audience?: string;
 }
 
 /** Adds `grant` and `keys` to the program; `withSession` adds the session flags the grant's authority comes from. */
@@ -34,6 +37,11 @@ export function addIdentityCommands(program: Command, withSession: (cmd: Command
     .requiredOption('--session <id>', 'the session id (Matrix-Session downstream)')
     .option('--ttl <duration>', 'how long it is valid: 90s, 15m, 1h, 7d', '1h')
     .option('--not-before <duration>', 'not valid until this long from now')
+    .option(
+      '--inbox <prefix>',
+      "bind it to its holder: the reply prefix of the holder's NATS user (e.g. _INBOX_agent); others are refused",
+    )
+    .option('--audience <aud>', 'the deployment it is for (aud), as the service names it in MATRIX_GRANT_AUDIENCE')
     .option('--read-sessions <ids>', 'other sessions whose state session_state_read may read, comma-separated')
     .option(
       '--approve-tools <globs>',
@@ -65,7 +73,7 @@ function exitWith(verb: () => number): void {
 }
 
 /** `grant`: prints a grant for the session the flags describe. */
-export function grant(flags: GrantFlags, out: Output): number {
+export function grant(flags: GrantFlags, out: Output, env: NodeJS.ProcessEnv = process.env): number {
   if (flags.grant)
     throw new UsageError(
       'grant mints a grant from session flags; --grant / MATRIX_GRANT are for call, resolve and mcp',
@@ -82,11 +90,21 @@ export function grant(flags: GrantFlags, out: Output): number {
   if (readSessions?.some((s) => !SESSION_ID.test(s)))
     throw new UsageError('--read-sessions takes session ids, comma-separated');
   const approve = approveClaim(flags);
+  const ttlSeconds = parseDuration(flags.ttl);
+  const maxTtl = grantMaxTtlSeconds(env.MATRIX_GRANT_MAX_TTL) ?? DEFAULT_GRANT_MAX_TTL_SECONDS;
+  if (ttlSeconds > maxTtl)
+    throw new UsageError(
+      `--ttl ${flags.ttl} is longer than the ${maxTtl} s a service accepts (MATRIX_GRANT_MAX_TTL, default 24h): it would be refused as too_long`,
+    );
+  if (flags.inbox !== undefined && !INBOX_PREFIX.test(flags.inbox))
+    throw new UsageError('--inbox takes an inbox prefix: tokens of A-Z a-z 0-9 _ - joined by dots (e.g. _INBOX_agent)');
   const text = mintGrant(readIssuerSeed(flags.issuer), {
     principal: flags.principal,
     session: flags.session,
     resolve,
-    ttlSeconds: parseDuration(flags.ttl),
+    ttlSeconds,
+    ...(flags.inbox === undefined ? {} : { inbox: flags.inbox }),
+    ...(flags.audience === undefined ? {} : { audience: flags.audience }),
     ...(flags.notBefore === undefined ? {} : { notBeforeSeconds: parseDuration(flags.notBefore) }),
     ...(readSessions === undefined ? {} : { readSessions }),
     ...(approve === undefined ? {} : { approve }),

@@ -5,6 +5,7 @@
 import type { Command } from 'commander';
 import { BusClient } from '../bus/client.js';
 import { connectBus } from '../bus/connect.js';
+import { loadGrant, readGrantClaims } from '../identity/granted.js';
 import { connectConfig, type Flags, serversSource } from './config.js';
 import { ExitCode, type Output, processOutput, reportError } from './output.js';
 
@@ -20,22 +21,39 @@ type AnyVerb = Verb<never>;
  * `process.exitCode`, which main.ts exits with.
  */
 export function verbAction(verb: AnyVerb, ...positional: string[]): (...params: unknown[]) => Promise<void> {
+  return actionOf(verb, positional, true);
+}
+
+/** The action of a verb whose `--grant` names a grant to act on, not the caller's (`revoke`). */
+export function verbActionOnGrant(verb: AnyVerb): (...params: unknown[]) => Promise<void> {
+  return actionOf(verb, [], false);
+}
+
+function actionOf(verb: AnyVerb, positional: string[], callersGrant: boolean): (...params: unknown[]) => Promise<void> {
   return async (...params) => {
     const cmd = params[params.length - 1] as Command;
     const args: Flags = { ...cmd.optsWithGlobals() };
     for (const [i, name] of positional.entries()) args[name] = params[i];
-    process.exitCode = await runVerb(verb, args, processOutput);
+    process.exitCode = await runVerb(verb, args, processOutput, process.env, callersGrant);
   };
 }
 
-/** Connects as `args` and `env` say, runs `verb`, drains; resolves with the exit code. */
+/**
+ * Connects as `args` and `env` say, runs `verb`, drains; resolves with the exit code. With the
+ * caller's grant (`--grant` / `MATRIX_GRANT`, unless `callersGrant` is false) bound to its
+ * holder, the connection takes its replies on the grant's inbox prefix.
+ */
 export async function runVerb(
   verb: AnyVerb,
   args: Flags,
   out: Output,
   env: NodeJS.ProcessEnv = process.env,
+  callersGrant = true,
 ): Promise<number> {
   const options = connectConfig(args, env);
+  // A grant bound to its holder is answered only on its holder's inbox prefix: use that one.
+  const inbox = callersGrant ? grantInbox(args, env) : undefined;
+  if (inbox !== undefined) options.inboxPrefix = inbox;
   let client: BusClient;
   try {
     client = new BusClient(await connectBus(options));
@@ -52,6 +70,19 @@ export async function runVerb(
   } finally {
     client.close();
     await client.nc.drain().catch(() => {});
+  }
+}
+
+/** The `nats.inbox` of the verb's grant (`--grant` / `MATRIX_GRANT`), when it has one and can be read. */
+function grantInbox(args: Flags, env: NodeJS.ProcessEnv): string | undefined {
+  const given = typeof args.grant === 'string' ? args.grant : env.MATRIX_GRANT;
+  if (!given) return undefined;
+  try {
+    const inbox = readGrantClaims(loadGrant(given)).nats?.inbox;
+    return typeof inbox === 'string' ? inbox : undefined;
+  } catch {
+    // An unreadable grant is the verb's to report.
+    return undefined;
   }
 }
 

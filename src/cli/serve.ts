@@ -16,6 +16,8 @@ import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { localToolSource } from '../dispatcher/session-cache.js';
 import { dispatcherMount } from '../dispatcher/system-dispatcher.js';
 import { IdentityGate, parseIssuers } from '../identity/gate.js';
+import { RevocationStore, Revocations } from '../identity/revocations.js';
+import { DEFAULT_GRANT_MAX_TTL_SECONDS, type GrantVerifierOptions } from '../identity/verify.js';
 import { agentsMount } from '../reference-mounts/agents.js';
 import { packagesMount } from '../reference-mounts/packages.js';
 import { sessionsMount } from '../reference-mounts/session-state.js';
@@ -55,6 +57,10 @@ export interface ServeOptions {
   replicas: number;
   /** Trusted grant issuers, public nkeys (`MATRIX_TRUSTED_ISSUERS`, `--trust`); none = trusting callers. */
   trust?: string;
+  /** The audience a grant must name (`MATRIX_GRANT_AUDIENCE`); none by default. */
+  grantAudience?: string;
+  /** Longest a grant may live, in seconds (`MATRIX_GRANT_MAX_TTL`); default 24 h. */
+  grantMaxTtlSeconds?: number;
   /** Where audit events are stored, and for how long. */
   audit: AuditStreamOptions;
   /** How many `$call`s refused without a valid grant are stored one by one (`MATRIX_AUDIT_REFUSALS`, `MATRIX_AUDIT_REFUSAL_BURST`). */
@@ -84,7 +90,12 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   if (!options.registry && !options.dispatcher && !options.reference)
     throw new UsageError('nothing to run: every mount is turned off');
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
-  const identity = identityGate(options.trust);
+  const revocations = new Revocations();
+  const identity = identityGate(options.trust, {
+    audience: options.grantAudience,
+    maxTtlSeconds: options.grantMaxTtlSeconds,
+    revocations,
+  });
   // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
   const telemetry = await startTelemetry({
     metricsPort: options.metricsPort,
@@ -98,7 +109,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   let running: Running;
   try {
     nc = await connectOrExplain(options.connect);
-    running = await startMounts(nc, options, { policy, identity }, logger);
+    running = await startMounts(nc, options, { policy, identity, revocations }, logger);
   } catch (err) {
     await nc?.close();
     await telemetry?.shutdown();
@@ -126,12 +137,12 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
  * The gate for the trusted issuers `trust` names: grants from them, or trusting callers when it
  * is not set. A setting that names no valid issuer is a usage error (a typo must not turn trust off).
  */
-export function identityGate(trust: string | undefined): IdentityGate {
+export function identityGate(trust: string | undefined, options: GrantVerifierOptions = {}): IdentityGate {
   const issuers = parseIssuers(trust);
   try {
     if (trust !== undefined && trust.trim() !== '' && issuers.length === 0)
       throw new Error(`'${trust}' names no issuer`);
-    return IdentityGate.forIssuers(issuers);
+    return IdentityGate.forIssuers(issuers, options);
   } catch (err) {
     throw new UsageError(`--trust / MATRIX_TRUSTED_ISSUERS: ${(err as Error).message}`);
   }
@@ -161,18 +172,22 @@ interface Running {
 interface Gates {
   policy: ApprovalPolicyFile | undefined;
   identity: IdentityGate;
+  /** The revocations the identity gate consults, kept in step with the bucket here. */
+  revocations: Revocations;
 }
 
 /** Builds the mounts `options` turn on and starts them. */
 async function startMounts(
   nc: NatsConnection,
   options: ServeOptions,
-  { policy, identity }: Gates,
+  { policy, identity, revocations }: Gates,
   logger: Logger,
 ): Promise<Running> {
   const running: Running = { mounts: [], closers: [], stopping: [] };
+  const revocationStore = await watchRevocations(nc, options, identity, revocations, running, logger);
   const registry = options.registry ? new Registry(await openStore(nc, options, logger), new Presence(nc)) : undefined;
-  if (registry !== undefined) running.mounts.push(registryMount(nc, { registry, logger, identity }));
+  if (registry !== undefined)
+    running.mounts.push(registryMount(nc, { registry, logger, identity, revocations: revocationStore }));
   if (options.dispatcher) {
     // Beside the registry, resolve in this process: same state, one hop less.
     const dispatcher = new Dispatcher(nc, {
@@ -195,10 +210,37 @@ async function startMounts(
       logger.error(`audit events not stored: ${err.message}`),
     );
   }
-  if (options.reference) await addReferenceMounts(nc, running, { policy, identity }, options, logger, registry);
+  if (options.reference)
+    await addReferenceMounts(nc, running, { policy, identity, revocations }, options, logger, registry);
   for (const m of running.mounts) m.logger = logger;
   await Promise.all(running.mounts.map((m) => m.start()));
   return running;
+}
+
+/**
+ * With trusted issuers: the revocations bucket (its `max_age` the longest grant lifetime),
+ * watched into `revocations` until the mounts stop; undefined when trusting callers, or (said
+ * in the log) without JetStream.
+ */
+async function watchRevocations(
+  nc: NatsConnection,
+  options: ServeOptions,
+  identity: IdentityGate,
+  revocations: Revocations,
+  running: Running,
+  logger: Logger,
+): Promise<RevocationStore | undefined> {
+  if (identity.trusting) return undefined;
+  const maxAgeMs = (options.grantMaxTtlSeconds ?? DEFAULT_GRANT_MAX_TTL_SECONDS) * 1000;
+  try {
+    const store = await RevocationStore.open(nc, { maxAgeMs, replicas: options.replicas });
+    const watch = store.watch(revocations, (err) => logger.error(`revocations: ${(err as Error).message}`));
+    running.closers.push(() => watch.stop());
+    return store;
+  } catch (err) {
+    logger.error(`grant revocations unavailable (no $revoke): ${(err as Error).message}`);
+    return undefined;
+  }
 }
 
 /** The task runner on KV `matrix-tasks`, or undefined (tasks off, said once) when JetStream does not answer. */

@@ -34,6 +34,8 @@ export const SchemaId = {
   CallEvents: `${base}call.event.json`,
   RegisterRequest: `${base}register.request.json`,
   UnregisterRequest: `${base}unregister.request.json`,
+  RevokeRequest: `${base}revoke.request.json`,
+  RevokeReply: `${base}revoke.reply.json`,
   RegisterReply: `${base}register.reply.json`,
   ChangedEvent: `${base}changed.event.json`,
   AgentsIntrospectRequest: `${base}agents.introspect.request.json`,

@@ -5,11 +5,11 @@
  *   member → readArguments → route → approve → forward → shape, then audit
  *
  * `member` (here) finds the tool in the session; `readArguments` (arguments.ts) parses, bounds and
- * validates; `route` (route.ts) says where the call goes and whether it is gated; `approve` (here,
- * with approval.ts) asks `system.approvals` and fails closed; `forward` (here, with forward.ts)
- * sends the one request under the smallest deadline and the in-flight bound; `shape` (shape.ts)
- * turns the reply into what the model reads; `audit` records every call, its refusals and failures
- * included. A step that fails the call throws `CallFailure` (results.ts, where every error result
+ * validates; `route` (route.ts) says where the call goes, whether it is gated and whether it is
+ * sent once; `approve` (here, with approvals/gate.ts) asks `system.approvals` and fails closed;
+ * `forward` (here, with route.ts's in-flight bound and retry rule) sends the request under the
+ * smallest deadline; `shape` (shape.ts) turns the reply into what the model reads; `audit`
+ * records every call, its refusals and failures included. A step that fails the call throws `CallFailure` (results.ts, where every error result
  * and its message is written); the pipeline turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
@@ -30,9 +30,8 @@ import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight } from '../telemetry/instruments.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { type CallHooks, cancelTarget, newCallId, waitForApproval } from './call-hooks.js';
-import { retryDelay, TargetSlots } from './forward.js';
 import { CallFailure, errorResult, failure, targetFailed } from './results.js';
-import { type Route, route } from './route.js';
+import { type Route, retryDelay, route, TargetSlots } from './route.js';
 import {
   busToolSource,
   type Session,
@@ -403,8 +402,8 @@ export class Dispatcher {
   }
 
   /**
-   * The result of a call a step refused; a session error of the oracle's own is audited, then
-   * thrown.
+   * The result of a call a step refused; a session error of the oracle's own is audited,
+   * then thrown.
    */
   private failed(err: unknown, run: CallRun): ToolResult {
     if (err instanceof CallFailure) return errorResult(run.call.id, run.call.name, err);
@@ -463,8 +462,8 @@ function elapsed(run: CallRun): number {
 }
 
 /**
- * Failures to resolve a session that are the registry's, not the oracle's: the call's result says
- * so.
+ * Failures to resolve a session that are the registry's, not the oracle's: the call's result
+ * says so.
  */
 const registryFailures = new Set<string>([ErrorCode.Unavailable, ErrorCode.Timeout, ErrorCode.Internal]);
 
@@ -483,8 +482,8 @@ function member(session: Session, run: CallRun): ResolvedTool {
 
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
-  // Field by field, not a spread: every call's context has one shape (as `RequestContext` in
-  // bus/op-context.ts).
+  // Field by field, not a spread: every call's context has one shape (as `RequestContext`
+  // in bus/op-context.ts).
   const context: CallContext = {
     traceparent: ctx.traceparent ?? newTraceparent(),
     deadline: ctx.deadline,

@@ -43,6 +43,11 @@ export class GrantCache {
     this.used += size;
   }
 
+  /** Drops every grant `revoked` says is revoked. */
+  dropWhere(revoked: (grant: VerifiedGrant) => boolean): void {
+    for (const [text, grant] of this.entries) if (revoked(grant)) this.delete(text, grant);
+  }
+
   /** Grants held. */
   get size(): number {
     return this.entries.size;

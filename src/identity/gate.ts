@@ -75,12 +75,24 @@ export class IdentityGate {
   /**
    * Refuses a request whose grant is missing or not valid (`GrantError`), from its headers
    * alone: run before its body is read, so a caller without a valid grant costs one header read
-   * and a cache lookup. The verified grant stays cached for `admit`. A no-op when trusting callers.
+   * and a cache lookup. A grant bound to its holder (`nats.inbox`) holds only for a request whose
+   * reply subject is under that prefix (`wrong_holder`). The verified grant stays cached for
+   * `admit`. A no-op when trusting callers.
    */
-  checkGrant(ctx: CallContext): void {
+  checkGrant(ctx: CallContext, reply: string | undefined): void {
     if (this.verifier === undefined) return;
     try {
-      this.verifier.verify(ctx.grant);
+      const grant = this.verifier.verify(ctx.grant);
+      const inbox = grant.claims.nats.inbox;
+      if (inbox !== undefined && !(reply?.startsWith(inbox) && reply[inbox.length] === '.')) {
+        throw signedFor(
+          new GrantError(
+            GrantFailure.WrongHolder,
+            `Matrix-Grant is bound to the NATS user whose replies come on ${inbox}: this request's do not, so it is not its holder's`,
+          ),
+          grant.claims,
+        );
+      }
     } catch (err) {
       throw failClosed(err);
     }

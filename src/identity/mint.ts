@@ -20,6 +20,10 @@ export interface GrantSpec {
   readSessions?: string[];
   /** Which pending approvals the holder may list and answer (`nats.approve`). */
   approve?: ApproveClaim;
+  /** The reply prefix of its holder's NATS user (`nats.inbox`, e.g. `_INBOX_agent`): binds the grant to that user. */
+  inbox?: string;
+  /** The deployment it is for (`aud`), as `MATRIX_GRANT_AUDIENCE` names it. */
+  audience?: string;
 }
 
 /** Signs a grant with an issuer's key pair. */
@@ -28,6 +32,7 @@ export function mintGrant(issuer: KeyPair, spec: GrantSpec, now = Date.now()): s
   return encodeGrant(
     {
       sub: spec.principal,
+      ...(spec.audience === undefined ? {} : { aud: spec.audience }),
       exp: seconds + spec.ttlSeconds,
       ...(spec.notBeforeSeconds === undefined ? {} : { nbf: seconds + spec.notBeforeSeconds }),
       nats: {
@@ -36,6 +41,7 @@ export function mintGrant(issuer: KeyPair, spec: GrantSpec, now = Date.now()): s
         resolve: spec.resolve,
         ...(spec.readSessions === undefined ? {} : { readSessions: spec.readSessions }),
         ...(spec.approve === undefined ? {} : { approve: spec.approve }),
+        ...(spec.inbox === undefined ? {} : { inbox: spec.inbox }),
       },
     },
     issuer,

@@ -28,6 +28,12 @@ export interface GrantNatsClaim {
   readSessions?: string[];
   /** Which pending approvals its holder may list and answer (PROTOCOL 8); absent = none. */
   approve?: ApproveClaim;
+  /**
+   * The reply prefix of its holder's NATS user (e.g. `_INBOX_agent`, as deploy/nats.conf gives
+   * each agent its own): a request whose reply subject is not under it is refused
+   * (`wrong_holder`), so a copied grant is useless to another user; absent = any holder.
+   */
+  inbox?: string;
 }
 
 /**
@@ -57,6 +63,8 @@ export interface GrantClaims {
   nbf?: number;
   /** The grant's id (a hash of its other claims, as `@nats-io/jwt` writes it). */
   jti: string;
+  /** The audience: the deployment it is for; where `MATRIX_GRANT_AUDIENCE` is set, it must name it. */
+  aud?: string | string[];
   nats: GrantNatsClaim;
 }
 
@@ -79,5 +87,13 @@ export const GrantFailure = {
   Expired: 'expired',
   NotYetValid: 'not_yet_valid',
   Authority: 'authority_mismatch',
+  /** Its `nats.inbox` is not the reply prefix of the request that carried it. */
+  WrongHolder: 'wrong_holder',
+  /** Its `aud` does not name this deployment's `MATRIX_GRANT_AUDIENCE`. */
+  AudienceMismatch: 'audience_mismatch',
+  /** It lives longer than `MATRIX_GRANT_MAX_TTL` (from `iat`, or from now). */
+  TooLong: 'too_long',
+  /** It, or every grant of its principal issued before the revocation, was revoked (`system.tools.$revoke`). */
+  Revoked: 'revoked',
 } as const;
 export type GrantFailure = (typeof GrantFailure)[keyof typeof GrantFailure];

@@ -11,6 +11,7 @@ import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
 import { GrantError } from './errors.js';
 import { claimsHash, splitGrant } from './jwt.js';
 import { nkeyPublicKey } from './nkey.js';
+import type { Revocations } from './revocations.js';
 import {
   AUTHORITY_FIELDS,
   GRANT_TYPE,
@@ -28,7 +29,19 @@ export interface GrantVerifierOptions {
   clockSkewMs?: number;
   /** The clock, Unix ms; default `Date.now`. */
   now?: () => number;
+  /** Where set, a grant must carry this `aud` (`MATRIX_GRANT_AUDIENCE`); else `audience_mismatch`. */
+  audience?: string;
+  /** Longest a grant may live, from its `iat` and from now, in seconds (`MATRIX_GRANT_MAX_TTL`); default 24 h. */
+  maxTtlSeconds?: number;
+  /** Revocations in force, consulted on every call (cached grant or not); default none. */
+  revocations?: Revocations;
 }
+
+/** Default of `maxTtlSeconds`: a day. */
+export const DEFAULT_GRANT_MAX_TTL_SECONDS = 86_400;
+
+/** A grant's `nats.inbox`: a NATS subject of plain tokens (no wildcards), as an inbox prefix is. */
+export const INBOX_PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 
 /** Session ids and the ids a grant lets it read: header-safe, no commas. */
 export const SESSION_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
@@ -43,6 +56,9 @@ export class GrantVerifier {
   private readonly cache: GrantCache;
   private readonly skewMs: number;
   private readonly now: () => number;
+  private readonly audience: string | undefined;
+  private readonly maxTtlSeconds: number;
+  private readonly revocations: Revocations | undefined;
 
   /** `issuers`: public nkeys; throws if one is not a public nkey. */
   constructor(issuers: readonly string[], options: GrantVerifierOptions = {}) {
@@ -50,6 +66,11 @@ export class GrantVerifier {
     this.cache = new GrantCache(options.cacheBytes ?? DEFAULT_GRANT_CACHE_BYTES);
     this.skewMs = options.clockSkewMs ?? 10_000;
     this.now = options.now ?? Date.now;
+    this.audience = options.audience;
+    this.maxTtlSeconds = options.maxTtlSeconds ?? DEFAULT_GRANT_MAX_TTL_SECONDS;
+    this.revocations = options.revocations;
+    // A revoked grant leaves the cache at once (it would be refused there all the same).
+    this.revocations?.onRevoked(() => this.cache.dropWhere((g) => this.revocations?.find(g.claims) !== undefined));
   }
 
   /** How many issuers are trusted. */
@@ -74,12 +95,27 @@ export class GrantVerifier {
     const hit = this.cache.get(text, now);
     if (hit !== undefined) {
       cacheLookups.grants.hit++;
-      return hit;
+      return this.notRevoked(hit);
     }
     cacheLookups.grants.miss++;
-    const grant = this.verifyFresh(text, now);
+    const grant = this.notRevoked(this.verifyFresh(text, now));
     this.cache.set(grant);
     return grant;
+  }
+
+  /** The grant, unless a revocation in force names it (`revoked`). */
+  private notRevoked(grant: VerifiedGrant): VerifiedGrant {
+    const revocation = this.revocations?.find(grant.claims);
+    if (revocation === undefined) return grant;
+    const what = revocation.jti !== undefined ? 'this grant' : `every grant of ${grant.claims.sub} issued before`;
+    const reason = revocation.reason ? ` (${revocation.reason.slice(0, 200)})` : '';
+    throw signedFor(
+      new GrantError(
+        GrantFailure.Revoked,
+        `Matrix-Grant was revoked: ${what} ${new Date(revocation.revokedAt).toISOString()}${reason}; ask its issuer for a new one`,
+      ),
+      grant.claims,
+    );
   }
 
   private verifyFresh(text: string, now: number): VerifiedGrant {
@@ -104,6 +140,18 @@ export class GrantVerifier {
   private checkSigned(text: string, claims: Record<string, unknown>, now: number): VerifiedGrant {
     const checked = checkClaims(claims);
     const expiresAtMs = checked.exp * 1000;
+    // Too long from its issue, or from now (an iat set ahead cannot stretch it).
+    const lifetime = Math.max(checked.exp - checked.iat, Math.floor((expiresAtMs - now - this.skewMs) / 1000));
+    if (lifetime > this.maxTtlSeconds)
+      throw new GrantError(
+        GrantFailure.TooLong,
+        `Matrix-Grant lives ${lifetime} s, longer than the ${this.maxTtlSeconds} s this service accepts (MATRIX_GRANT_MAX_TTL); ask its issuer for a shorter one`,
+      );
+    if (this.audience !== undefined && !names(checked.aud, this.audience))
+      throw new GrantError(
+        GrantFailure.AudienceMismatch,
+        `Matrix-Grant is for another audience: its aud must name ${JSON.stringify(this.audience.slice(0, 100))}`,
+      );
     if (now >= expiresAtMs)
       throw new GrantError(
         GrantFailure.Expired,
@@ -156,6 +204,13 @@ function checkClaims(claims: Record<string, unknown>): GrantClaims {
   if (typeof nats.session !== 'string' || !SESSION_ID.test(nats.session))
     throw malformed('its nats.session must be 1 to 128 of A-Z a-z 0-9 _ . : @ -');
   if (!Number.isSafeInteger(claims.exp)) throw malformed('it has no exp: a grant must expire');
+  if (!Number.isSafeInteger(claims.iat)) throw malformed('it has no iat (when it was issued, Unix seconds)');
+  if (claims.aud !== undefined && !isAudience(claims.aud)) throw malformed('its aud must be a string or strings');
+  if (
+    nats.inbox !== undefined &&
+    !(typeof nats.inbox === 'string' && nats.inbox.length <= 128 && INBOX_PREFIX.test(nats.inbox))
+  )
+    throw malformed('its nats.inbox must be an inbox prefix: tokens of A-Z a-z 0-9 _ - joined by dots, at most 128');
   if (claims.nbf !== undefined && !Number.isSafeInteger(claims.nbf)) throw malformed('its nbf is not Unix seconds');
   const readSessions = nats.readSessions;
   if (
@@ -188,6 +243,17 @@ function isApproveClaim(value: unknown): boolean {
       globs.length <= 64 &&
       globs.every((g) => typeof g === 'string' && g.length >= 1 && g.length <= 256),
   );
+}
+
+/** An `aud` claim: a string, or at most 16 strings. */
+function isAudience(aud: unknown): boolean {
+  if (typeof aud === 'string') return aud.length <= 256;
+  return Array.isArray(aud) && aud.length <= 16 && aud.every((a) => typeof a === 'string' && a.length <= 256);
+}
+
+/** Does an `aud` claim name `audience`? */
+function names(aud: string | string[] | undefined, audience: string): boolean {
+  return aud === audience || (Array.isArray(aud) && aud.includes(audience));
 }
 
 /** The grant's `resolve`: a valid `$resolve` request; only its authority fields are kept. */

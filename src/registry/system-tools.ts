@@ -1,15 +1,17 @@
 /**
  * `system.tools`: the registry as a mount. `$list`, `$resolve`, `$introspect`, and — over a
  * writable store (JetStream KV) — `$register` / `$unregister`, each change announced on
- * `system.tools.events.changed`.
+ * `system.tools.events.changed`; `$revoke` writes a grant revocation every instance watches.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody, encodedOnce } from '../bus/codec.js';
+import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type MountOptions, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { SchemaId } from '../contracts/schemas.js';
 import { IdentityGate } from '../identity/gate.js';
+import type { RevocationStore, RevokeRequest } from '../identity/revocations.js';
 import { traceResolve } from '../telemetry/calls.js';
 import { CHANGED_EVENTS, watchRegistry } from './events.js';
 import { Registry } from './registry.js';
@@ -33,6 +35,8 @@ export interface RegistryMountOptions {
   logger?: Logger;
   /** Who may resolve what: grants from trusted issuers; default trusting callers (development). */
   identity?: IdentityGate;
+  /** Where `$revoke` writes (trusted issuers and JetStream); without it `$revoke` is `unavailable`. */
+  revocations?: RevocationStore;
   /** How long a change the store saw waits for its change event before this instance publishes one, in ms; default 1000 (plus up to as much again, at random). */
   announceAfterMs?: number;
 }
@@ -151,7 +155,7 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           response: SchemaId.ResolveReply,
           sameBytesSameRequest: true,
           // No valid grant, no body read: the refusal costs a header read.
-          beforeBody: (ctx) => identity.checkGrant(ctx),
+          beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
           // A cached resolution is the same object each time: its bytes are encoded once.
           handle: (request: ResolveRequest, ctx: OpContext) =>
             traceResolve(ctx.traceparent, request.profile, () => {
@@ -170,6 +174,19 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           request: SchemaId.UnregisterRequest,
           response: SchemaId.RegisterReply,
           handle: async (request: UnregisterRequest) => announce(await registry.unregister(request)),
+        },
+        $revoke: {
+          description:
+            'Revokes a grant (jti) or every grant of a principal issued until now (sub), on every instance within a second.',
+          request: SchemaId.RevokeRequest,
+          response: SchemaId.RevokeReply,
+          handle: (request: RevokeRequest) => {
+            if (options.revocations === undefined)
+              throw new UnavailableError(
+                'this instance keeps no revocations: they need trusted issuers (MATRIX_TRUSTED_ISSUERS) and JetStream',
+              );
+            return options.revocations.revoke(request);
+          },
         },
       },
     },

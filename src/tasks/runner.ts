@@ -35,7 +35,10 @@ export interface TaskRunnerOptions {
   instance?: string;
   /** How long a lease holds unless renewed, in ms; default 5000. */
   leaseMs?: number;
-  /** How often leases are renewed and progress written, in ms; default 1000 (at most one write a second per task). */
+  /**
+   * How often leases are renewed and progress written, in ms; default 1000 (at most one write a
+   * second per task).
+   */
   tickMs?: number;
   /** How often the sweeper looks for expired tasks and lapsed leases, in ms; default 1000. */
   sweepMs?: number;
@@ -58,7 +61,9 @@ export class TaskRunner {
   private readonly leaseMs: number;
   private readonly maxLive: number;
   private readonly logger: Logger;
-  /** Every task this instance knows of from the watch, by key (terminal ones too, until removed). */
+  /**
+   * Every task this instance knows of from the watch, by key (terminal ones too, until removed).
+   */
   private readonly known = new Map<string, StoredTask>();
   private readonly running = new Map<string, Running>();
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -91,7 +96,10 @@ export class TaskRunner {
     return this;
   }
 
-  /** Stops watching and renewing; tasks running here are left to the lease (another instance takes them over). */
+  /**
+   * Stops watching and renewing; tasks running here are left to the lease (another instance takes
+   * them over).
+   */
   close(): void {
     this.closing = true;
     this.stopWatch?.();
@@ -229,7 +237,10 @@ export class TaskRunner {
       .finally(() => this.running.delete(key));
   }
 
-  /** The approval is pending: `input_required`, naming its id (kept, so a takeover waits for the same one). */
+  /**
+   * The approval is pending: `input_required`, naming its id (kept, so a takeover waits for the
+   * same one).
+   */
   private async pending(key: string, pending: PendingApproval): Promise<void> {
     await this.store.transition(key, (r) => {
       if (isTerminal(r.task.status)) return undefined;
@@ -241,7 +252,10 @@ export class TaskRunner {
     });
   }
 
-  /** Marks the task sent, compare-and-set, just before its request goes out; a terminal task is not sent. */
+  /**
+   * Marks the task sent, compare-and-set, just before its request goes out; a terminal task is
+   * not sent.
+   */
   private async sending(key: string, callId: string): Promise<void> {
     let stopped: TaskRecord | undefined;
     await this.store.transition(key, (r) => {
@@ -261,7 +275,10 @@ export class TaskRunner {
     if (stopped !== undefined) throw failure.cancelled(stopped.call.name, false);
   }
 
-  /** Writes the result, unless the task is terminal already (cancelled meanwhile) or this instance is closing. */
+  /**
+   * Writes the result, unless the task is terminal already (cancelled meanwhile) or this instance
+   * is closing.
+   */
   private async end(key: string, result: ToolResult): Promise<void> {
     if (this.closing) return;
     const status = result.isError ? (result.error?.code === 'cancelled' ? 'cancelled' : 'failed') : 'completed';
@@ -271,7 +288,10 @@ export class TaskRunner {
     if (after !== undefined) this.heard(after.key, after.record, after.revision);
   }
 
-  /** Renews the leases of the tasks running here, with their latest progress: one write a tick per task at most. */
+  /**
+   * Renews the leases of the tasks running here, with their latest progress: one write a tick per
+   * task at most.
+   */
   private async renew(): Promise<void> {
     const now = Date.now();
     const writes: Promise<unknown>[] = [];
@@ -305,7 +325,10 @@ export class TaskRunner {
     }
   }
 
-  /** Claims a task whose lease lapsed (compare-and-set: one instance wins), then runs it or fails it. */
+  /**
+   * Claims a task whose lease lapsed (compare-and-set: one instance wins), then runs it or
+   * fails it.
+   */
   private async takeOver(stored: StoredTask): Promise<void> {
     let claimed = false;
     const after = await this.store.transition(
@@ -340,7 +363,9 @@ export class TaskRunner {
     this.run(after);
   }
 
-  /** A change of the bucket: remembered; a task ended elsewhere stops here and wakes its waiters. */
+  /**
+   * A change of the bucket: remembered; a task ended elsewhere stops here and wakes its waiters.
+   */
   private heard(key: string, record: TaskRecord | undefined, revision: number): void {
     const before = this.known.get(key);
     if (before !== undefined && before.revision > revision) return;

@@ -62,11 +62,15 @@ export interface SecuredBus {
   connect(user: keyof typeof users): Promise<NatsConnection>;
   /** A grant from the trusted issuer (or another key), valid for an hour unless told. */
   grant(spec: Partial<GrantSpec> & Pick<GrantSpec, 'resolve'>, issuer?: KeyPair, now?: number): string;
+  /** Starts one more instance of the service, as the first was started (it stops with the setup). */
+  startInstance(): Promise<ServiceProcess>;
   stop(): Promise<void>;
 }
 
 /** Starts the setup; `trust: false` runs the service trusting callers, as before grants. */
-export async function startSecuredBus(options: { trust?: boolean } = {}): Promise<SecuredBus> {
+export async function startSecuredBus(
+  options: { trust?: boolean; env?: Record<string, string> } = {},
+): Promise<SecuredBus> {
   const dir = mkdtempSync(join(tmpdir(), 'identity-'));
   const policyFile = join(dir, 'policy.json');
   writeFileSync(policyFile, JSON.stringify(policy));
@@ -74,11 +78,11 @@ export async function startSecuredBus(options: { trust?: boolean } = {}): Promis
   const issuer = createAccount();
   const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();
-  const service = await startScript('dist/src/cli/main.js', server.url, ' ready ', env, [
-    'serve',
-    '--policy',
-    policyFile,
-  ]);
+  Object.assign(env, options.env);
+  const instance = () =>
+    startScript('dist/src/cli/main.js', server.url, ' ready ', env, ['serve', '--policy', policyFile]);
+  const service = await instance();
+  const instances: ServiceProcess[] = [];
   const opened: NatsConnection[] = [];
   const connect = async (user: keyof typeof users) => {
     const nc = await connectBus({ servers: server.url, ...users[user], name: `test-${user}` });
@@ -104,9 +108,15 @@ export async function startSecuredBus(options: { trust?: boolean } = {}): Promis
     connect,
     grant: (spec, by = issuer, now = Date.now()) =>
       mintGrant(by, { principal: 'agent:alpha', session: 'sess-alpha', ttlSeconds: 3600, ...spec }, now),
+    startInstance: async () => {
+      const another = await instance();
+      instances.push(another);
+      return another;
+    },
     stop: async () => {
       operator.close();
       for (const nc of opened) if (!nc.isClosed()) await nc.close();
+      for (const another of instances) await another.stop('SIGTERM');
       await service.stop('SIGTERM');
       await server.stop();
     },

@@ -1,0 +1,76 @@
+import { createAccount } from '@nats-io/nkeys';
+import { describe, expect, it } from 'vitest';
+import { mintGrant } from '../../src/identity/mint.js';
+import { Revocations, revocationOf } from '../../src/identity/revocations.js';
+import { GrantVerifier } from '../../src/identity/verify.js';
+
+const issuer = createAccount();
+const now = Date.UTC(2026, 0, 1);
+const spec = { principal: 'agent:a', session: 's-1', resolve: { profile: 'default' }, ttlSeconds: 3600 };
+
+/** The failure a verifier at `now` names for a grant, or 'ok'. */
+function failure(grant: string, verifier: GrantVerifier): string {
+  try {
+    verifier.verify(grant);
+    return 'ok';
+  } catch (err) {
+    return String((err as { details?: { grant?: string } }).details?.grant);
+  }
+}
+
+describe('the limits of a grant', () => {
+  it('refuses one that lives longer than the maximum, from its iat or from now', () => {
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now, maxTtlSeconds: 3600 });
+    expect(failure(mintGrant(issuer, spec, now), verifier)).toBe('ok');
+    expect(failure(mintGrant(issuer, { ...spec, ttlSeconds: 3601 }, now), verifier)).toBe('too_long');
+    // Issued "later" than now, to stretch its life past the maximum from now.
+    expect(failure(mintGrant(issuer, spec, now + 600_000), verifier)).toBe('too_long');
+  });
+
+  it('holds a grant to the audience where one is named, a string or one of a list', () => {
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now, audience: 'prod' });
+    expect(failure(mintGrant(issuer, { ...spec, audience: 'prod' }, now), verifier)).toBe('ok');
+    expect(failure(mintGrant(issuer, { ...spec, audience: 'staging' }, now), verifier)).toBe('audience_mismatch');
+    expect(failure(mintGrant(issuer, spec, now), verifier)).toBe('audience_mismatch');
+    const open = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
+    expect(failure(mintGrant(issuer, { ...spec, audience: 'staging' }, now), open)).toBe('ok');
+  });
+
+  it('refuses an inbox that is no inbox prefix as malformed', () => {
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
+    expect(failure(mintGrant(issuer, { ...spec, inbox: '_INBOX_agent' }, now), verifier)).toBe('ok');
+    for (const inbox of ['_INBOX.>', '_INBOX_*', '', 'a..b', 'a b'])
+      expect(failure(mintGrant(issuer, { ...spec, inbox }, now), verifier), inbox).toBe('malformed');
+  });
+
+  it('refuses a revoked grant, cached or not; by principal only those issued before the revocation', () => {
+    let clock = now;
+    const revocations = new Revocations(() => clock);
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => clock, revocations });
+    const first = mintGrant(issuer, spec, now);
+    const second = mintGrant(issuer, { ...spec, session: 's-2' }, now);
+    expect(failure(first, verifier)).toBe('ok');
+    expect(verifier.cached).toBe(1);
+    const jti = verifier.verify(first).claims.jti;
+    revocations.apply('jti.1', revocationOf({ jti }, now, 86_400_000));
+    expect(verifier.cached).toBe(0);
+    expect(failure(first, verifier)).toBe('revoked');
+    expect(failure(second, verifier)).toBe('ok');
+    revocations.apply('sub.1', revocationOf({ sub: 'agent:a', reason: 'left' }, now + 500, 86_400_000));
+    expect(failure(second, verifier)).toBe('revoked');
+    clock = now + 2_000;
+    expect(failure(mintGrant(issuer, spec, clock), verifier)).toBe('ok');
+    // A revocation past its end refuses nothing more, and is swept.
+    clock = now + 86_401_000;
+    expect(revocations.expired(clock).sort()).toEqual(['jti.1', 'sub.1']);
+  });
+
+  it('lasts at most the longest grant lifetime, never into the past, and names one of jti and sub', () => {
+    expect(revocationOf({ sub: 'a' }, now, 1000).until).toBe(now + 1000);
+    expect(revocationOf({ sub: 'a', until: new Date(now + 500).toISOString() }, now, 1000).until).toBe(now + 500);
+    expect(revocationOf({ sub: 'a', until: new Date(now + 5000).toISOString() }, now, 1000).until).toBe(now + 1000);
+    expect(() => revocationOf({ sub: 'a', until: new Date(now - 1).toISOString() }, now, 1000)).toThrow(/future/);
+    expect(() => revocationOf({}, now, 1000)).toThrow(/exactly one/);
+    expect(() => revocationOf({ jti: 'x', sub: 'a' }, now, 1000)).toThrow(/exactly one/);
+  });
+});
