@@ -19,7 +19,15 @@ import {
 } from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, deadlineOf, Header, putHeader, writeContext } from './context.js';
+import {
+  type CallContext,
+  deadlineOf,
+  Header,
+  putHeader,
+  type ReplyHeaders,
+  replyHeadersOf,
+  writeContext,
+} from './context.js';
 import {
   codeOfStatus,
   type ErrorDetails,
@@ -34,7 +42,6 @@ import {
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
-import { type ReplyHeaders, replyHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { CancelledError, type Progress } from './op-context.js';
 import { opSubject } from './subjects.js';

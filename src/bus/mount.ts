@@ -11,7 +11,7 @@ import { describeViolations, violationDetails } from '../contracts/compiler.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, Header, OutgoingHeaders } from './context.js';
+import { type CallContext, Header, OutgoingHeaders, requestHeadersOf } from './context.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import {
   BadRequestError,
@@ -22,7 +22,6 @@ import {
   TimeoutError,
   UnavailableError,
 } from './errors.js';
-import { requestHeadersOf } from './header-block.js';
 import { type Logger, silentLogger } from './log.js';
 import { CancelledError, type OpContext, RequestContext } from './op-context.js';
 import { closedTopLevel } from './shape.js';

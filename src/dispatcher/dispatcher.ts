@@ -5,11 +5,11 @@
  *   member → readArguments → route → approve → forward → shape, then audit
  *
  * `member` (here) finds the tool in the session; `readArguments` (arguments.ts) parses, bounds and
- * validates; `route` (route.ts) says where the call goes and whether it is gated; `approve` (here,
- * with approval.ts) asks `system.approvals` and fails closed; `forward` (here, with forward.ts)
- * sends the one request under the smallest deadline and the in-flight bound; `shape` (shape.ts)
- * turns the reply into what the model reads; `audit` records every call, its refusals and failures
- * included. A step that fails the call throws `CallFailure` (results.ts, where every error result
+ * validates; `route` (route.ts) says where the call goes, whether it is gated and whether it is
+ * sent once; `approve` (here, with approvals/gate.ts) asks `system.approvals` and fails closed;
+ * `forward` (here, with route.ts's in-flight bound and retry rule) sends the request under the
+ * smallest deadline; `shape` (shape.ts) turns the reply into what the model reads; `audit`
+ * records every call, its refusals and failures included. A step that fails the call throws `CallFailure` (results.ts, where every error result
  * and its message is written); the pipeline turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
@@ -30,9 +30,8 @@ import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight } from '../telemetry/instruments.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { type CallHooks, cancelTarget, newCallId, waitForApproval } from './call-hooks.js';
-import { retryDelay, TargetSlots } from './forward.js';
 import { CallFailure, errorResult, failure, targetFailed } from './results.js';
-import { type Route, route } from './route.js';
+import { type Route, retryDelay, route, TargetSlots } from './route.js';
 import {
   busToolSource,
   type Session,

@@ -9,9 +9,8 @@ export {
   withoutStrictNulls,
 } from './arguments.js';
 export { Dispatcher, type DispatcherOptions, type EarlyRefusal } from './dispatcher.js';
-export { type RetryPolicy, retryDelay, TargetSlots } from './forward.js';
 export { CallFailure, errorResult, failure, targetFailed } from './results.js';
-export { isInvokeTool, type Route, route } from './route.js';
+export { isInvokeTool, type RetryPolicy, type Route, retryDelay, route, TargetSlots } from './route.js';
 export {
   busToolSource,
   indexSession,

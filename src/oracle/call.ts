@@ -3,50 +3,38 @@
  * or as a task (PROTOCOL 9: a handle at once, then `system.tasks.$result` until it ends), with
  * an abort signal and progress.
  */
+import { randomBytes } from 'node:crypto';
 import type { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
-import { Mounts } from '../bus/subjects.js';
+import type { Progress } from '../bus/op-context.js';
+import { CANCEL_OP, Mounts } from '../bus/subjects.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
+import type { Task } from '../tasks/types.js';
 
 /** Progress of a running call, as its target reported it (PROTOCOL 10). */
-export interface CallProgress {
-  /** Work done so far, in the target's units. */
-  progress: number;
-  /** Work in all, when the target knows it. */
-  total?: number;
-  message?: string;
-}
+export type CallProgress = Progress;
 
 /** How one call runs. */
 export interface CallOptions {
-  /** Aborting stops the call: a task is cancelled (`system.tasks.$cancel`); a plain call is no longer waited for. The promise rejects with the signal's reason. */
+  /**
+   * Aborting cancels the call: a task through `system.tasks.$cancel`, a plain call through
+   * `system.dispatcher.$cancel` (the dispatcher then sends the target `$cancel`). The promise
+   * rejects with the signal's reason at once.
+   */
   signal?: AbortSignal;
   /** Run it as a task (PROTOCOL 9) and wait for its result; `{ttlMs}` keeps the finished task that long (default 1 h). */
   task?: boolean | { ttlMs?: number };
-  /** Told each new progress the task reports. */
+  /** Told each progress report of the target: relayed on a plain call, read from the task on a task. */
   onProgress?: (progress: CallProgress) => void;
-}
-
-/** The task handle of PROTOCOL 9, the fields a caller waits on. */
-export interface TaskHandle {
-  /** 128 random bits, hex. */
-  taskId: string;
-  callId: string;
-  name: string;
-  status: 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
-  statusMessage?: string;
-  progress?: CallProgress;
-  /** How often to poll, in ms. */
-  pollIntervalMs?: number;
 }
 
 /** Longest wait of one `system.tasks.$result`, in ms (the op takes at most 30000). */
 const RESULT_WAIT_MS = 25_000;
 /** The wait of one `$result` while progress is wanted: progress is read between waits. */
 const PROGRESS_WAIT_MS = 1_000;
-/** How long the request of one `$result` may take beyond its wait, in ms. */
-const RESULT_SLACK_MS = 5_000;
+/** How long one request beside the call (`$result`'s slack, a `$cancel`) may take, in ms. */
+const SIDE_REQUEST_MS = 5_000;
 
 /** Runs `call` for the session `request` with `ctx` (its grant), as `options` say. */
 export async function runCall(
@@ -60,36 +48,50 @@ export async function runCall(
 ): Promise<ToolResult> {
   const { signal } = options;
   signal?.throwIfAborted();
-  const task = options.task ?? (taskSupportOf(tool) === 'required' ? true : undefined);
-  if (task === undefined || task === false) {
-    const reply = client.request<ToolResult>(
-      Mounts.Dispatcher,
-      '$call',
-      { session: request, call },
-      withTimeout(ctx, timeoutMs),
-    );
-    return abortable(reply, signal);
-  }
+  const task = options.task ?? (tool?.execution?.taskSupport === 'required' ? true : undefined);
+  if (task === undefined || task === false) return plainCall(client, request, call, ctx, timeoutMs, options);
   const body = { session: request, call, task: task === true ? {} : task };
   const started = await abortable(
-    client.request<ToolResult | { task: TaskHandle }>(Mounts.Dispatcher, '$call', body, withTimeout(ctx, timeoutMs)),
+    client.request<ToolResult | { task: Task }>(Mounts.Dispatcher, '$call', body, withTimeout(ctx, timeoutMs)),
     signal,
   );
   if (!('task' in started)) return started;
   return awaitTask(client, started.task, ctx, options);
 }
 
-/** Waits for a task's result; on abort, cancels it and rejects with the signal's reason. */
-async function awaitTask(
+/** A plain `$call` under a `Matrix-Call-Id` of its own, so that an abort can name it in `system.dispatcher.$cancel`. */
+function plainCall(
   client: BusClient,
-  task: TaskHandle,
+  request: ResolveRequest,
+  call: ToolCall,
   ctx: CallContext,
+  timeoutMs: number,
   options: CallOptions,
 ): Promise<ToolResult> {
   const { signal, onProgress } = options;
+  const callId = randomBytes(12).toString('base64url');
+  const sent: CallContext & { timeoutMs: number; onProgress?: (p: Progress) => void } = withTimeout(ctx, timeoutMs);
+  sent.callId = callId;
+  if (onProgress !== undefined) sent.onProgress = onProgress;
+  const reply = client.request<ToolResult>(Mounts.Dispatcher, '$call', { session: request, call }, sent);
+  if (signal === undefined) return reply;
+  const cancel = () => {
+    const cancelling = withTimeout(ctx, SIDE_REQUEST_MS);
+    cancelling.callId = callId;
+    client.request(Mounts.Dispatcher, CANCEL_OP, { callId }, cancelling).catch(() => {});
+  };
+  signal.addEventListener('abort', cancel, { once: true });
+  const done = () => signal.removeEventListener('abort', cancel);
+  reply.then(done, done);
+  return abortable(reply, signal);
+}
+
+/** Waits for a task's result; on abort, cancels it and rejects with the signal's reason. */
+async function awaitTask(client: BusClient, task: Task, ctx: CallContext, options: CallOptions): Promise<ToolResult> {
+  const { signal, onProgress } = options;
   const cancel = () =>
     void client
-      .request(Mounts.Tasks, '$cancel', { taskId: task.taskId }, withTimeout(ctx, RESULT_SLACK_MS))
+      .request(Mounts.Tasks, CANCEL_OP, { taskId: task.taskId }, withTimeout(ctx, SIDE_REQUEST_MS))
       .catch(() => {});
   signal?.addEventListener('abort', cancel, { once: true });
   try {
@@ -98,11 +100,11 @@ async function awaitTask(
     for (;;) {
       signal?.throwIfAborted();
       const reply = await abortable(
-        client.request<ToolResult | TaskHandle>(
+        client.request<ToolResult | Task>(
           Mounts.Tasks,
           '$result',
           { taskId: task.taskId, waitMs },
-          withTimeout(ctx, waitMs + RESULT_SLACK_MS),
+          withTimeout(ctx, waitMs + SIDE_REQUEST_MS),
         ),
         signal,
       );
@@ -118,14 +120,6 @@ async function awaitTask(
   } finally {
     signal?.removeEventListener('abort', cancel);
   }
-}
-
-/** A tool's `execution.taskSupport` (PROTOCOL 9), when its projection carries one. */
-function taskSupportOf(tool: ResolvedTool | undefined): string | undefined {
-  const execution: unknown = tool === undefined ? undefined : Reflect.get(tool, 'execution');
-  if (execution === null || typeof execution !== 'object') return undefined;
-  const support: unknown = Reflect.get(execution, 'taskSupport');
-  return typeof support === 'string' ? support : undefined;
 }
 
 function withTimeout(ctx: CallContext, timeoutMs: number): CallContext & { timeoutMs: number } {

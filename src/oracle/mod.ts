@@ -1,4 +1,4 @@
-export { type CallOptions, type CallProgress, runCall, type TaskHandle } from './call.js';
+export { type CallOptions, type CallProgress, runCall } from './call.js';
 export {
   type ChangeListener,
   openToolSession,

@@ -16,6 +16,7 @@ import { langChainOracle } from '../../examples/oracle-langchain.js';
 import { agentsOracle } from '../../examples/oracle-openai-agents.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
+import { Mount } from '../../src/bus/mount.js';
 import { openToolSession, type ToolSessionOptions, toolResultMessage } from '../../src/index.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
@@ -56,6 +57,31 @@ const gatedTools = {
     },
   ],
   permissions: { approval: 'always' },
+};
+
+/** A tool that reports progress (on a Mount at app.secret), and one that runs only as a task. */
+const workTools = {
+  key: 'oracle-work',
+  title: 'Work',
+  description: 'tools that take a while',
+  matrixTools: [
+    {
+      name: 'secret_work',
+      description: 'works in two steps',
+      inputSchema: { type: 'object' },
+      target: 'app.secret',
+      op: '$work',
+    },
+    {
+      name: 'spy_task_only',
+      description: 'runs only as a task',
+      inputSchema: { type: 'object' },
+      target: 'app.spy',
+      op: '$run',
+      execution: { taskSupport: 'required' },
+    },
+  ],
+  permissions: { approval: 'never' },
 };
 
 let bus: SecuredBus;
@@ -210,6 +236,128 @@ const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
   outputTokens: { total: 1, text: 1, reasoning: undefined },
 };
+
+describe('a session’s calls as tasks, with progress and cancellation (PROTOCOL 9–10)', () => {
+  let worker: Mount;
+  let tasked: ToolSessionOptions;
+
+  beforeAll(async () => {
+    // app.secret's raw target gives way to a Mount whose op reports progress.
+    bus.secret.stop();
+    worker = await new Mount(await bus.connect('secret'), {
+      name: 'app.secret',
+      version: '1.0.0',
+      description: 'reports progress',
+      ops: {
+        $work: {
+          description: 'works in two steps',
+          request: { type: 'object' },
+          response: { type: 'object' },
+          handle: async (_req, ctx) => {
+            for (const step of [1, 2]) {
+              await new Promise((resolve) => setTimeout(resolve, 150));
+              ctx.progress(step, 2, `step ${step}`);
+            }
+            await new Promise((resolve) => setTimeout(resolve, 150));
+            return { worked: true };
+          },
+        },
+      },
+    }).start();
+    await operator.request('system.tools', '$register', { spec: workTools });
+    tasked = {
+      ...options,
+      grant: bus.grant({ resolve: { profile: 'default', toolContextRefs: ['oracle-tools', 'oracle-work'] } }),
+    };
+  });
+  afterAll(async () => {
+    await worker?.stop();
+  });
+
+  it('relays a plain call’s progress, and returns its result', async () => {
+    const session = await openToolSession(tasked);
+    try {
+      const seen: string[] = [];
+      const result = await session.call(
+        { id: 'w1', name: 'secret_work' },
+        { onProgress: (p) => seen.push(`${p.progress}/${p.total} ${p.message}`) },
+      );
+      expect(result).toMatchObject({ isError: false, structured: { worked: true } });
+      // The dispatcher thins reports to one each 100 ms: under load the second may be folded away.
+      expect(seen[0]).toBe('1/2 step 1');
+      expect(seen.every((line) => ['1/2 step 1', '2/2 step 2'].includes(line))).toBe(true);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('runs a call as a task with task: true, and waits for its result', async () => {
+    const session = await openToolSession(tasked);
+    try {
+      const result = await session.call({ id: 'w2', name: 'secret_work' }, { task: true });
+      expect(result).toMatchObject({ callId: 'w2', isError: false, structured: { worked: true } });
+      const agent = new BusClient(await bus.connect('agent'), { timeoutMs: 5_000 });
+      const { tasks } = await agent.request<{ tasks: Array<{ callId: string; status: string }> }>(
+        'system.tasks',
+        '$list',
+        {},
+        session.context,
+      );
+      agent.close();
+      expect(tasks.find((t) => t.callId === 'w2')?.status).toBe('completed');
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('runs a tool whose taskSupport is required as a task without being told', async () => {
+    const session = await openToolSession(tasked);
+    try {
+      const result = await session.call({ id: 'w3', name: 'spy_task_only', arguments: {} });
+      expect(result).toMatchObject({ isError: false, structured: { ran: true } });
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('cancels a plain call at its target when the signal aborts', async () => {
+    const session = await openToolSession(tasked);
+    try {
+      const cancels = bus.spy.count('$cancel');
+      const controller = new AbortController();
+      const call = session.call({ id: 'c-plain', name: 'spy_slow' }, { signal: controller.signal });
+      await eventually(() => expect(bus.spy.count('$slow')).toBeGreaterThan(0));
+      controller.abort();
+      await expect(call).rejects.toMatchObject({ name: 'AbortError' });
+      await eventually(() => expect(bus.spy.count('$cancel')).toBe(cancels + 1));
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('cancels a task when the signal aborts', async () => {
+    const session = await openToolSession(tasked);
+    try {
+      const controller = new AbortController();
+      const call = session.call({ id: 'c-task', name: 'secret_work' }, { task: true, signal: controller.signal });
+      setTimeout(() => controller.abort(), 100);
+      await expect(call).rejects.toMatchObject({ name: 'AbortError' });
+      const agent = new BusClient(await bus.connect('agent'), { timeoutMs: 5_000 });
+      await eventually(async () => {
+        const { tasks } = await agent.request<{ tasks: Array<{ callId: string; status: string }> }>(
+          'system.tasks',
+          '$list',
+          {},
+          session.context,
+        );
+        expect(tasks.find((t) => t.callId === 'c-task')?.status).toBe('cancelled');
+      });
+      agent.close();
+    } finally {
+      await session.close();
+    }
+  });
+});
 
 describe('the AI SDK oracle (examples/oracle-ai-sdk.ts) with ai/test’s mock model', () => {
   it('offers the tools with their schemas, and the model reads each result, errors as error-text', async () => {

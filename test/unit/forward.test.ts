@@ -6,9 +6,8 @@ import {
   TimeoutError,
   UnavailableError,
 } from '../../src/bus/errors.js';
-import { retryDelay, TargetSlots } from '../../src/dispatcher/forward.js';
 import { targetFailed } from '../../src/dispatcher/results.js';
-import { route } from '../../src/dispatcher/route.js';
+import { retryDelay, route, TargetSlots } from '../../src/dispatcher/route.js';
 import type { ResolvedTool } from '../../src/registry/types.js';
 
 const tool = (extra: Partial<ResolvedTool> = {}): ResolvedTool => ({

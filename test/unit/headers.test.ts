@@ -1,8 +1,14 @@
 import { headers, MsgHdrsImpl } from '@nats-io/nats-core';
 import { describe, expect, it } from 'vitest';
-import { Header, OutgoingHeaders, readRequestHeaders, writeContext } from '../../src/bus/context.js';
+import {
+  Header,
+  OutgoingHeaders,
+  readHeaderBlock,
+  readReplyBlock,
+  readRequestHeaders,
+  writeContext,
+} from '../../src/bus/context.js';
 import { BadRequestError } from '../../src/bus/errors.js';
-import { readHeaderBlock, readReplyBlock } from '../../src/bus/header-block.js';
 
 const context = {
   traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
