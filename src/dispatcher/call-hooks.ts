@@ -76,6 +76,8 @@ export interface ApprovalWait {
   stopping?: AbortSignal;
   /** KV bucket of pending approvals; default `matrix-approvals`. */
   bucket?: string;
+  /** How long the wait was given, in ms, for the words of a timeout (`GateOptions.windowMs`). */
+  windowMs?: number;
 }
 
 /**
@@ -95,7 +97,8 @@ export function waitForApproval(
   const signal = signals.length < 2 ? signals[0] : AbortSignal.any(signals);
   // A task waits for a person as long as it is kept, not as long as one request may take.
   const deadlineMs = hooks?.approvalTimeoutMs === undefined ? wait.deadlineMs : Date.now() + hooks.approvalTimeoutMs;
-  const options = { deadlineMs, signal, bucket: wait.bucket };
+  const windowMs = hooks?.approvalTimeoutMs ?? wait.windowMs;
+  const options = { deadlineMs, signal, bucket: wait.bucket, windowMs };
   if (hooks?.approvalId !== undefined) return awaitDecision(client, hooks.approvalId, options);
   return approvalGate(client, request, ctx, { ...options, onPending: hooks?.onPending });
 }
