@@ -21,9 +21,10 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
   const { deps, url } = request;
   const answered = url.searchParams.get('answered');
   let listed: PendingApproval[] | undefined;
+  let more = false;
   let problem: unknown;
   try {
-    listed = await pendingOf(request);
+    ({ listed, more } = await pendingOf(request));
   } catch (err) {
     problem = err;
   }
@@ -42,6 +43,7 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
   const live = html`${answered ? notice('ok', `${decision} ${answered}`, `as ${url.searchParams.get('by') ?? '?'} at ${url.searchParams.get('at') ?? '?'}`) : ''}
     ${failed === undefined ? '' : errorNotice(failed, 'The answer was not taken')}
     ${problem ? errorNotice(problem, 'Listing the pending approvals failed') : ''}
+    ${more ? notice('info', `More approvals wait than the ${MAX_SHOWN} oldest shown here`, 'Answer some, or list them all with matrix-tools approvals (each principal has at most its own share live: maxPendingPerPrincipal).') : ''}
     ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, deps.writes))}`;
   return {
     title: 'Approvals',
@@ -91,7 +93,10 @@ export async function keepApproverGrant(request: ConsoleRequest): Promise<Page |
 
 const GRANT_TEXT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
-async function pendingOf(request: ConsoleRequest): Promise<PendingApproval[]> {
+/** Most approvals the page lists (the oldest); past it the page says more wait. */
+const MAX_SHOWN = 1000;
+
+async function pendingOf(request: ConsoleRequest): Promise<{ listed: PendingApproval[]; more: boolean }> {
   const all: PendingApproval[] = [];
   let cursor: string | undefined;
   do {
@@ -103,8 +108,8 @@ async function pendingOf(request: ConsoleRequest): Promise<PendingApproval[]> {
     );
     all.push(...page.approvals);
     cursor = page.nextCursor;
-  } while (cursor !== undefined && all.length < 1000);
-  return all;
+  } while (cursor !== undefined && all.length < MAX_SHOWN);
+  return { listed: all, more: cursor !== undefined };
 }
 
 function grantOf(request: ConsoleRequest): { grant?: string } {
