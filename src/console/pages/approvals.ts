@@ -1,6 +1,7 @@
 /**
  * Approvals: the calls waiting for a person (`system.approvals.$pending`), live, each with its
- * arguments pretty-printed, who asks, which session and how long it has left; Approve and
+ * arguments pretty-printed (control, bidi and separator characters shown as `\u` escapes, so
+ * they read as what they are), who asks, which session and how long it has left; Approve and
  * Reject (with a reason) answer through `$answer`. Listing and answering use the console's
  * approver grant (`--approver-grant FILE`, or one pasted here once, kept in the console's
  * memory); answering is a write: `--allow-writes` and the token.
@@ -9,7 +10,8 @@
 import { type AnswerReply, ApprovalOp, type PendingApproval, type PendingReply } from '../../approvals/types.js';
 import { Mounts } from '../../bus/subjects.js';
 import { left } from '../../cli/approvals.js';
-import { badge, href, html, jsonBlock, notice, type SafeHtml } from '../html.js';
+import { printable } from '../../cli/output.js';
+import { badge, href, html, notice, type SafeHtml } from '../html.js';
 import type { ConsoleRequest, Page, Redirect } from '../types.js';
 import { errorNotice, FormError, statusOf } from './common.js';
 
@@ -129,7 +131,7 @@ function card(a: PendingApproval, writes: boolean): SafeHtml {
     <h2><span class="mono">${a.tool}</span> → <span class="mono">${a.target} ${a.op}</span> ${badge(`${left(a.expiresAt)} left`, 'warn')}</h2>
     <p class="muted">asked by <strong>${a.principal ?? 'an unnamed caller'}</strong>${a.session ? html` in session <span class="mono">${a.session}</span>` : ''} at <span class="mono">${a.requestedAt}</span> · call <span class="mono">${a.callId}</span> · <span class="mono">${a.approvalId}</span></p>
     ${a.truncated ? notice('info', `Arguments cut: ${a.argumentsBytes} characters of JSON, the first 16384 shown`, 'If what you cannot see matters, reject.') : ''}
-    ${typeof a.arguments === 'string' ? html`<pre class="json">${a.arguments}</pre>` : jsonBlock(a.arguments)}
+    <pre class="json">${printable(typeof a.arguments === 'string' ? a.arguments : JSON.stringify(a.arguments, null, 2))}</pre>
     <form method="post" action="${SECTION}/answer" data-write class="row answer">
       <input type="hidden" name="approvalId" value="${a.approvalId}">
       <input name="reason" placeholder="reason (a reject needs one)" aria-label="reason" autocomplete="off">
