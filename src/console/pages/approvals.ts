@@ -12,7 +12,7 @@ import { Mounts } from '../../bus/subjects.js';
 import { left } from '../../cli/approvals.js';
 import { printable } from '../../cli/output.js';
 import { badge, href, html, notice, type SafeHtml } from '../html.js';
-import type { ConsoleRequest, Page, Redirect } from '../types.js';
+import type { ConsoleRequest, LiveKind, Page, Redirect } from '../types.js';
 import { errorNotice, FormError, statusOf } from './common.js';
 
 const SECTION = '/approvals';
@@ -22,14 +22,15 @@ const TIMEOUT_MS = 10_000;
 export async function approvalsPage(request: ConsoleRequest, failed?: unknown): Promise<Page> {
   const { deps, url } = request;
   const answered = url.searchParams.get('answered');
-  let listed: PendingApproval[] | undefined;
-  let more = false;
-  let problem: unknown;
-  try {
-    ({ listed, more } = await pendingOf(request));
-  } catch (err) {
-    problem = err;
-  }
+  const common = {
+    title: 'Approvals',
+    section: SECTION,
+    lead: 'Gated calls waiting for a person, oldest first: approve one and it runs, once; reject it and the model reads your reason.',
+    follows: ['approval'] as LiveKind[],
+    // Time left moves without events.
+    pollMs: 15_000,
+    needsToken: true,
+  };
   const grant = deps.approver.grant;
   const head = html`${
     grant
@@ -41,6 +42,15 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
         )
   }${deps.writes ? '' : notice('info', 'This console is read-only', 'Start it with --allow-writes to approve or reject.')}
     ${deps.writes ? grantForm(grant !== undefined) : ''}`;
+  if (!request.withToken) return { ...common, head, ...tokenNeeded(deps.writes) };
+  let listed: PendingApproval[] | undefined;
+  let more = false;
+  let problem: unknown;
+  try {
+    ({ listed, more } = await pendingOf(request));
+  } catch (err) {
+    problem = err;
+  }
   const decision = url.searchParams.get('decision') === 'approve' ? 'Approved' : 'Rejected';
   const live = html`${answered ? notice('ok', `${decision} ${answered}`, `as ${url.searchParams.get('by') ?? '?'} at ${url.searchParams.get('at') ?? '?'}`) : ''}
     ${failed === undefined ? '' : errorNotice(failed, 'The answer was not taken')}
@@ -48,15 +58,32 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
     ${more ? notice('info', `More approvals wait than the ${MAX_SHOWN} oldest shown here`, 'Answer some, or list them all with matrix-tools approvals (each principal has at most its own share live: maxPendingPerPrincipal).') : ''}
     ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, deps.writes))}`;
   return {
-    title: 'Approvals',
-    section: SECTION,
-    lead: 'Gated calls waiting for a person, oldest first: approve one and it runs, once; reject it and the model reads your reason.',
+    ...common,
     head,
     live,
-    follows: ['approval'],
-    // Time left moves without events.
-    pollMs: 15_000,
     status: failed !== undefined ? statusOf(failed) : problem ? statusOf(problem) : 200,
+  };
+}
+
+/**
+ * The page without the token: pending approvals carry the calls' whole arguments, so they are
+ * listed only to whoever holds the token the console printed (a read-only console has none, and
+ * lists none), never to anyone who can merely reach the port.
+ */
+function tokenNeeded(writes: boolean): Pick<Page, 'live' | 'status'> {
+  return {
+    status: 401,
+    live: writes
+      ? notice(
+          'info',
+          'Paste the token to see the pending approvals',
+          'They carry the calls’ whole arguments, so this page lists them only with the token the console printed at start (the field at the top right).',
+        )
+      : notice(
+          'info',
+          'This console is read-only, and lists no approvals',
+          'They carry the calls’ whole arguments: start it with --allow-writes, then paste the token it prints, to list and answer them. Or use matrix-tools approvals.',
+        ),
   };
 }
 
