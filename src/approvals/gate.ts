@@ -58,6 +58,11 @@ export interface GateOptions {
   onPending?: (pending: { approvalId: string; expiresAt: string }) => void;
   /** The KV bucket of pending approvals; default `matrix-approvals`. */
   bucket?: string;
+  /**
+   * How long the wait was given, in ms, as the caller set it (a timeout says so in these words);
+   * default: what is left until `deadlineMs` when asking.
+   */
+  windowMs?: number;
 }
 
 /**
@@ -96,7 +101,7 @@ async function decide(
   try {
     reply = await client.request(Mounts.Approvals, DECIDE_OP, question, { ...ctx, timeoutMs });
   } catch (err) {
-    return { approved: false, reason: notAsked(err, timeoutMs) };
+    return { approved: false, reason: notAsked(err, Math.min(DECIDE_TIMEOUT_MS, options.windowMs ?? timeoutMs)) };
   }
   const decision = reply as Partial<Record<string, unknown>> | undefined;
   if (decision?.decision === 'approve')

@@ -155,6 +155,8 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
         description: 'Lists the pending approvals the caller may answer, oldest first, with their arguments.',
         request: SchemaId.ApprovalsPendingRequest,
         response: SchemaId.ApprovalsPendingReply,
+        // The approver's grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: (request: PendingRequest, ctx: CallContext): PendingReply => {
           const approver = approverOf(identity, ctx);
           const after = cursorOf(request.cursor);
@@ -176,6 +178,7 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
         description: 'Approves or rejects one pending approval; the first answer counts.',
         request: SchemaId.ApprovalsAnswerRequest,
         response: SchemaId.ApprovalsAnswerReply,
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: AnswerRequest, ctx: CallContext): Promise<AnswerReply> => {
           const approver = approverOf(identity, ctx);
           const found = await store.get(request.approvalId);

@@ -84,8 +84,20 @@ const WINDOW = 32;
 /** How much later than its events a batch can be stored, in ms (they wait ≤ 5 ms to be sent). */
 const STORE_SLACK_MS = 1000;
 
+/** What a long query may be told by its caller: stop (its request was cancelled), and how far it got. */
+export interface QueryWatch {
+  /** Stops the scan between windows: the query rejects with its reason. */
+  signal?: AbortSignal;
+  /** Told after each window: batches read, of the most this page reads. */
+  progress?: (read: number, budget: number) => void;
+}
+
 /** Runs a query over a stream of batches. */
-export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<TraceQueryReply> {
+export async function queryBatches(
+  source: BatchSource,
+  q: TraceQuery,
+  watch: QueryWatch = {},
+): Promise<TraceQueryReply> {
   const f = filterOf(q);
   const limit = q.limit ?? 50;
   const bounds = await source.bounds();
@@ -109,6 +121,8 @@ export async function queryBatches(source: BatchSource, q: TraceQuery): Promise<
     const batches = await Promise.all(window.map((seq) => source.batch(seq)));
     read += window.length;
     position += window.length;
+    if (watch.signal?.aborted) throw watch.signal.reason;
+    watch.progress?.(read, seqs === undefined ? SCAN_BUDGET : TRACE_BUDGET);
     let older = false;
     for (const batch of batches) {
       if (batch === null) continue;

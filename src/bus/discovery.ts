@@ -217,14 +217,27 @@ export function serviceInfoOf(value: unknown): ServiceInfo | undefined {
   if (mount !== undefined) info.metadata = { mount };
   if (Array.isArray(v.endpoints)) {
     info.endpoints = v.endpoints
-      .slice(0, 64)
+      .slice(0, MAX_ENDPOINTS)
       .map((e) => ({
         name: text((e as Record<string, unknown> | null)?.name, 128),
         subject: text((e as Record<string, unknown> | null)?.subject, 256),
       }))
       .filter((e): e is { name: string; subject: string } => e.name !== undefined && e.subject !== undefined);
+  } else {
+    // The older micro shape (nats.go's first `micro`, as Debian ships it): no `endpoints`, the
+    // subjects served as `subject` (one endpoint) or `subjects`. Each is an endpoint named by its last token.
+    const subjects = Array.isArray(v.subjects) ? v.subjects.slice(0, MAX_ENDPOINTS) : [v.subject];
+    const served = subjects.map((x) => text(x, 256)).filter((x): x is string => x !== undefined && x !== '');
+    if (served.length > 0) info.endpoints = served.map((subject) => ({ name: lastToken(subject), subject }));
   }
   return info;
+}
+
+/** Most endpoints read from one `$SRV.INFO` answer. */
+const MAX_ENDPOINTS = 64;
+
+function lastToken(subject: string): string {
+  return subject.slice(subject.lastIndexOf('.') + 1).slice(0, 128);
 }
 
 /**

@@ -20,6 +20,7 @@ import { errorNotice } from './pages/common.js';
 import { contextPage, contextsPage, registerContext, unregisterContext } from './pages/contexts.js';
 import { mountsPage } from './pages/mounts.js';
 import { resolvePage } from './pages/resolve.js';
+import { cancelTask } from './pages/tasks.js';
 import { tryPage } from './pages/try.js';
 import type { ConsoleDeps, ConsoleRequest, Page, Redirect } from './types.js';
 
@@ -183,6 +184,7 @@ function route(request: ConsoleRequest): Promise<Page | Redirect> | undefined {
   if (path === '/approvals' || (method === 'GET' && path.startsWith('/approvals/'))) return approvalsPage(request);
   if (method === 'POST' && path === '/approvals/answer') return answerApproval(request);
   if (method === 'POST' && path === '/approvals/grant') return keepApproverGrant(request);
+  if (method === 'POST' && path === '/tasks/cancel') return cancelTask(request);
   return undefined;
 }
 

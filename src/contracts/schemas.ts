@@ -55,6 +55,9 @@ export const SchemaId = {
   TaskResultRequest: `${base}tasks.result.request.json`,
   TaskListRequest: `${base}tasks.list.request.json`,
   TaskListReply: `${base}tasks.list.reply.json`,
+  CancelRequest: `${base}cancel.request.json`,
+  CancelReply: `${base}cancel.reply.json`,
+  Progress: `${base}progress.json`,
 } as const;
 export type SchemaId = (typeof SchemaId)[keyof typeof SchemaId];
 

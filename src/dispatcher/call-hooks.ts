@@ -76,6 +76,8 @@ export interface ApprovalWait {
   stopping?: AbortSignal;
   /** KV bucket of pending approvals; default `matrix-approvals`. */
   bucket?: string;
+  /** How long the wait was given, in ms, for the words of a timeout (`GateOptions.windowMs`). */
+  windowMs?: number;
 }
 
 /**
@@ -95,7 +97,8 @@ export function waitForApproval(
   const signal = signals.length < 2 ? signals[0] : AbortSignal.any(signals);
   // A task waits for a person as long as it is kept, not as long as one request may take.
   const deadlineMs = hooks?.approvalTimeoutMs === undefined ? wait.deadlineMs : Date.now() + hooks.approvalTimeoutMs;
-  const options = { deadlineMs, signal, bucket: wait.bucket };
+  const windowMs = hooks?.approvalTimeoutMs ?? wait.windowMs;
+  const options = { deadlineMs, signal, bucket: wait.bucket, windowMs };
   if (hooks?.approvalId !== undefined) return awaitDecision(client, hooks.approvalId, options);
   return approvalGate(client, request, ctx, { ...options, onPending: hooks?.onPending });
 }
@@ -103,18 +106,37 @@ export function waitForApproval(
 /** Shortest time between two progress reports passed on to one caller, in ms: a target's flood is thinned to this. */
 export const PROGRESS_RELAY_MS = 100;
 
+/** A progress relay that thins a flood: `report` at most once per interval, and `flush` for the latest held back. */
+export interface ThrottledProgress {
+  (progress: Progress): void;
+  /** Sends the latest report held back, if any: call it before the reply, so the last one is never lost. */
+  flush(): void;
+}
+
 /**
- * `report`, called at most once per `everyMs`: the reports between are dropped (the next one
- * carries at least as much), so a target that floods its reply subject costs its caller little.
+ * `report`, called at most once per `everyMs`: a report within the interval is held back, and
+ * replaced by any later one, until the next report past the interval or `flush()`.
  */
-export function throttled(report: (progress: Progress) => void, everyMs = PROGRESS_RELAY_MS): (p: Progress) => void {
+export function throttled(report: (progress: Progress) => void, everyMs = PROGRESS_RELAY_MS): ThrottledProgress {
   let last = 0;
-  return (progress) => {
+  let held: Progress | undefined;
+  const relay = ((progress: Progress) => {
     const now = Date.now();
-    if (now - last < everyMs) return;
+    if (now - last < everyMs) {
+      held = progress;
+      return;
+    }
     last = now;
+    held = undefined;
+    report(progress);
+  }) as ThrottledProgress;
+  relay.flush = () => {
+    if (held === undefined) return;
+    const progress = held;
+    held = undefined;
     report(progress);
   };
+  return relay;
 }
 
 /**
@@ -122,9 +144,9 @@ export function throttled(report: (progress: Progress) => void, everyMs = PROGRE
  * sent a `Matrix-Call-Id`: `system.dispatcher.$cancel {callId}` fires its signal); undefined for a
  * plain call, which then builds nothing.
  */
-export function relayHooks(ctx: OpContext): CallHooks | undefined {
+export function relayHooks(ctx: OpContext): (CallHooks & { onProgress?: ThrottledProgress }) | undefined {
   if (!ctx.wantsProgress && ctx.callId === undefined) return undefined;
-  const hooks: CallHooks = {};
+  const hooks: CallHooks & { onProgress?: ThrottledProgress } = {};
   if (ctx.wantsProgress) hooks.onProgress = throttled((p) => ctx.progress(p.progress, p.total, p.message));
   if (ctx.callId !== undefined) hooks.signal = ctx.signal;
   return hooks;

@@ -313,6 +313,7 @@ export class Dispatcher {
         deadlineMs: context.deadline ?? Date.now() + this.options.approvalTimeoutMs,
         stopping: this.stopping.signal,
         bucket: this.approvalsBucket,
+        windowMs: context.deadline === undefined ? this.options.approvalTimeoutMs : undefined,
       },
       run.hooks,
     );

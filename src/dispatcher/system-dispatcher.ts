@@ -69,12 +69,20 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
           if (request.task !== undefined)
             return startTask(dispatcher, options.tasks, admitted.request, request.call, admitted.ctx, request.task);
-          return dispatcher.call(
+          const hooks = relayHooks(ctx);
+          const done = dispatcher.call(
             admitted.request,
             request.call,
             { traceparent, deadline, session, principal, grant, readSessions },
-            relayHooks(ctx),
+            hooks,
           );
+          // A report held back by the relay's thinning goes out before the reply.
+          const relay = hooks?.onProgress;
+          if (relay === undefined) return done;
+          return done.then((result) => {
+            relay.flush();
+            return result;
+          });
         },
       },
     },

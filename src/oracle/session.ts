@@ -11,7 +11,7 @@ import { type ConnectOptions, connectBus, connectOptionsFromEnv } from '../bus/c
 import type { CallContext } from '../bus/context.js';
 import { Mounts } from '../bus/subjects.js';
 import type { ToolResult } from '../dispatcher/types.js';
-import { GrantedSession, loadGrant } from '../identity/granted.js';
+import { GrantedSession, loadGrant, readGrantClaims } from '../identity/granted.js';
 import { recheckOnChange } from '../registry/events.js';
 import { providerToolsOf } from '../registry/provider-formats.js';
 import type { ProviderToolsByFormat } from '../registry/provider-tools.js';
@@ -22,7 +22,10 @@ import { type AnyToolCall, toToolCall } from './tool-calls.js';
 /** The authority of a session without a grant: a `$resolve` request less its presentation fields. */
 export type SessionRequest = Omit<ResolveRequest, 'format' | 'strict' | 'onlyAvailable'>;
 
-/** How `openToolSession` opens a session. Connection fields not given come from the `NATS_*` environment. */
+/**
+ * How `openToolSession` opens a session. Connection fields not given come from the `NATS_*`
+ * environment; the inbox prefix, when not given, from the grant's `nats.inbox`.
+ */
 export interface ToolSessionOptions<F extends ProviderFormat = 'matrix'> extends ConnectOptions {
   /**
    * The session grant (its text, or a file holding it): its claims are the session, and every
@@ -58,17 +61,23 @@ export async function openToolSession<F extends ProviderFormat = 'matrix'>(
   const presentation = { format, strict: options.strict === true, onlyAvailable: options.onlyAvailable === true };
   let request: ResolveRequest;
   let ctx: CallContext = {};
+  let inbox: string | undefined;
   if (grantText) {
-    const granted = new GrantedSession(loadGrant(grantText), presentation);
+    const grant = loadGrant(grantText);
+    const granted = new GrantedSession(grant, presentation);
     request = granted.request;
     ctx = granted.context();
+    // A grant bound to its holder is answered only on its holder's inbox prefix: use that one.
+    inbox = readGrantClaims(grant).nats.inbox;
   } else if (options.session !== undefined) {
     request = { ...options.session, ...presentation };
   } else {
     throw new TypeError('openToolSession needs a grant (options.grant or MATRIX_GRANT) or a session {profile, …}');
   }
   const own = options.nc === undefined;
-  const nc = options.nc ?? (await connectBus({ ...connectOptionsFromEnv(), ...connectionFields(options) }));
+  const connect: ConnectOptions = { ...connectOptionsFromEnv(), ...connectionFields(options) };
+  if (inbox !== undefined && options.inboxPrefix === undefined) connect.inboxPrefix = inbox;
+  const nc = options.nc ?? (await connectBus(connect));
   const client = new BusClient(nc, { timeoutMs: options.resolveTimeoutMs ?? RESOLVE_TIMEOUT_MS });
   try {
     const first = await client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', request, ctx);

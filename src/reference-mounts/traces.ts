@@ -151,7 +151,9 @@ export async function durableTracesMount(
   return {
     mount: tracesMountOver(
       nc,
-      (q) => queryBatches(audit, q),
+      // A scan of the trail reads up to its budget of batches: it reports how far, and stops when cancelled.
+      (q, ctx) =>
+        queryBatches(audit, q, { signal: ctx.signal, progress: (read, budget) => ctx.progress(read, budget) }),
       'Tool calls made through the dispatcher, from the durable audit trail.',
     ),
     stop,
@@ -161,7 +163,7 @@ export async function durableTracesMount(
 
 function tracesMountOver(
   nc: NatsConnection,
-  query: (q: TraceQuery) => TraceQueryReply | Promise<TraceQueryReply>,
+  query: (q: TraceQuery, ctx: OpContext) => TraceQueryReply | Promise<TraceQueryReply>,
   description: string,
 ): Mount {
   return new Mount(nc, {
@@ -177,7 +179,7 @@ function tracesMountOver(
         // A session sees its own calls (and those its grant lets it read); an operator, all.
         handle: (q: TraceQuery, ctx: OpContext) => {
           const session = sessionInScope(q.session, ctx, 'read');
-          return query(session === undefined ? q : { ...q, session });
+          return query(session === undefined ? q : { ...q, session }, ctx);
         },
       },
     },

@@ -21,7 +21,7 @@ import type {
   ToolContextSpec,
   UnregisterRequest,
 } from './types.js';
-import { assertRegistrable } from './validate.js';
+import { registrationErrorInSlices } from './validate.js';
 
 /** A store that can take registrations. */
 export interface WritableToolContextStore extends ToolContextStore {
@@ -88,10 +88,12 @@ export class Registry {
   async register(request: RegisterRequest, maxPayload?: number): Promise<StoreChange> {
     const store = this.writable();
     // The size as stored lets the size check skip rendering a context far too small to matter.
-    assertRegistrable(
+    // In slices: other calls run between one tool's schema compile and the next.
+    const error = await registrationErrorInSlices(
       request.spec,
       maxPayload === undefined ? {} : { maxPayload, storedBytes: Buffer.byteLength(JSON.stringify(request.spec)) },
     );
+    if (error !== undefined) throw error;
     return store.register(request.spec, request.expectedRevision);
   }
 

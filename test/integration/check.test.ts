@@ -107,7 +107,9 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
     const url = sharedNatsUrl();
     const good = await cli(url, 'check', 'system.tools');
     expect(good.code).toBe(0);
-    expect(good.stdout).toMatch(/^ok\s+\$introspect\s+5 ops: \$introspect \$list \$register \$resolve \$unregister$/m);
+    expect(good.stdout).toMatch(
+      /^ok\s+\$introspect\s+6 ops: \$introspect \$list \$register \$resolve \$revoke \$unregister$/m,
+    );
     expect(good.stdout).toContain('10 of 10 hold');
 
     const bad = await cli(url, 'check', microMount, '--op', 'echo', '--json');

@@ -2,6 +2,7 @@ import { decode } from '@msgpack/msgpack';
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { type Service, Svcm } from '@nats-io/services';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { approvalGate } from '../../src/approvals/gate.js';
 import { CALL_EVENTS } from '../../src/audit/log.js';
 import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
@@ -318,6 +319,18 @@ describe('the dispatcher', () => {
       expect(r.content).toMatch(reason);
       expect(performance.now() - started).toBeLessThan(300 * 5);
       expect(gatedCalls()).toBe(before);
+    });
+
+    it('names the window the call was given when no approver decided, however late it asked', async () => {
+      await useApprover('slow');
+      // The gate asks a few ms after the window was set: its words still name the whole window.
+      const verdict = await approvalGate(
+        new BusClient(nc),
+        { callId: 'late-ask', tool: 'gated', target: T, op: '$echo', arguments: {} },
+        {},
+        { deadlineMs: Date.now() + 290, windowMs: 300 },
+      );
+      expect(verdict).toMatchObject({ approved: false, reason: 'no approver decided within 300 ms' });
     });
   });
 

@@ -233,7 +233,14 @@ describe.each([
       tools: 7,
       instance: { id: mount.id },
     });
-    expect(reply.ops.map((o) => o.op)).toEqual(['$introspect', '$list', '$resolve', '$register', '$unregister']);
+    expect(reply.ops.map((o) => o.op)).toEqual([
+      '$introspect',
+      '$list',
+      '$resolve',
+      '$register',
+      '$unregister',
+      '$revoke',
+    ]);
     expect(reply.ops.find((o) => o.op === '$resolve')?.requestSchema.$id).toBe(SchemaId.ResolveRequest);
   });
 

@@ -176,6 +176,15 @@ describe('tool calls as tasks (system.tasks)', () => {
     expect((await tasks<TaskListReply>('$list', {}, bob)).tasks.map((t) => t.taskId)).not.toContain(task.taskId);
   });
 
+  it('removes a finished task once its ttlMs from creation has passed (the sweeper: no per-key TTL), and refuses one over 24 h', async () => {
+    const reply = await call('work', { steps: 1, stepMs: 1 }, alice, { ttlMs: 1_000 });
+    if (!('task' in reply)) throw new Error('no task');
+    expect(reply.task.ttlMs).toBe(1_000);
+    await tasks('$result', { taskId: reply.task.taskId, waitMs: 5_000 });
+    await eventually(() => expect(tasks('$get', { taskId: reply.task.taskId })).rejects.toThrow(NotFoundError));
+    await expect(call('work', {}, alice, { ttlMs: 86_400_001 })).rejects.toThrow(/ttlMs must be <= 86400000/);
+  });
+
   it('refuses a $result wait over 30 s as bad_request', async () => {
     const task = await started('work', { steps: 1, stepMs: 10 });
     await expect(tasks('$result', { taskId: task.taskId, waitMs: 30_001 })).rejects.toThrow(BadRequestError);

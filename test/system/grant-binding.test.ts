@@ -66,6 +66,16 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
     await expect(call(agent2, unbound)).resolves.toMatchObject({ isError: false });
   });
 
+  it("binds an approver's grant to its holder as well", async () => {
+    const approver = (inbox: string) => grant({ principal: 'user:ops-ann', session: 'sess-ann', approve: {}, inbox });
+    await expect(
+      operator.request('system.approvals', '$pending', {}, { grant: approver(users.operator.inboxPrefix) }),
+    ).resolves.toMatchObject({ approvals: expect.any(Array) });
+    await expect(
+      operator.request('system.approvals', '$pending', {}, { grant: approver(users.agent.inboxPrefix) }),
+    ).rejects.toMatchObject(reject('wrong_holder'));
+  });
+
   it('refuses a grant for another audience, or none, where the service names its own (audience_mismatch)', async () => {
     await expect(call(agent, grant({ audience: 'another-deployment' }))).rejects.toMatchObject(
       reject('audience_mismatch'),

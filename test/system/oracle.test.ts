@@ -120,6 +120,20 @@ describe('openToolSession, as the agent user with a grant', () => {
     }
   });
 
+  it('takes its replies on the inbox prefix its grant is bound to', async () => {
+    const { inboxPrefix: _given, ...withoutInbox } = options;
+    const bound = bus.grant({
+      inbox: users.agent.inboxPrefix,
+      resolve: { profile: 'default', toolContextRefs: ['oracle-tools'] },
+    });
+    const session = await openToolSession({ ...withoutInbox, grant: bound });
+    try {
+      expect(session.tools.map((t) => t.name)).toEqual(['spy_echo', 'spy_slow']);
+    } finally {
+      await session.close();
+    }
+  });
+
   it('runs an OpenAI tool_call, a Responses function_call and an Anthropic tool_use as they come', async () => {
     const session = await openToolSession(options);
     try {

@@ -120,6 +120,29 @@ describe('queries over the durable audit stream', () => {
     expect((await pages(source, { traceId: flooded, limit: 500 })).flat()).toEqual(newestFirst(source));
   });
 
+  it('reports how many batches a scan read, and stops between windows once its signal fires', async () => {
+    const source = new MemorySource(5_000, 1);
+    const reported: Array<[number, number]> = [];
+    const controller = new AbortController();
+    const scan = queryBatches(
+      source,
+      { tool: 'no-such-tool' },
+      {
+        signal: controller.signal,
+        progress: (read, budget) => {
+          reported.push([read, budget]);
+          if (read >= 64) controller.abort(new Error('cancelled by its caller'));
+        },
+      },
+    );
+    await expect(scan).rejects.toThrow('cancelled by its caller');
+    expect(reported).toEqual([
+      [32, SCAN_BUDGET],
+      [64, SCAN_BUDGET],
+    ]);
+    expect(source.reads).toBeLessThan(100);
+  });
+
   it('pages newest first across batch boundaries, each event once', async () => {
     const source = new MemorySource(10, 7);
     const got = await pages(source, { limit: 5 });

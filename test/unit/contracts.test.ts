@@ -14,6 +14,7 @@ import type {
   PendingRequest,
 } from '../../src/approvals/types.js';
 import type { ErrorBody } from '../../src/bus/errors.js';
+import type { Progress } from '../../src/bus/op-context.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import type {
@@ -148,6 +149,7 @@ const shapes = {
   taskResult: { taskId: 'required', waitMs: 'optional' } satisfies Presence<TaskResultRequest>,
   taskList: { cursor: 'optional', status: 'optional', limit: 'optional' } satisfies Presence<TaskListRequest>,
   taskListReply: { tasks: 'required', nextCursor: 'optional' } satisfies Presence<TaskListReply>,
+  progress: { progress: 'required', total: 'optional', message: 'optional' } satisfies Presence<Progress>,
   approvalRequest: {
     callId: 'required',
     tool: 'required',
@@ -235,6 +237,7 @@ describe('the TypeScript types against contracts/', () => {
     ['TaskResultRequest', shapes.taskResult, () => at(SchemaId.TaskResultRequest)],
     ['TaskListRequest', shapes.taskList, () => at(SchemaId.TaskListRequest)],
     ['TaskListReply', shapes.taskListReply, () => at(SchemaId.TaskListReply)],
+    ['Progress', shapes.progress, () => at(SchemaId.Progress)],
     ['ApprovalRequest', shapes.approvalRequest, () => at(SchemaId.ApprovalRequest)],
     [
       'PendingApproval',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mountOf } from '../../src/bus/discovery.js';
+import { mountOf, serviceInfoOf } from '../../src/bus/discovery.js';
 
 const endpoints = (...subjects: string[]) => subjects.map((subject, i) => ({ name: `e${i}`, subject }));
 
@@ -28,5 +28,23 @@ describe('mountOf: the mount a $SRV.INFO answer is', () => {
     expect(mountOf({ name: 'flat', id: '1', version: '1', endpoints: endpoints('echo') })).toBe('flat');
     expect(mountOf({ name: 'wild', id: '1', version: '1', endpoints: endpoints('wild.*.x') })).toBe('wild');
     expect(mountOf({ name: 'none', id: '1', version: '1' })).toBe('none');
+  });
+});
+
+describe('serviceInfoOf: an $SRV.INFO answer as far as it is well formed', () => {
+  it('reads the older micro shape (subject or subjects, no endpoints) as endpoints', () => {
+    const one = serviceInfoOf({ name: 'demo-go', id: 'x', version: '1.0.0', subject: 'demo.go.echo' });
+    expect(one?.endpoints).toEqual([{ name: 'echo', subject: 'demo.go.echo' }]);
+    expect(one && mountOf(one)).toBe('demo.go');
+    const many = serviceInfoOf({
+      name: 'demo-go',
+      id: 'x',
+      version: '1',
+      subjects: ['demo.go.echo', 'demo.go.fail', 7],
+    });
+    expect(many?.endpoints?.map((e) => e.name)).toEqual(['echo', 'fail']);
+  });
+  it('leaves endpoints out when neither shape names a subject', () => {
+    expect(serviceInfoOf({ name: 'bare', id: 'x', version: '1', subject: '' })?.endpoints).toBeUndefined();
   });
 });

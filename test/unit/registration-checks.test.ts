@@ -5,7 +5,7 @@ import { resolutionOverflow } from '../../src/registry/fit.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ToolContextSpec } from '../../src/registry/types.js';
-import { registrationError, specViolations } from '../../src/registry/validate.js';
+import { registrationError, registrationErrorInSlices, specViolations } from '../../src/registry/validate.js';
 
 const spec = (key: string, tools: MatrixToolProjection[]): ToolContextSpec => ({
   key,
@@ -107,3 +107,50 @@ describe('the checks of $register', () => {
 function soleStore(s: ToolContextSpec): StaticStore {
   return new StaticStore([...builtinContexts.map(storedBuiltin), { spec: s, source: 'registered', revision: 1 }], 1);
 }
+
+describe('the checks of $register, in slices', () => {
+  const tools = (n: number, salt: string): MatrixToolProjection[] =>
+    Array.from({ length: n }, (_, i) => ({
+      name: `t${i}`,
+      description: 'a tool',
+      inputSchema: { type: 'object', properties: { [`${salt}${i}`]: { type: 'string', pattern: '^[a-z]+$' } } },
+      target: 'app.x',
+      op: '$run',
+    }));
+  const spec = (salt: string, matrixTools = tools(8, salt)): ToolContextSpec => ({
+    key: `sliced-${salt}`,
+    title: 'Sliced',
+    description: 'many tools',
+    matrixTools,
+    permissions: { approval: 'never' },
+  });
+
+  it('lets other work run between one tool schema and the next', async () => {
+    let ran = 0;
+    let ticking = true;
+    const tick = () => {
+      ran++;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const checking = registrationErrorInSlices(spec('a'), { maxPayload: 1024 * 1024 });
+    const error = await checking;
+    ticking = false;
+    expect(error).toBeUndefined();
+    expect(ran).toBeGreaterThanOrEqual(8);
+  });
+
+  it('finds what the checks in one piece find', async () => {
+    const broken = spec('b', [
+      ...tools(2, 'b'),
+      {
+        ...tools(1, 'c')[0],
+        name: 't0',
+        inputSchema: { type: 'object', properties: { x: { type: 'nope' } } },
+      } as MatrixToolProjection,
+    ]);
+    const sliced = await registrationErrorInSlices(broken);
+    expect(sliced?.message).toBe(registrationError(broken)?.message);
+    expect(sliced).toBeInstanceOf(BadRequestError);
+  });
+});

@@ -12,6 +12,7 @@ import { badge, href, html, notice, type SafeHtml, table } from '../html.js';
 import { isCallEvent } from '../live.js';
 import type { ConsoleRequest, Page } from '../types.js';
 import { errorNotice } from './common.js';
+import { runningTasks } from './tasks.js';
 
 const SECTION = '/calls';
 /** Rows on one page. */
@@ -32,7 +33,8 @@ interface CallFilter {
 }
 
 /** `GET /calls?…`. */
-export async function callsPage({ url, deps }: ConsoleRequest): Promise<Page> {
+export async function callsPage(request: ConsoleRequest): Promise<Page> {
+  const { url, deps } = request;
   const p = url.searchParams;
   const f: CallFilter = {
     q: p.get('q') ?? '',
@@ -56,7 +58,8 @@ export async function callsPage({ url, deps }: ConsoleRequest): Promise<Page> {
   }
   const events = merge(stored, deps.feed.recentCalls()).filter((e) => matches(e, f, sinceMs));
   if (f.trace) events.reverse(); // a trace reads in the order its calls happened
-  const live = html`${failure ? errorNotice(failure, 'system.traces did not answer') : ''}
+  const tasks = await runningTasks(request);
+  const live = html`${tasks}${failure ? errorNotice(failure, 'system.traces did not answer') : ''}
     ${f.trace ? html`<h2>Trace <code>${f.trace}</code>: ${events.length} ${events.length === 1 ? 'call' : 'calls'} <a href="${SECTION}">all calls</a></h2>` : ''}
     <p class="muted">${events.length > SHOWN ? `newest ${SHOWN} of ${events.length} matching calls` : `${events.length} matching calls`}</p>
     ${events.length ? table(['Time', 'Tool', 'Outcome', 'Duration', 'Attempts', 'Session', 'Principal', 'Target', 'Trace'], events.slice(0, SHOWN).map(callRow)) : notice('info', 'No calls match', 'Calls appear here as the dispatcher makes them.')}`;
@@ -67,6 +70,8 @@ export async function callsPage({ url, deps }: ConsoleRequest): Promise<Page> {
     head: filters(f),
     live,
     follows: ['call'],
+    // A task's progress has no event of its own: the page reads it again while tasks run.
+    ...(tasks.toString() === '' ? {} : { pollMs: 2_000 }),
   };
 }
 
