@@ -69,7 +69,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
           if (!isTerminal(found.record.task.status) && (request.waitMs ?? 0) > 0) {
             const until = Date.now() + (request.waitMs ?? 0);
             while (!isTerminal(found.record.task.status) && Date.now() < until && !ctx.signal.aborted) {
-              await runner.waitForEnd(found.key, until - Date.now());
+              if (!(await runner.waitForEnd(found.key, until - Date.now()))) break;
               found = await ownTask(request.taskId, ctx);
             }
           }
