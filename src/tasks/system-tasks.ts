@@ -1,9 +1,12 @@
 /**
  * `system.tasks` (PROTOCOL 9): `$get`, `$result`, `$cancel` and `$list` of the caller's own
  * tasks, answered by any instance from KV `matrix-tasks`. A task belongs to the principal and
- * session of the grant that made it: anyone else is told `not_found`, never `forbidden`.
+ * session of the grant that made it: anyone else is told `not_found`, never `forbidden`. A grant
+ * bound to its holder (`nats.inbox`) holds here only for that holder's replies: a copy of it
+ * sent by another NATS user is refused `wrong_holder` before its body is read.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import type { CallContext } from '../bus/context.js';
 import { NotFoundError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
@@ -47,6 +50,9 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
       throw new NotFoundError(`no task ${taskId} of yours: it is unknown, expired, or not yours`);
     return found;
   };
+  // Every op checks the grant and its holder from the headers, before the body is read, as
+  // system.dispatcher does: a copy of a bound grant reaches none of its holder's tasks.
+  const beforeBody = (ctx: CallContext, reply: string) => identity.checkGrant(ctx, reply);
   return new Mount(nc, {
     name: Mounts.Tasks,
     version: TASKS_VERSION,
@@ -54,6 +60,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
     logger: options.logger,
     ops: {
       $get: {
+        beforeBody,
         description: 'The task: its status, latest progress and times.',
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
@@ -61,6 +68,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
           (await ownTask(request.taskId, ctx)).record.task,
       },
       $result: {
+        beforeBody,
         description: 'The ToolResult once the task has ended, else the Task when waitMs (at most 30000) runs out.',
         request: SchemaId.TaskResultRequest,
         response: SchemaId.CallReply,
@@ -77,6 +85,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         },
       },
       $cancel: {
+        beforeBody,
         description: 'Cancels the task (its target is told to stop); a task that has ended comes back unchanged.',
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
@@ -87,6 +96,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         },
       },
       $list: {
+        beforeBody,
         description: 'Your tasks, newest first, a page at a time (cursor), optionally of one status.',
         request: SchemaId.TaskListRequest,
         response: SchemaId.TaskListReply,
