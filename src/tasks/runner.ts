@@ -65,6 +65,11 @@ export class TaskRunner {
    * Every task this instance knows of from the watch, by key (terminal ones too, until removed).
    */
   private readonly known = new Map<string, StoredTask>();
+  /**
+   * Tasks being written here, by principal: counted as live from the check against the cap until
+   * their write lands (or fails), so concurrent calls cannot all pass one check.
+   */
+  private readonly reserved = new Map<string | undefined, number>();
   private readonly running = new Map<string, Running>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly timers: NodeJS.Timeout[] = [];
@@ -121,6 +126,26 @@ export class TaskRunner {
     const owner = { principal: context.principal, session: context.session };
     const live = this.liveOf(owner.principal);
     if (live >= this.maxLive) return errorResult(call.id, call.name, failure.tooManyTasks(call.name, live));
+    // Reserved before the first await: the next call's check counts this one.
+    this.reserved.set(owner.principal, (this.reserved.get(owner.principal) ?? 0) + 1);
+    try {
+      return await this.write(session, call, context, to, request, owner);
+    } finally {
+      const left = (this.reserved.get(owner.principal) ?? 1) - 1;
+      if (left > 0) this.reserved.set(owner.principal, left);
+      else this.reserved.delete(owner.principal);
+    }
+  }
+
+  /** Writes a new task and starts it here. */
+  private async write(
+    session: ResolveRequest,
+    call: ToolCall,
+    context: CallContext,
+    to: Route,
+    request: TaskRequest,
+    owner: TaskRecord['owner'],
+  ): Promise<Task> {
     const now = Date.now();
     const ttlMs = Math.min(request.ttlMs ?? DEFAULT_TASK_TTL_MS, MAX_TASK_TTL_MS);
     const taskId = newTaskId();
@@ -195,9 +220,9 @@ export class TaskRunner {
     });
   }
 
-  /** Live tasks of a principal this instance knows of. */
+  /** Live tasks of a principal this instance knows of, those being written here included. */
   liveOf(principal: string | undefined): number {
-    let n = 0;
+    let n = this.reserved.get(principal) ?? 0;
     for (const { record } of this.known.values())
       if (record.owner.principal === principal && !isTerminal(record.task.status)) n++;
     return n;
