@@ -15,7 +15,7 @@ import { errorResult, failure } from '../dispatcher/results.js';
 import type { Route } from '../dispatcher/route.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolveRequest } from '../registry/types.js';
-import { newTaskId, type StoredTask, type TaskStore, taskKey } from './store.js';
+import { newTaskId, ownerToken, type StoredTask, type TaskStore, taskKey } from './store.js';
 import {
   DEFAULT_TASK_TTL_MS,
   isTerminal,
@@ -65,6 +65,8 @@ export class TaskRunner {
    * Every task this instance knows of from the watch, by key (terminal ones too, until removed).
    */
   private readonly known = new Map<string, StoredTask>();
+  /** The same tasks by owner token (the key's first token), then key: what `$list` reads. */
+  private readonly byOwner = new Map<string, Map<string, StoredTask>>();
   /**
    * Tasks being written here, by principal: counted as live from the check against the cap until
    * their write lands (or fails), so concurrent calls cannot all pass one check.
@@ -177,7 +179,7 @@ export class TaskRunner {
       lease: { holder: this.instance, until: now + this.leaseMs },
     };
     const stored = await this.store.create(taskKey(owner, taskId), record);
-    this.known.set(stored.key, stored);
+    this.remember(stored);
     this.run(stored);
     return record.task;
   }
@@ -185,6 +187,12 @@ export class TaskRunner {
   /** The task `taskId` of `owner`, or undefined (unknown, or someone else's). */
   async get(owner: TaskRecord['owner'], taskId: string): Promise<StoredTask | undefined> {
     return this.store.get(taskKey(owner, taskId));
+  }
+
+  /** The tasks of `owner` this instance knows of (from the watch), in no order. */
+  tasksOf(owner: TaskRecord['owner']): StoredTask[] {
+    const tasks = this.byOwner.get(ownerToken(owner));
+    return tasks === undefined ? [] : [...tasks.values()];
   }
 
   /** Cancels a task unless it is terminal already; resolves with it as stored after. */
@@ -384,7 +392,7 @@ export class TaskRunner {
       if (ended !== undefined) this.heard(ended.key, ended.record, ended.revision);
       return;
     }
-    this.known.set(after.key, after);
+    this.remember(after);
     this.run(after);
   }
 
@@ -394,18 +402,41 @@ export class TaskRunner {
   private heard(key: string, record: TaskRecord | undefined, revision: number): void {
     const before = this.known.get(key);
     if (before !== undefined && before.revision > revision) return;
-    if (record === undefined) this.known.delete(key);
-    else this.known.set(key, { key, record, revision });
+    if (record === undefined) this.forget(key);
+    else this.remember({ key, record, revision });
     if (record !== undefined && !isTerminal(record.task.status)) return;
     this.running.get(key)?.controller.abort();
     const waiters = this.waiters.get(key);
     if (waiters !== undefined) for (const wake of [...waiters]) wake();
   }
 
+  /** Knows the task as stored (by key and by owner). */
+  private remember(stored: StoredTask): void {
+    this.known.set(stored.key, stored);
+    const token = ownerOf(stored.key);
+    let tasks = this.byOwner.get(token);
+    if (tasks === undefined) this.byOwner.set(token, (tasks = new Map()));
+    tasks.set(stored.key, stored);
+  }
+
+  /** Forgets a removed task. */
+  private forget(key: string): void {
+    this.known.delete(key);
+    const token = ownerOf(key);
+    const tasks = this.byOwner.get(token);
+    tasks?.delete(key);
+    if (tasks?.size === 0) this.byOwner.delete(token);
+  }
+
   private failed(what: string, err: unknown): void {
     if (this.closing) return;
     this.logger.error(`${what} failed`, { error: err instanceof Error ? err.message : String(err) });
   }
+}
+
+/** The owner token of a task key (`<owner>.<taskId>`). */
+function ownerOf(key: string): string {
+  return key.slice(0, key.indexOf('.'));
 }
 
 /** A copy of the record to change, its `lastUpdatedAt` now. */

@@ -1,6 +1,7 @@
 /**
  * What one caller's tasks may cost: the live-task cap holds under a burst of concurrent calls
- * (each is counted from its check on, not from its write).
+ * (each is counted from its check on, not from its write), and `system.tasks.$list` answers from
+ * the runner's index of the bucket, so listing many tasks reads nothing from JetStream.
  */
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -15,6 +16,7 @@ import { TaskStore } from '../../src/tasks/store.js';
 import { tasksMount } from '../../src/tasks/system-tasks.js';
 import type { Task, TaskListReply } from '../../src/tasks/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
 import { staticRegistry, uniqueBucket } from '../harness/registry.js';
 import { type SlowMount, slowContext, startSlowMount } from '../harness/slow-mount.js';
 
@@ -77,5 +79,37 @@ describe('the cost of one caller’s tasks', () => {
     const listed = await client.request<TaskListReply>('system.tasks', '$list', { limit: 200 }, who);
     for (const t of listed.tasks)
       if (t.status === 'working') await client.request('system.tasks', '$cancel', { taskId: t.taskId }, who);
+  });
+
+  it('lists a caller’s tasks without reading JetStream: no consumer, no get', async () => {
+    const who = { principal: 'agent:lister', session: 's-lister' };
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const reply = (await call(`list-${i}`, { steps: 1, stepMs: 1 }, who)) as { task: Task };
+      ids.push(reply.task.taskId);
+    }
+    await eventually(async () => {
+      const page = await client.request<TaskListReply>('system.tasks', '$list', { limit: 200 }, who);
+      return page.tasks.length === 12 && page.tasks.every((t) => t.status === 'completed');
+    });
+    const asked: string[] = [];
+    const spy = nc.subscribe('$JS.API.>', {
+      callback: (_err, msg) => {
+        asked.push(msg.subject);
+      },
+    });
+    await nc.flush();
+    const first = await client.request<TaskListReply>('system.tasks', '$list', { limit: 5 }, who);
+    const second = await client.request<TaskListReply>(
+      'system.tasks',
+      '$list',
+      { limit: 200, cursor: first.nextCursor },
+      who,
+    );
+    await nc.flush();
+    spy.unsubscribe();
+    expect(asked.filter((s) => s.includes(`KV_${bucket}`))).toEqual([]);
+    expect([...first.tasks, ...second.tasks].map((t) => t.taskId)).toEqual([...ids].reverse());
+    expect(second.nextCursor).toBeUndefined();
   });
 });
