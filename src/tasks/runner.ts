@@ -11,9 +11,12 @@ import { type Logger, silentLogger } from '../bus/log.js';
 import type { Progress } from '../bus/op-context.js';
 import type { CallHooks, PendingApproval } from '../dispatcher/call-hooks.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
-import { errorResult, failure } from '../dispatcher/results.js';
+import { type CallFailure, errorResult, failure } from '../dispatcher/results.js';
 import type { Route } from '../dispatcher/route.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
+import { GrantError } from '../identity/errors.js';
+import type { IdentityGate } from '../identity/gate.js';
+import type { Revocations } from '../identity/revocations.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { newTaskId, ownerToken, type StoredTask, type TaskStore, taskKey } from './store.js';
 import {
@@ -44,6 +47,17 @@ export interface TaskRunnerOptions {
   sweepMs?: number;
   /** Live tasks one principal may hold; default `MAX_LIVE_TASKS_PER_PRINCIPAL` (32). */
   maxLivePerPrincipal?: number;
+  /**
+   * Checks the grant a task was made under again when it runs (a takeover too) and right before
+   * its request is sent: revoked or expired, the task fails and nothing is sent. Default none
+   * (trusting callers: there are no grants).
+   */
+  identity?: IdentityGate;
+  /**
+   * Revocations to hear: each one cancels the live tasks whose grant it names, and so withdraws
+   * their pending approvals. Default none.
+   */
+  revocations?: Revocations;
   logger?: Logger;
 }
 
@@ -92,7 +106,13 @@ export class TaskRunner {
   /** Watches the bucket and starts the lease renewals and the sweeper. */
   start(): this {
     const watch = this.store.watch((key, record, revision) => this.heard(key, record, revision));
-    this.stopWatch = () => watch.stop();
+    const stopHearing = this.options.revocations?.onRevoked(
+      () => void this.cancelRevoked().catch((err: unknown) => this.failed('cancel on revocation', err)),
+    );
+    this.stopWatch = () => {
+      watch.stop();
+      stopHearing?.();
+    };
     const every = (ms: number, work: () => Promise<void>) => {
       const timer = setInterval(() => void work().catch((err: unknown) => this.failed('task upkeep', err)), ms);
       timer.unref();
@@ -195,14 +215,18 @@ export class TaskRunner {
     return tasks === undefined ? [] : [...tasks.values()];
   }
 
-  /** Cancels a task unless it is terminal already; resolves with it as stored after. */
-  async cancel(stored: StoredTask): Promise<StoredTask | undefined> {
+  /**
+   * Cancels a task unless it is terminal already (`why` says why, default: its caller asked);
+   * resolves with it as stored after.
+   */
+  async cancel(stored: StoredTask, why?: CallFailure): Promise<StoredTask | undefined> {
     const after = await this.store.transition(
       stored.key,
       (r) => {
         if (isTerminal(r.task.status)) return undefined;
         const sent = r.phase === TaskPhase.Sent;
-        return finished(r, errorResult(r.call.id, r.call.name, failure.cancelled(r.call.name, sent)), 'cancelled');
+        const failed = why ?? failure.cancelled(r.call.name, sent);
+        return finished(r, errorResult(r.call.id, r.call.name, failed), 'cancelled');
       },
       stored,
     );
@@ -236,12 +260,46 @@ export class TaskRunner {
     return n;
   }
 
-  /** Runs a task here (this instance holds its lease). */
+  /**
+   * Why the grant a task was made under no longer holds (revoked, expired), or undefined while
+   * it does (or there are no grants to check).
+   */
+  private lapsed(r: TaskRecord): GrantError | undefined {
+    const identity = this.options.identity;
+    if (identity === undefined || identity.trusting) return undefined;
+    try {
+      identity.verify(r.context.grant);
+      return undefined;
+    } catch (err) {
+      if (err instanceof GrantError) return err;
+      throw err;
+    }
+  }
+
+  /** A revocation came: cancels the live tasks whose grant it names. */
+  private async cancelRevoked(): Promise<void> {
+    const cancels: Promise<unknown>[] = [];
+    for (const stored of this.known.values()) {
+      if (isTerminal(stored.record.task.status)) continue;
+      const lapsed = this.lapsed(stored.record);
+      if (lapsed !== undefined)
+        cancels.push(this.cancel(stored, failure.grantLapsed(stored.record.call.name, lapsed.message)));
+    }
+    await Promise.all(cancels);
+  }
+
+  /** Runs a task here (this instance holds its lease), unless its grant no longer holds. */
   private run(stored: StoredTask): void {
     const key = stored.key;
+    const r = stored.record;
+    const lapsed = this.lapsed(r);
+    if (lapsed !== undefined) {
+      const result = errorResult(r.call.id, r.call.name, failure.grantLapsed(r.call.name, lapsed.message));
+      void this.end(key, result).catch((err: unknown) => this.failed('task end', err));
+      return;
+    }
     const state: Running = { controller: new AbortController(), progress: undefined, progressDirty: false };
     this.running.set(key, state);
-    const r = stored.record;
     const hooks: CallHooks = {
       asTask: true,
       signal: state.controller.signal,
@@ -252,7 +310,7 @@ export class TaskRunner {
       },
       onPending: (pending) =>
         void this.pending(key, pending).catch((err: unknown) => this.failed('input_required', err)),
-      beforeSend: (callId) => this.sending(key, callId),
+      beforeSend: (callId) => this.sending(key, callId, r),
     };
     if (r.approvalId !== undefined) hooks.approvalId = r.approvalId;
     const ctx: CallContext = {
@@ -289,7 +347,9 @@ export class TaskRunner {
    * Marks the task sent, compare-and-set, just before its request goes out; a terminal task is
    * not sent.
    */
-  private async sending(key: string, callId: string): Promise<void> {
+  private async sending(key: string, callId: string, record: TaskRecord): Promise<void> {
+    const lapsed = this.lapsed(record);
+    if (lapsed !== undefined) throw failure.grantLapsed(record.call.name, lapsed.message);
     let stopped: TaskRecord | undefined;
     await this.store.transition(key, (r) => {
       stopped = undefined;
