@@ -35,6 +35,10 @@ export interface McpHttpOptions {
   ctx?: CallContext;
   /** Further `Host` values to accept (`name:port`), for a bridge behind a proxy. */
   allowedHosts?: readonly string[];
+  /** Most MCP sessions open at once; a client past it gets `503`. Default 256. */
+  maxSessions?: number;
+  /** A session with no request open and none for this long is closed, in ms. Default 1800000 (30 min). */
+  idleMs?: number;
 }
 
 /** A running HTTP bridge. */
@@ -51,12 +55,18 @@ export interface McpHttpBridge {
 export const MCP_PATH = '/mcp';
 export const DEFAULT_MCP_HTTP_PORT = 3333;
 
-/** One client's MCP session: its transport, its bridge, and the grant it was opened with. */
+/** One client's MCP session: its transport, its bridge, the grant it was opened with, and when it was last asked anything. */
 interface Session {
   transport: StreamableHTTPServerTransport;
   bridge: McpBridge;
   grant: string | undefined;
+  lastSeen: number;
+  /** Requests of it still open (a GET stream that waits for list_changed among them): it is not idle while any is. */
+  open: number;
 }
+
+const DEFAULT_MAX_SESSIONS = 256;
+const DEFAULT_IDLE_MS = 30 * 60_000;
 
 /** Starts listening; resolves once it does. */
 export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions = {}): Promise<McpHttpBridge> {
@@ -66,6 +76,16 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   if (verifier === undefined && options.session === undefined)
     throw new TypeError('an HTTP bridge needs trusted issuers (each client brings a grant) or a --profile to serve');
   const sessions = new Map<string, Session>();
+  const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+  const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
+  // Sessions whose client went away without DELETE would stay forever: idle ones are closed.
+  const sweeper = setInterval(
+    () => {
+      const now = Date.now();
+      for (const s of sessions.values()) if (s.open === 0 && now - s.lastSeen > idleMs) void s.transport.close();
+    },
+    Math.min(idleMs, 60_000),
+  ).unref();
   let allowed = new Set<string>();
   const server: Server = createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => {
@@ -85,9 +105,17 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       if (session === undefined) return reply(res, 404, 'no such MCP session: initialize a new one');
       if (session.grant !== bearer)
         return reply(res, 403, 'this MCP session was opened with another grant: present the same bearer grant');
+      session.lastSeen = Date.now();
+      session.open++;
+      res.once('close', () => {
+        session.open--;
+        session.lastSeen = Date.now();
+      });
       return session.transport.handleRequest(req, res);
     }
     if (req.method !== 'POST') return reply(res, 400, 'a new MCP session starts with a POST of initialize');
+    if (sessions.size >= maxSessions)
+      return reply(res, 503, `${sessions.size} MCP sessions are open, the most this bridge serves: close one first`);
     let granted: GrantedSession | undefined;
     if (verifier !== undefined) {
       if (bearer === undefined)
@@ -112,7 +140,13 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (sessionId) => {
-        sessions.set(sessionId, { transport, bridge, grant: granted === undefined ? undefined : bearer });
+        sessions.set(sessionId, {
+          transport,
+          bridge,
+          grant: granted === undefined ? undefined : bearer,
+          lastSeen: Date.now(),
+          open: 0,
+        });
       },
     });
     transport.onclose = () => {
@@ -136,6 +170,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     url: `http://${shown}:${port}${MCP_PATH}`,
     sessions: () => sessions.size,
     close: async () => {
+      clearInterval(sweeper);
       const open = [...sessions.values()];
       sessions.clear();
       await Promise.allSettled(open.map((s) => s.transport.close()));

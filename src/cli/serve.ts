@@ -196,7 +196,10 @@ async function startMounts(
       approvalsBucket: options.approvalsBucket,
     });
     const tasks = await startTasks(nc, dispatcher, options.replicas, { identity, revocations }, logger);
-    running.stopping.push(() => dispatcher.stopWaiting());
+    running.stopping.push(() => {
+      dispatcher.stopWaiting();
+      tasks?.stopWaiting();
+    });
     running.closers.push(() => {
       tasks?.close();
       dispatcher.close();

@@ -7,7 +7,6 @@
  * sent by another NATS user is refused `wrong_holder` before its body is read.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import type { CallContext } from '../bus/context.js';
 import { NotFoundError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
@@ -53,9 +52,6 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
       throw new NotFoundError(`no task ${taskId} of yours: it is unknown, expired, or not yours`);
     return found;
   };
-  // Every op checks the grant and its holder from the headers, before the body is read, as
-  // system.dispatcher does: a copy of a bound grant reaches none of its holder's tasks.
-  const beforeBody = (ctx: CallContext, reply: string) => identity.checkGrant(ctx, reply);
   return new Mount(nc, {
     name: Mounts.Tasks,
     version: TASKS_VERSION,
@@ -63,24 +59,26 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
     logger: options.logger,
     ops: {
       $get: {
-        beforeBody,
         description: 'The task: its status, latest progress and times.',
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: TaskRef, ctx: OpContext): Promise<Task> =>
           (await ownTask(request.taskId, ctx)).record.task,
       },
       $result: {
-        beforeBody,
         description: 'The ToolResult once the task has ended, else the Task when waitMs (at most 30000) runs out.',
         request: SchemaId.TaskResultRequest,
         response: SchemaId.CallReply,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: TaskResultRequest, ctx: OpContext): Promise<ToolResult | Task> => {
           let found = await ownTask(request.taskId, ctx);
           if (!isTerminal(found.record.task.status) && (request.waitMs ?? 0) > 0) {
             const until = Date.now() + (request.waitMs ?? 0);
             while (!isTerminal(found.record.task.status) && Date.now() < until && !ctx.signal.aborted) {
-              await runner.waitForEnd(found.key, until - Date.now());
+              if (!(await runner.waitForEnd(found.key, until - Date.now()))) break;
               found = await ownTask(request.taskId, ctx);
             }
           }
@@ -88,10 +86,11 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         },
       },
       $cancel: {
-        beforeBody,
         description: 'Cancels the task (its target is told to stop); a task that has ended comes back unchanged.',
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: TaskRef, ctx: OpContext): Promise<Task> => {
           const found = await ownTask(request.taskId, ctx);
           if (isTerminal(found.record.task.status)) return found.record.task;
@@ -99,10 +98,11 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         },
       },
       $list: {
-        beforeBody,
         description: 'Your tasks, newest first, a page at a time (cursor), optionally of one status.',
         request: SchemaId.TaskListRequest,
         response: SchemaId.TaskListReply,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: (request: TaskListRequest, ctx: OpContext): TaskListReply => {
           // From the runner's index of the bucket (it watches it): no bucket read per call.
           const tasks = runner

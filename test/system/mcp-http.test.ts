@@ -13,6 +13,7 @@ import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type McpHttpBridge, startMcpHttp } from '../../src/cli/mcp-http.js';
+import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
 
 /** A POST of `initialize` with the headers given, as raw HTTP (fetch may not set Host). */
@@ -198,6 +199,30 @@ describe('the MCP bridge over Streamable HTTP, without trusted issuers (developm
       });
     } finally {
       await mcp.close();
+    }
+  });
+
+  it('refuses a session past its most open (503), and closes one whose client went away', async () => {
+    const small = await startMcpHttp(await bus.connect('agent'), {
+      port: 0,
+      session: { profile: 'default', toolContextRefs: ['spy-tools'] },
+      maxSessions: 1,
+      idleMs: 300,
+    });
+    const host = { Host: new URL(small.url).host };
+    try {
+      // A client that initialized and left: no request since, none open.
+      expect((await rawInitialize(small.url, host)).status).toBe(200);
+      expect((await rawInitialize(small.url, host)).status).toBe(503);
+      await eventually(() => expect(small.sessions()).toBe(0), { timeoutMs: 5_000 });
+      // A client that stays (the SDK's holds a GET stream for list_changed) is not idle.
+      const { client } = await connectClient(small.url);
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      expect(small.sessions()).toBe(1);
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('spy_run');
+      await client.close();
+    } finally {
+      await small.close();
     }
   });
 
