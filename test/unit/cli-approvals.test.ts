@@ -184,6 +184,11 @@ describe('the approvals verbs offline', () => {
       principals: ['agent:*'],
     });
     expect(() => approveClaim({ approveTargets: ' , ' })).toThrow(UsageError);
+    expect(approveClaim({ approveTargets: 'app.>, *.notes, app.billing' })).toEqual({
+      targets: ['app.>', '*.notes', 'app.billing'],
+    });
+    for (const notPattern of ['app*', 'app.>.x', 'a..b', 'app.no>'])
+      expect(() => approveClaim({ approveTargets: notPattern }), notPattern).toThrow(/NATS subject patterns/);
   });
 
   it('says plainly when the arguments shown are cut', () => {
