@@ -161,7 +161,8 @@ describe('the MCP bridge and tasks, through the MCP SDK client', () => {
   it('sends notifications/progress for a plain call with a progressToken', async () => {
     const mcp = await connect();
     const progress: Progress[] = [];
-    const result = await mcp.callTool({ name: 'work', arguments: { steps: 3, stepMs: 200 } }, undefined, {
+    // Steps far apart beside the relay's thinning (PROGRESS_RELAY_MS): every report is its own.
+    const result = await mcp.callTool({ name: 'work', arguments: { steps: 3, stepMs: 600 } }, undefined, {
       onprogress: (p) => progress.push(p),
     });
     expect((result.content as Array<{ text: string }>)[0]?.text).toBe('{"done":3}');
