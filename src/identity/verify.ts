@@ -25,7 +25,7 @@ import {
 export interface GrantVerifierOptions {
   /** Bound of the verified-grant cache, in bytes; default 8 MiB. */
   cacheBytes?: number;
-  /** How far `nbf` may be ahead of this clock, in ms (issuers' clocks drift); default 10000. `exp` has no slack. */
+  /** How far `nbf` and `iat` may be ahead of this clock, in ms (issuers' clocks drift); default 10000. `exp` has no slack. */
   clockSkewMs?: number;
   /** The clock, Unix ms; default `Date.now`. */
   now?: () => number;
@@ -139,6 +139,13 @@ export class GrantVerifier {
   /** The claims of a grant whose signature verified, checked, and its times against `now`. */
   private checkSigned(text: string, claims: Record<string, unknown>, now: number): VerifiedGrant {
     const checked = checkClaims(claims);
+    // Issued in the future by more than the slack `nbf` has: an issuer's clock ahead would otherwise
+    // mint grants that outlive a revocation of their principal (which refuses those issued before it).
+    if (checked.iat * 1000 > now + this.skewMs)
+      throw new GrantError(
+        GrantFailure.NotYetValid,
+        `Matrix-Grant is issued in the future (iat ${new Date(checked.iat * 1000).toISOString()}, more than ${this.skewMs / 1000} s ahead of this service's clock); check its issuer's clock`,
+      );
     const expiresAtMs = checked.exp * 1000;
     // Too long from its issue, or from now (an iat set ahead cannot stretch it).
     const lifetime = Math.max(checked.exp - checked.iat, Math.floor((expiresAtMs - now - this.skewMs) / 1000));
