@@ -42,6 +42,18 @@ describe('the limits of a grant', () => {
     expect(failure(fast, verifier)).not.toBe('ok');
   });
 
+  it('accepts one text per grant: a signature with its spare bits set is malformed', () => {
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
+    const grant = mintGrant(issuer, spec, now);
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const last = alphabet.indexOf(grant.at(-1) as string);
+    // The 16 characters that decode to the same last 2 bits of the signature's final byte.
+    const variants = [...alphabet].filter((_, i) => i >> 4 === last >> 4).map((c) => grant.slice(0, -1) + c);
+    expect(variants).toHaveLength(16);
+    expect(variants.filter((text) => failure(text, verifier) === 'ok')).toEqual([grant]);
+    expect(failure(variants.find((text) => text !== grant) as string, verifier)).toBe('malformed');
+  });
+
   it('holds a grant to the audience where one is named, a string or one of a list', () => {
     const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now, audience: 'prod' });
     expect(failure(mintGrant(issuer, { ...spec, audience: 'prod' }, now), verifier)).toBe('ok');
