@@ -6,6 +6,7 @@
  */
 import type { CallContext } from '../bus/context.js';
 import { ForbiddenError } from '../bus/errors.js';
+import { subjectMatches } from '../bus/subjects.js';
 import type { IdentityGate } from '../identity/gate.js';
 import type { ApproveClaim } from '../identity/types.js';
 import { globMatches } from './policy.js';
@@ -45,14 +46,18 @@ export function isOwn(approver: Approver, approval: PendingApproval): boolean {
   return approval.principal !== undefined && approval.principal === approver.by;
 }
 
-/** Does every list of the claim that is present match the call? (Development: no claim, every call.) */
+/**
+ * Does every list of the claim that is present match the call? `tools` and `principals` are
+ * globs; `targets` are NATS subject patterns, as the policy's `target` (`app.*` one token,
+ * `app.>` every mount under `app`). (Development: no claim, every call.)
+ */
 export function covered(claim: ApproveClaim | undefined, approval: PendingApproval): boolean {
   if (claim === undefined) return true;
   const matches = (globs: string[] | undefined, value: string | undefined) =>
     globs === undefined || globs.some((g) => globMatches(g, value));
   return (
     matches(claim.tools, approval.tool) &&
-    matches(claim.targets, approval.target) &&
+    (claim.targets === undefined || claim.targets.some((p) => subjectMatches(p, approval.target))) &&
     matches(claim.principals, approval.principal)
   );
 }

@@ -4,6 +4,7 @@
  * wins; when another does, the question at the terminal is withdrawn.
  */
 import { createInterface } from 'node:readline/promises';
+import { printable } from '../cli/output.js';
 import type { Answer, PendingApproval } from './types.js';
 
 /** Asks a person about one pending approval; undefined when they gave no answer before `signal` aborted. */
@@ -21,7 +22,7 @@ export function terminalAsker(): Asker | undefined {
         if (signal.aborted) return undefined;
         const rl = createInterface({ input: process.stdin, output: process.stderr });
         try {
-          const reply = await rl.question(question(approval), { signal });
+          const reply = await rl.question(terminalQuestion(approval), { signal });
           return /^y(es)?$/i.test(reply.trim())
             ? { decision: 'approve' as const }
             : { decision: 'reject' as const, reason: 'the person at the terminal said no' };
@@ -37,9 +38,14 @@ export function terminalAsker(): Asker | undefined {
   };
 }
 
-function question(approval: PendingApproval): string {
+/**
+ * The question the terminal asks about one approval, its arguments cut at 500 characters. Every
+ * part but the frame comes from the calling agent, so it is escaped as the CLI escapes what it
+ * prints: no control, bidi or separator character reaches the operator's terminal raw.
+ */
+export function terminalQuestion(approval: PendingApproval): string {
   const args = typeof approval.arguments === 'string' ? approval.arguments : JSON.stringify(approval.arguments);
   const shown = args.length > 500 ? `${args.slice(0, 500)}…` : args;
   const who = approval.principal ? ` for ${approval.principal}` : '';
-  return `\napprove ${approval.tool} → ${approval.target}.${approval.op} ${shown}${who} (${approval.approvalId}, until ${approval.expiresAt})? [y/N] `;
+  return `\n${printable(`approve ${approval.tool} → ${approval.target}.${approval.op} ${shown}${who} (${approval.approvalId}, until ${approval.expiresAt})? [y/N] `)}`;
 }

@@ -14,10 +14,21 @@ export const DEFAULT_SWEEP_MS = 5_000;
 /** Longest wait at start for the watch to catch up with the bucket, in ms. */
 const CATCH_UP_MS = 3_000;
 
+/** How many live approvals (pending, or approved and unused) the book holds: in all, of one principal, of one session. */
+export interface LiveCounts {
+  total: number;
+  principal: number;
+  session: number;
+}
+
 /** The mirror and the sweeper of one bucket. */
 export class ApprovalBook {
   private readonly records = new Map<string, Revisioned>();
   private sorted: StoredApproval[] | undefined;
+  /** Live records (pending or approved) by principal (`''`: none claimed) and by session; see `live`. */
+  private readonly byPrincipal = new Map<string, number>();
+  private readonly bySession = new Map<string, number>();
+  private liveTotal = 0;
   private readonly settledListeners = new Map<string, () => void>();
   private watch: BucketWatch | undefined;
   private sweeper: NodeJS.Timeout | undefined;
@@ -65,11 +76,24 @@ export class ApprovalBook {
     return this.sorted.filter((r) => Date.parse(r.expiresAt) > now);
   }
 
-  /** How many approvals are live (pending, or approved and unused). */
-  liveCount(now = Date.now()): number {
-    let n = 0;
-    for (const { record } of this.records.values()) if (isLive(record, now)) n++;
-    return n;
+  /**
+   * How many approvals are live (pending, or approved and unused) in all, of `principal` and of
+   * `session`: kept as counts while the watch hears changes, so a call costs three map reads,
+   * not a walk of the bucket. A record past its `expiresAt` counts until the sweeper removes
+   * it (within one `sweepMs`).
+   */
+  live(principal: string | undefined, session: string | undefined): LiveCounts {
+    return {
+      total: this.liveTotal,
+      principal: this.byPrincipal.get(principal ?? '') ?? 0,
+      session: session === undefined ? 0 : (this.bySession.get(session) ?? 0),
+    };
+  }
+
+  /** Is the record under `key` live (pending, or approved and unused) at `now`? */
+  isLive(key: string, now = Date.now()): boolean {
+    const found = this.records.get(key);
+    return found !== undefined && isLive(found.record, now);
   }
 
   /** Calls `listener` once when the approval is no longer pending here (answered, used, removed); returns a stop. */
@@ -96,8 +120,12 @@ export class ApprovalBook {
 
   private heard(key: string, found: Revisioned | undefined): void {
     const before = this.records.get(key)?.record;
+    if (before !== undefined) this.count(before, -1);
     if (found === undefined) this.records.delete(key);
-    else this.records.set(key, found);
+    else {
+      this.records.set(key, found);
+      this.count(found.record, 1);
+    }
     this.sorted = undefined;
     const same = found !== undefined && found.record.approvalId === before?.approvalId;
     if (before !== undefined && !(same && found.record.status === ApprovalStatus.Pending)) {
@@ -108,6 +136,19 @@ export class ApprovalBook {
       }
     }
   }
+
+  private count(record: StoredApproval, by: 1 | -1): void {
+    if (record.status !== ApprovalStatus.Pending && record.status !== ApprovalStatus.Approved) return;
+    this.liveTotal += by;
+    bump(this.byPrincipal, record.principal ?? '', by);
+    if (record.session !== undefined) bump(this.bySession, record.session, by);
+  }
+}
+
+function bump(counts: Map<string, number>, key: string, by: 1 | -1): void {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
 }
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

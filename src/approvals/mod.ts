@@ -2,7 +2,15 @@ export { ANONYMOUS, type Approver, approverOf, covered, isOwn, mayAnswer } from 
 export { type Asker, terminalAsker } from './asker.js';
 export { ApprovalBook, DEFAULT_SWEEP_MS } from './book.js';
 export { approvalGate, awaitDecision, type GateOptions, ServiceStopping } from './gate.js';
-export { type ApprovalsMountOptions, approvalsMount, eventOf, MAX_LIVE_APPROVALS } from './mount.js';
+export {
+  type ApprovalLimits,
+  type ApprovalsMountOptions,
+  approvalsMount,
+  eventOf,
+  MAX_LIVE_APPROVALS,
+  MAX_LIVE_APPROVALS_PER_PRINCIPAL,
+  MAX_LIVE_APPROVALS_PER_SESSION,
+} from './mount.js';
 export {
   type ApprovalPolicyFile,
   type ApprovalRule,

@@ -17,7 +17,7 @@ import { approverOf, covered, isOwn, mayAnswer } from './approvers.js';
 import type { Asker } from './asker.js';
 import { ApprovalBook, DEFAULT_SWEEP_MS } from './book.js';
 import { type ApprovalPolicyFile, decideByPolicy, expiryOf } from './policy.js';
-import { ApprovalStore, listed } from './store.js';
+import { ApprovalStore, keyOfCall, listed } from './store.js';
 import {
   type AnswerReply,
   type AnswerRequest,
@@ -34,6 +34,20 @@ import {
 
 /** Most approvals one bucket holds live; past it a call that needs a person is rejected (fail closed). */
 export const MAX_LIVE_APPROVALS = 10_000;
+/** Most live approvals of one principal (`''`, no principal, counts as one); past it only its calls are rejected. */
+export const MAX_LIVE_APPROVALS_PER_PRINCIPAL = 100;
+/** Most live approvals of one session; past it only that session's calls are rejected. */
+export const MAX_LIVE_APPROVALS_PER_SESSION = 50;
+
+/** How many approvals may be live (pending, or approved and unused) at once; each past its bound is a reject. */
+export interface ApprovalLimits {
+  /** Of one principal; default the policy's `maxPendingPerPrincipal`, else 100. */
+  perPrincipal?: number;
+  /** Of one session; default the policy's `maxPendingPerSession`, else 50. */
+  perSession?: number;
+  /** In the whole bucket, the backstop; default 10000. */
+  total?: number;
+}
 const DEFAULT_PAGE = 50;
 
 /** How the approvals mount is built. */
@@ -52,6 +66,8 @@ export interface ApprovalsMountOptions {
   sweepMs?: number;
   /** Where a failing watch or sweep is logged; default nowhere. */
   logger?: Logger;
+  /** Bounds on live approvals per principal, per session and in all. */
+  limits?: ApprovalLimits;
 }
 
 /** Builds the `system.approvals` mount on its bucket; rejects with `UnavailableError` without JetStream. */
@@ -59,6 +75,11 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
   const policy = options.policy ?? { default: 'ask' };
   const identity = options.identity ?? IdentityGate.trustingCallers();
   const logger = options.logger ?? silentLogger;
+  const limits = {
+    perPrincipal: options.limits?.perPrincipal ?? policy.maxPendingPerPrincipal ?? MAX_LIVE_APPROVALS_PER_PRINCIPAL,
+    perSession: options.limits?.perSession ?? policy.maxPendingPerSession ?? MAX_LIVE_APPROVALS_PER_SESSION,
+    total: options.limits?.total ?? MAX_LIVE_APPROVALS,
+  };
   const store = await ApprovalStore.open(nc, { bucket: options.bucket, replicas: options.replicas });
   const tell = (subject: string, record: StoredApproval, decided?: Partial<ApprovalEvent>) =>
     nc.publish(subject, encodeBody(eventOf(record, decided)));
@@ -113,12 +134,8 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
               by: 'policy',
               reason: "the caller's deadline passed before a person could answer",
             };
-          if (book.liveCount(now) >= MAX_LIVE_APPROVALS)
-            return {
-              decision: 'reject',
-              by: 'policy',
-              reason: `${MAX_LIVE_APPROVALS} approvals are pending already; a person must answer some first`,
-            };
+          const full = book.isLive(keyOfCall(request), now) ? undefined : overLimit(limits, book, request);
+          if (full !== undefined) return { decision: 'reject', by: 'policy', reason: full };
           let asked: Awaited<ReturnType<ApprovalStore['ask']>>;
           try {
             asked = await store.ask(request, expiryOf(policy, request.deadline, now), now);
@@ -186,6 +203,23 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
       },
     },
   });
+}
+
+/**
+ * Why a new approval for `request` would be past a bound (the caller's principal first, then
+ * its session, then the bucket), or undefined. A call whose approval is live already (a resend)
+ * is never counted again.
+ */
+function overLimit(limits: Required<ApprovalLimits>, book: ApprovalBook, request: ApprovalRequest): string | undefined {
+  const live = book.live(request.principal, request.session);
+  const answerFirst = 'until a person answers some or they expire';
+  if (live.principal >= limits.perPrincipal)
+    return `${request.principal ?? 'this unnamed caller'} has ${live.principal} approvals pending already (at most ${limits.perPrincipal} per principal): no new one ${answerFirst}`;
+  if (request.session !== undefined && live.session >= limits.perSession)
+    return `session ${request.session} has ${live.session} approvals pending already (at most ${limits.perSession} per session): no new one ${answerFirst}`;
+  if (live.total >= limits.total)
+    return `${live.total} approvals are pending already (at most ${limits.total} in all): no new one ${answerFirst}`;
+  return undefined;
 }
 
 /** The event of a pending approval; a decided one adds the answer. */

@@ -33,6 +33,10 @@ export interface ApprovalPolicyFile {
    * (24 h), and never past the caller's deadline.
    */
   askTimeoutMs?: number;
+  /** Most approvals of one principal live at once (pending, or approved and unused); default 100, 1..10000. */
+  maxPendingPerPrincipal?: number;
+  /** Most approvals of one session live at once; default 50, 1..10000. */
+  maxPendingPerSession?: number;
 }
 
 /** How long an approval stays pending when the policy does not say: 1 h. */

@@ -78,7 +78,7 @@ export class ApprovalStore {
     now = Date.now(),
   ): Promise<{ record: StoredApproval; created: boolean }> {
     const hash = callHash(request);
-    const key = KEY_PREFIX + hash;
+    const key = keyOfCall(request);
     const fresh = newRecord(request, hash, expiresAt, now);
     for (let attempt = 0; attempt < 3; attempt++) {
       const existing = await this.readAny(key);
@@ -251,6 +251,11 @@ function callHash(request: ApprovalRequest): string {
     .update(`${request.principal ?? ''}\n${request.session ?? ''}\n${request.callId}`)
     .digest('hex')
     .slice(0, 20);
+}
+
+/** The bucket key a call's approval is stored under (one per principal, session and call id). */
+export function keyOfCall(request: ApprovalRequest): string {
+  return KEY_PREFIX + callHash(request);
 }
 
 function keyOf(record: StoredApproval): string {

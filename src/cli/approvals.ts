@@ -1,8 +1,10 @@
 /**
- * `approvals`, `approve`, `reject`: a person answers pending approvals from a shell (PROTOCOL 8).
- * Each sends `--grant` (an approver's grant, `MATRIX_GRANT`) as `Matrix-Grant` where the
- * service trusts issuers.
+ * `approvals`, `approvals <id>`, `approve`, `reject`: a person answers pending approvals from a
+ * shell (PROTOCOL 8). Each sends `--grant` (an approver's grant, `MATRIX_GRANT`) as
+ * `Matrix-Grant` where the service trusts issuers. `approve` shows the whole approval first and
+ * asks at a terminal; without one it needs `--yes`.
  */
+import { createInterface } from 'node:readline/promises';
 import { type Command, Option } from 'commander';
 import {
   type AnswerReply,
@@ -14,10 +16,11 @@ import {
   type PendingReply,
 } from '../approvals/types.js';
 import type { BusClient } from '../bus/client.js';
+import { NotFoundError } from '../bus/errors.js';
 import { subscribeEvents } from '../bus/events.js';
 import { Mounts } from '../bus/subjects.js';
 import { withConnection } from './config.js';
-import { ExitCode, json, type Output, table, UsageError } from './output.js';
+import { ExitCode, json, type Output, printable, table, UsageError } from './output.js';
 import { interrupted, verbAction } from './run.js';
 import { grantContext } from './session-flags.js';
 
@@ -25,8 +28,9 @@ const TIMEOUT_MS = 10_000;
 /** Characters of the arguments a table row shows. */
 const ARGS_SHOWN = 60;
 
-/** What `approvals` takes; `until` ends `--watch` (default: Ctrl-C or SIGTERM). */
+/** What `approvals` takes; `id` shows that one approval in full; `until` ends `--watch` (default: Ctrl-C or SIGTERM). */
 export interface ApprovalsArgs {
+  id?: string;
   grant?: string;
   json?: boolean;
   watch?: boolean;
@@ -35,24 +39,19 @@ export interface ApprovalsArgs {
 
 /** `approvals`: the pending approvals the grant may answer, oldest first (every page); `--watch` then follows events. */
 export async function approvals(client: BusClient, args: ApprovalsArgs, out: Output): Promise<number> {
-  const ctx = { timeoutMs: TIMEOUT_MS, ...grantContext(args) };
-  const listed: PendingApproval[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await client.request<PendingReply>(
-      Mounts.Approvals,
-      ApprovalOp.Pending,
-      { limit: 200, ...(cursor ? { cursor } : {}) },
-      ctx,
-    );
-    listed.push(...page.approvals);
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
+  if (args.id !== undefined) {
+    const one = await findPending(client, args.id, args);
+    out.print(args.json ? json(one) : detail(one));
+    return ExitCode.Ok;
+  }
+  const listed = await listPending(client, args);
   if (args.json && !args.watch) out.print(json({ approvals: listed }));
   else if (args.json) for (const approval of listed) out.print(JSON.stringify({ kind: 'listed', approval }));
   else {
     out.print(table(['ID', 'TOOL', 'TARGET', 'PRINCIPAL', 'SESSION', 'LEFT', 'ARGUMENTS'], listed.map(row)));
-    out.print(`(${listed.length} pending; answer with: matrix-tools approve <id> | reject <id> --reason …)`);
+    out.print(
+      `(${listed.length} pending; see one in full: matrix-tools approvals <id>; answer: approve <id> | reject <id> --reason …)`,
+    );
   }
   if (!args.watch) return ExitCode.Ok;
   const print = (kind: string, event: ApprovalEvent) =>
@@ -68,17 +67,96 @@ export async function approvals(client: BusClient, args: ApprovalsArgs, out: Out
   return ExitCode.Ok;
 }
 
+/** Every pending approval the grant may answer, oldest first (every page of `$pending`). */
+async function listPending(client: BusClient, args: { grant?: string }): Promise<PendingApproval[]> {
+  const ctx = { timeoutMs: TIMEOUT_MS, ...grantContext(args) };
+  const listed: PendingApproval[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.request<PendingReply>(
+      Mounts.Approvals,
+      ApprovalOp.Pending,
+      { limit: 200, ...(cursor ? { cursor } : {}) },
+      ctx,
+    );
+    listed.push(...page.approvals);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return listed;
+}
+
+/** The pending approval `id` as the grant may see it; `NotFoundError` when it is not among them. */
+async function findPending(client: BusClient, id: string, args: { grant?: string }): Promise<PendingApproval> {
+  const found = (await listPending(client, args)).find((a) => a.approvalId === id);
+  if (found === undefined)
+    throw new NotFoundError(`no pending approval ${id} that this grant may answer: it is unknown, answered or expired`);
+  return found;
+}
+
+/**
+ * One approval in full, as a person decides on it: the call, who asks, the whole arguments as
+ * indented JSON (or the preview, said to be cut), their digest and length. Escaped as the CLI
+ * prints everything, so what the agent wrote cannot forge or reorder the lines.
+ */
+export function detail(a: PendingApproval): string {
+  const args = typeof a.arguments === 'string' ? a.arguments : JSON.stringify(a.arguments, null, 2);
+  const lines = [
+    `approval   ${a.approvalId}`,
+    `call       ${a.tool} → ${a.target} ${a.op} (call id ${a.callId})`,
+    `asked by   ${a.principal ?? '-'} in session ${a.session ?? '-'} at ${a.requestedAt}`,
+    `expires    ${a.expiresAt} (${left(a.expiresAt)} left)`,
+    `digest     sha256:${a.argumentsDigest} of ${a.argumentsBytes} characters of JSON`,
+    a.truncated
+      ? `arguments  TRUNCATED: the first ${args.length} of ${a.argumentsBytes} characters; if what you cannot see matters, reject`
+      : 'arguments',
+    args,
+  ];
+  return printable(lines.join('\n'));
+}
+
 /** What `approve` and `reject` take. */
 export interface AnswerArgs {
   id: string;
   reason?: string;
   grant?: string;
   json?: boolean;
+  /** Approve without asking (needed where stdin is not a terminal). */
+  yes?: boolean;
+  /** Asks the person a yes/no question; default: at the terminal when stdin is one, else none. */
+  confirm?: (question: string) => Promise<boolean>;
 }
 
-/** `approve <id>`: the waiting call goes ahead, once. */
-export function approve(client: BusClient, args: AnswerArgs, out: Output): Promise<number> {
+/**
+ * `approve <id>`: shows the approval in full (stderr), asks for a yes unless `--yes`, then the
+ * waiting call goes ahead, once. Without a terminal to ask and without `--yes` it refuses
+ * (a usage error): a script says `--yes`, so nobody approves unseen by accident.
+ */
+export async function approve(client: BusClient, args: AnswerArgs, out: Output): Promise<number> {
+  const shown = await findPending(client, args.id, args);
+  out.note(detail(shown));
+  if (!args.yes) {
+    const confirm = args.confirm ?? terminalConfirm();
+    if (confirm === undefined)
+      throw new UsageError('approve asks before it approves: pass --yes where stdin is not a terminal');
+    if (!(await confirm(`approve ${shown.approvalId}? [y/N] `))) {
+      out.note('not approved');
+      return ExitCode.Failed;
+    }
+  }
   return answer(client, 'approve', args, out);
+}
+
+/** A yes/no question at the terminal (stderr), or undefined when stdin is not a terminal. */
+function terminalConfirm(): ((question: string) => Promise<boolean>) | undefined {
+  if (!process.stdin.isTTY) return undefined;
+  return async (question) => {
+    const rl = createInterface({ input: process.stdin, output: process.stderr });
+    try {
+      return /^y(es)?$/i.test((await rl.question(question)).trim());
+    } finally {
+      rl.close();
+    }
+  };
 }
 
 /** `reject <id> --reason …`: the call is not made; the model reads the reason. */
@@ -136,14 +214,24 @@ export function addApprovalCommands(program: Command): void {
       '--grant <jwt|file>',
       "an approver's grant (nats.approve), sent as Matrix-Grant (env: MATRIX_GRANT)",
     ).env('MATRIX_GRANT');
-  withConnection(program.command('approvals').description('list the pending approvals you may answer'))
+  withConnection(
+    program
+      .command('approvals')
+      .description('list the pending approvals you may answer; with an id, show that one in full'),
+  )
+    .argument('[id]', 'one approval id: its whole arguments, digest and whether they were cut')
     .addOption(grant())
     .option('--watch', 'then print each approval asked and answered, until Ctrl-C')
     .option('--json', 'print JSON (with --watch: one object per line)')
-    .action(verbAction(approvals));
-  withConnection(program.command('approve').description('approve a pending approval: its call runs, once'))
+    .action(verbAction(approvals, 'id'));
+  withConnection(
+    program
+      .command('approve')
+      .description('approve a pending approval: shows it in full, asks, then its call runs, once'),
+  )
     .argument('<id>', 'the approval id (matrix-tools approvals)')
     .option('--reason <text>', 'why (kept with the decision)')
+    .option('--yes', 'do not ask (needed where stdin is not a terminal)')
     .addOption(grant())
     .option('--json', 'print the answer as JSON')
     .action(verbAction(approve, 'id'));

@@ -47,7 +47,10 @@ export function addIdentityCommands(program: Command, withSession: (cmd: Command
       '--approve-tools <globs>',
       "an approver's grant: the tools whose approvals it may answer, comma-separated ('*': any)",
     )
-    .option('--approve-targets <globs>', "an approver's grant: the target mounts it may answer for, comma-separated")
+    .option(
+      '--approve-targets <patterns>',
+      "an approver's grant: the target mounts it may answer for, NATS subject patterns ('app.>'), comma-separated",
+    )
     .option(
       '--approve-principals <globs>',
       "an approver's grant: whose calls it may answer, comma-separated (never its own)",
@@ -113,6 +116,9 @@ export function grant(flags: GrantFlags, out: Output, env: NodeJS.ProcessEnv = p
   return ExitCode.Ok;
 }
 
+/** A NATS subject pattern: tokens, each `*`, `>` (the last) or literal without `*`, `>`, space. */
+const SUBJECT_PATTERN = /^(?:(?:\*|[^.*>\s]+)\.)*(?:\*|>|[^.*>\s]+)$/;
+
 /** The `nats.approve` claim the `--approve-*` flags ask for; undefined when none is given. */
 export function approveClaim(
   flags: Pick<GrantFlags, 'approveTools' | 'approveTargets' | 'approvePrincipals'>,
@@ -132,6 +138,11 @@ export function approveClaim(
       .filter(Boolean);
     if (globs.length === 0 || globs.length > 64 || globs.some((g) => g.length > 256))
       throw new UsageError(`${flag} takes 1 to 64 globs of at most 256 characters, comma-separated`);
+    const notPattern = field === 'targets' ? globs.find((g) => !SUBJECT_PATTERN.test(g)) : undefined;
+    if (notPattern !== undefined)
+      throw new UsageError(
+        `--approve-targets takes NATS subject patterns ('*' one whole token, '>' the rest, as the policy's target): ${notPattern}`,
+      );
     claim[field] = globs;
   }
   return claim;

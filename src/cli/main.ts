@@ -15,6 +15,7 @@ import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
 import { addConsoleCommand } from './console.js';
 import { addIdentityCommands } from './grant.js';
+import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './mcp-http-limits.js';
 import { ExitCode, reportError, UsageError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
@@ -49,6 +50,21 @@ withConnection(
       'with --http: trusted grant issuers; each session then needs Authorization: Bearer <grant> (env: MATRIX_TRUSTED_ISSUERS)',
     ).env('MATRIX_TRUSTED_ISSUERS'),
   )
+  .addOption(
+    new Option('--max-sessions <n>', 'with --http: most MCP sessions open at once (503 past it)')
+      .env('MATRIX_MCP_MAX_SESSIONS')
+      .default(String(DEFAULT_MAX_SESSIONS)),
+  )
+  .addOption(
+    new Option('--max-sessions-per-grant <n>', 'with --http and --trust: most MCP sessions of one grant (429 past it)')
+      .env('MATRIX_MCP_MAX_SESSIONS_PER_GRANT')
+      .default(String(DEFAULT_MAX_SESSIONS_PER_GRANT)),
+  )
+  .addOption(
+    new Option('--idle-minutes <m>', 'with --http: close a session no request reached for this long')
+      .env('MATRIX_MCP_IDLE_MINUTES')
+      .default(String(DEFAULT_IDLE_MS / 60_000)),
+  )
   .action(
     verbAction(async (client, args: SessionFlags & McpHttpFlags) => {
       // Loaded here: the MCP SDK is a third of every other verb's start-up time.
@@ -66,6 +82,9 @@ withConnection(
           host: args.host,
           port,
           issuers,
+          maxSessions: positiveInteger('--max-sessions', args.maxSessions),
+          maxSessionsPerGrant: positiveInteger('--max-sessions-per-grant', args.maxSessionsPerGrant),
+          idleMs: positiveInteger('--idle-minutes', args.idleMinutes) * 60_000,
           ...(issuers.length === 0 ? { session: sessionRequest(args), ctx: grantContext(args) } : {}),
         });
         return ExitCode.Ok;
@@ -82,6 +101,16 @@ interface McpHttpFlags {
   host: string;
   port: string;
   trust?: string;
+  maxSessions: string;
+  maxSessionsPerGrant: string;
+  idleMinutes: string;
+}
+
+function positiveInteger(flag: string, text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new UsageError(`${flag} must be a whole number of at least 1, got ${JSON.stringify(text)}`);
+  return value;
 }
 
 try {

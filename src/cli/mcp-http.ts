@@ -20,6 +20,9 @@ import { GrantedSession } from '../identity/granted.js';
 import { GrantVerifier } from '../identity/verify.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { type McpBridge, openBridge } from './mcp.js';
+import { notInitialize, readPostBody } from './mcp-http-body.js';
+import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './mcp-http-limits.js';
+import type { JsonRpcErrorResponse } from './mcp-input.js';
 
 /** Where and for whom the HTTP bridge serves. */
 export interface McpHttpOptions {
@@ -35,6 +38,16 @@ export interface McpHttpOptions {
   ctx?: CallContext;
   /** Further `Host` values to accept (`name:port`), for a bridge behind a proxy. */
   allowedHosts?: readonly string[];
+  /** Most MCP sessions open at once; a client past it gets `503`. Default 256. */
+  maxSessions?: number;
+  /**
+   * Most MCP sessions open at once under one grant (one principal and grant session; a renewed
+   * grant counts as the same); a client past it gets `429`. Default 16. Without issuers only
+   * `maxSessions` bounds them.
+   */
+  maxSessionsPerGrant?: number;
+  /** A session with no request open and none for this long is closed, in ms. Default 1800000 (30 min). */
+  idleMs?: number;
 }
 
 /** A running HTTP bridge. */
@@ -51,12 +64,22 @@ export interface McpHttpBridge {
 export const MCP_PATH = '/mcp';
 export const DEFAULT_MCP_HTTP_PORT = 3333;
 
-/** One client's MCP session: its transport, its bridge, and the grant it was opened with. */
+/** One client's MCP session: its transport, its bridge, the grant it was opened with, and when it was last asked anything. */
 interface Session {
   transport: StreamableHTTPServerTransport;
   bridge: McpBridge;
   grant: string | undefined;
+  lastSeen: number;
+  /** Requests of it still open (a GET stream that waits for list_changed among them): it is not idle while any is. */
+  open: number;
+  /** When its grant expires, Unix ms (the session is closed then); undefined without issuers. */
+  expiresAtMs: number | undefined;
 }
+
+/** Longest wait for a request's headers and body, in ms: a client that never sends its body holds a socket no longer. */
+const REQUEST_TIMEOUT_MS = 10_000;
+/** Longest delay `setTimeout` takes, in ms (about 24.8 days). */
+const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
 /** Starts listening; resolves once it does. */
 export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions = {}): Promise<McpHttpBridge> {
@@ -66,12 +89,43 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   if (verifier === undefined && options.session === undefined)
     throw new TypeError('an HTTP bridge needs trusted issuers (each client brings a grant) or a --profile to serve');
   const sessions = new Map<string, Session>();
+  const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+  const maxPerGrant = options.maxSessionsPerGrant ?? DEFAULT_MAX_SESSIONS_PER_GRANT;
+  const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
+  // Sessions open or being opened, in all and per grant: admitted before anything is awaited.
+  let admitted = 0;
+  const perGrant = new Map<string, number>();
+  const admit = (key: string | undefined): (() => void) => {
+    admitted++;
+    if (key !== undefined) perGrant.set(key, (perGrant.get(key) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      admitted--;
+      if (key === undefined) return;
+      const left = (perGrant.get(key) ?? 1) - 1;
+      if (left === 0) perGrant.delete(key);
+      else perGrant.set(key, left);
+    };
+  };
+  // Sessions whose client went away without DELETE would stay forever: idle ones are closed.
+  const sweeper = setInterval(
+    () => {
+      const now = Date.now();
+      for (const s of sessions.values()) if (s.open === 0 && now - s.lastSeen > idleMs) void s.transport.close();
+    },
+    Math.min(idleMs, 60_000),
+  ).unref();
   let allowed = new Set<string>();
-  const server: Server = createServer((req, res) => {
-    void handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) reply(res, 500, `the bridge failed: ${(err as Error).message}`);
-    });
-  });
+  const server: Server = createServer(
+    { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: 1_000 },
+    (req, res) => {
+      void handle(req, res).catch((err: unknown) => {
+        if (!res.headersSent) reply(res, 500, `the bridge failed: ${(err as Error).message}`);
+      });
+    },
+  );
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const refusal = originRefusal(req, allowed);
@@ -85,9 +139,21 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       if (session === undefined) return reply(res, 404, 'no such MCP session: initialize a new one');
       if (session.grant !== bearer)
         return reply(res, 403, 'this MCP session was opened with another grant: present the same bearer grant');
+      if (session.expiresAtMs !== undefined && Date.now() >= session.expiresAtMs) {
+        void session.transport.close();
+        return unauthorized(res, 'the grant of this MCP session has expired: initialize a new one with a fresh grant');
+      }
+      session.lastSeen = Date.now();
+      session.open++;
+      res.once('close', () => {
+        session.open--;
+        session.lastSeen = Date.now();
+      });
       return session.transport.handleRequest(req, res);
     }
     if (req.method !== 'POST') return reply(res, 400, 'a new MCP session starts with a POST of initialize');
+    if (admitted >= maxSessions)
+      return reply(res, 503, `${admitted} MCP sessions are open, the most this bridge serves: close one first`);
     let granted: GrantedSession | undefined;
     if (verifier !== undefined) {
       if (bearer === undefined)
@@ -99,30 +165,83 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
         throw err;
       }
     }
+    const key = granted === undefined ? undefined : `${granted.principal}\u0000${granted.session}`;
+    if (key !== undefined && (perGrant.get(key) ?? 0) >= maxPerGrant)
+      return reply(
+        res,
+        429,
+        `${maxPerGrant} MCP sessions are open under this grant, the most one grant may hold: close one first`,
+      );
+    const release = admit(key);
+    try {
+      await openSession(req, res, granted, bearer, release);
+    } catch (err) {
+      release();
+      throw err;
+    }
+  };
+
+  /** A new session: its body read and checked to be `initialize` before its tools are resolved or anything subscribed. */
+  const openSession = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    granted: GrantedSession | undefined,
+    bearer: string | undefined,
+    release: () => void,
+  ) => {
+    const body = await readPostBody(req);
+    const refused = body.ok ? notInitialize(body.message) : body;
+    if (refused !== undefined && !refused.ok) {
+      release();
+      if (refused.error !== undefined) answer(res, refused.status, refused.error);
+      return;
+    }
+    const message = (body as { message: unknown }).message;
     let bridge: McpBridge;
     try {
       bridge = granted
         ? await openBridge(nc, granted.request, granted.context())
         : await openBridge(nc, options.session ?? { profile: '' }, options.ctx ?? {});
     } catch (err) {
+      release();
       if (err instanceof MatrixError)
         return reply(res, err.code === 'forbidden' ? 403 : 502, `${err.code}: ${err.message}`);
       throw err;
     }
+    let expiry: NodeJS.Timeout | undefined;
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (sessionId) => {
-        sessions.set(sessionId, { transport, bridge, grant: granted === undefined ? undefined : bearer });
+        const expiresAtMs = granted?.expiresAtMs;
+        sessions.set(sessionId, {
+          transport,
+          bridge,
+          grant: granted === undefined ? undefined : bearer,
+          lastSeen: Date.now(),
+          open: 0,
+          expiresAtMs,
+        });
+        // A session lives no longer than the grant it was opened with.
+        if (expiresAtMs !== undefined)
+          expiry = setTimeout(
+            () => void transport.close(),
+            Math.min(Math.max(expiresAtMs - Date.now(), 0), LONGEST_TIMER_MS),
+          ).unref();
       },
     });
     transport.onclose = () => {
+      clearTimeout(expiry);
       if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
+      release();
       void bridge.close();
     };
     await bridge.connect(transport);
-    await transport.handleRequest(req, res);
+    await transport.handleRequest(req, res, message);
     // A first request that did not initialize a session leaves nothing behind.
-    if (transport.sessionId === undefined) await bridge.close();
+    if (transport.sessionId === undefined) {
+      release();
+      await bridge.close();
+    }
   };
 
   await new Promise<void>((resolve, reject) => {
@@ -136,6 +255,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     url: `http://${shown}:${port}${MCP_PATH}`,
     sessions: () => sessions.size,
     close: async () => {
+      clearInterval(sweeper);
       const open = [...sessions.values()];
       sessions.clear();
       await Promise.allSettled(open.map((s) => s.transport.close()));
@@ -182,8 +302,12 @@ function unauthorized(res: ServerResponse, message: string): void {
 
 /** A JSON-RPC error answer with an HTTP status, as the SDK's transport answers its own refusals. */
 function reply(res: ServerResponse, status: number, message: string): void {
+  answer(res, status, { jsonrpc: '2.0', id: null, error: { code: -32000, message } });
+}
+
+function answer(res: ServerResponse, status: number, error: JsonRpcErrorResponse): void {
   res.writeHead(status, { 'Content-Type': 'application/json' });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message }, id: null }));
+  res.end(JSON.stringify(error));
 }
 
 /** `mcp --http`: serves until SIGINT or SIGTERM. */

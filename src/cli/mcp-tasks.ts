@@ -21,6 +21,7 @@ import type { CallContext } from '../bus/context.js';
 import { MatrixError, NotFoundError } from '../bus/errors.js';
 import type { Progress } from '../bus/op-context.js';
 import { CANCEL_OP, Mounts } from '../bus/subjects.js';
+import { failure } from '../dispatcher/results.js';
 import { structuredObject } from '../dispatcher/shape.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import type { ResolveRequest } from '../registry/types.js';
@@ -68,11 +69,11 @@ export function callToolResultOf(result: ToolResult): CallToolResult {
 
 /** The result of a call the dispatcher itself failed (not the tool): still one the model can read. */
 export function dispatcherFailed(name: string, err: unknown): CallToolResult {
-  const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
-  return {
-    content: [{ type: 'text', text: `"${name}" could not be run: system.dispatcher answered ${why}` }],
-    isError: true,
-  };
+  const text =
+    err instanceof MatrixError
+      ? failure.dispatcherAnswered(name, err).message
+      : `"${name}" could not be run: system.dispatcher answered ${String(err)}`;
+  return { content: [{ type: 'text', text }], isError: true };
 }
 
 /** A task as MCP shows it. */

@@ -38,7 +38,7 @@ import {
 } from './mcp-tasks.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
-const CLOSE_GRACE_MS = 1_000;
+const CLOSE_GRACE_MS = 3_000;
 /** Longest wait for one tool call: an approver may take up to a minute, then the tool its timeout. */
 const CALL_TIMEOUT_MS = 95_000;
 

@@ -21,9 +21,14 @@ export interface Output {
   note(text: string): void;
 }
 
-/** Terminal control characters: C0 but tab and newline, DEL, C1. */
+/**
+ * Characters a terminal acts on or that reorder what it shows: C0 but tab and newline, DEL, C1
+ * (U+0080–009F: 8-bit CSI and OSC), the bidirectional marks, embeddings, overrides and
+ * isolates (U+200E/F, U+202A–E, U+2066–9: `report\u202efdp.exe` would read `reportexe.pdf`),
+ * and the line and paragraph separators (U+2028/9).
+ */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
 
 /**
  * `text` with its terminal control characters shown as `\u` escapes. What the CLI prints comes

@@ -196,7 +196,10 @@ async function startMounts(
       approvalsBucket: options.approvalsBucket,
     });
     const tasks = await startTasks(nc, dispatcher, options.replicas, logger);
-    running.stopping.push(() => dispatcher.stopWaiting());
+    running.stopping.push(() => {
+      dispatcher.stopWaiting();
+      tasks?.stopWaiting();
+    });
     running.closers.push(() => {
       tasks?.close();
       dispatcher.close();
@@ -236,6 +239,8 @@ async function watchRevocations(
     const store = await RevocationStore.open(nc, { maxAgeMs, replicas: options.replicas });
     const watch = store.watch(revocations, (err) => logger.error(`revocations: ${(err as Error).message}`));
     running.closers.push(() => watch.stop());
+    // Not ready before the revocations stored while this instance was down are known.
+    await watch.caughtUp;
     return store;
   } catch (err) {
     logger.error(`grant revocations unavailable (no $revoke): ${(err as Error).message}`);

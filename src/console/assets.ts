@@ -100,7 +100,8 @@ dl.facts dd { margin: 0; }
  * `/console.js`: live regions and the write token. A page's `<main data-live="registry call">`
  * follows those server-sent events (and `data-poll` refreshes on a timer) by fetching its own
  * URL's fragment and swapping `#live`; forms marked `data-instant` search as one types; forms
- * marked `data-write` carry the token the operator pasted (kept for the tab only).
+ * marked `data-write` carry the token the operator pasted (kept for the tab only), and so does
+ * every refresh of a live region (a page marked `data-needs-token` serves it only with one).
  */
 export const CLIENT_SCRIPT = `(() => {
   'use strict';
@@ -108,6 +109,7 @@ export const CLIENT_SCRIPT = `(() => {
   const live = document.getElementById('live');
   const status = document.getElementById('status');
   const kinds = ((main && main.dataset.live) || '').split(' ').filter(Boolean);
+  const KEY = 'matrix-console-token';
   let timer = 0, again = false, controller;
 
   async function refresh() {
@@ -115,7 +117,10 @@ export const CLIENT_SCRIPT = `(() => {
     if (controller) controller.abort();
     controller = new AbortController();
     try {
-      const res = await fetch(location.href, { headers: { 'X-Console-Fragment': '1' }, signal: controller.signal });
+      const headers = { 'X-Console-Fragment': '1' };
+      const token = sessionStorage.getItem(KEY);
+      if (token) headers['X-Console-Token'] = token;
+      const res = await fetch(location.href, { headers, signal: controller.signal });
       if (res.ok) {
         // What the reader opened stays open: a refresh replaces the markup, not the reading.
         const details = [...live.querySelectorAll('details')];
@@ -174,12 +179,17 @@ export const CLIENT_SCRIPT = `(() => {
     });
   }
 
-  const KEY = 'matrix-console-token';
+  // A live region that needs the token is fetched with it at once, and again when it is typed.
+  const needsToken = main && main.hasAttribute('data-needs-token');
   const tokenInput = document.getElementById('token');
   if (tokenInput) {
     tokenInput.value = sessionStorage.getItem(KEY) || '';
-    tokenInput.addEventListener('input', () => sessionStorage.setItem(KEY, tokenInput.value.trim()));
+    tokenInput.addEventListener('input', () => {
+      sessionStorage.setItem(KEY, tokenInput.value.trim());
+      if (needsToken) schedule();
+    });
   }
+  if (needsToken && sessionStorage.getItem(KEY)) schedule();
   document.addEventListener('submit', (event) => {
     const form = event.target;
     if (!(form instanceof HTMLFormElement) || !form.hasAttribute('data-write')) return;

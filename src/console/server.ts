@@ -148,7 +148,9 @@ async function handle(
         status: 403,
       });
   }
-  const result = await route({ method, url, form, deps });
+  // A POST got here only with the token (writeRefusal); a GET shows it in a header.
+  const withToken = method === 'POST' || (token !== undefined && sameSecret(tokenHeader(req), token));
+  const result = await route({ method, url, form, deps, withToken });
   if (result === undefined)
     return page(res, req, deps, {
       title: 'Not found',
@@ -195,11 +197,15 @@ function writeRefusal(
 ): string | undefined {
   if (!writes || token === undefined)
     return 'This console is read-only: start it with --allow-writes to try tools and register contexts.';
-  const header = req.headers['x-console-token'];
-  const given = (typeof header === 'string' ? header : undefined) ?? form.get('token') ?? '';
+  const given = tokenHeader(req) || (form.get('token') ?? '');
   if (!sameSecret(given, token))
     return 'A write needs the token the console printed at start: paste it into the token field at the top right.';
   return undefined;
+}
+
+function tokenHeader(req: IncomingMessage): string {
+  const header = req.headers['x-console-token'];
+  return typeof header === 'string' ? header : '';
 }
 
 /** Constant-time comparison; both sides are hashed first so their lengths say nothing either. */

@@ -26,6 +26,8 @@ export interface Page {
   pollMs?: number;
   /** HTTP status; default 200. */
   status?: number;
+  /** `live` is served only with the token (`X-Console-Token`): the script fetches it at once when it holds one. */
+  needsToken?: boolean;
 }
 
 /** A redirect after a write (303 See Other). */
@@ -52,4 +54,6 @@ export interface ConsoleRequest {
   /** The form fields of a POST (URL-encoded), empty for GET. */
   form: URLSearchParams;
   deps: ConsoleDeps;
+  /** It carries the console's token (the `X-Console-Token` header, or a POST's checked `token` field). */
+  withToken?: boolean;
 }

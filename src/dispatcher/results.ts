@@ -35,6 +35,16 @@ export function errorResult(callId: string, name: string, failed: CallFailure): 
  * arguments, route, approval, the in-flight bound) are refusals: the call was not made.
  */
 export const failure = {
+  /**
+   * The caller's side: `system.dispatcher` was not reached, or refused the request itself (a
+   * body too large or too deep to send, a grant expired or revoked since the session opened, no
+   * answer in time): the call was not made, and the model reads why.
+   */
+  dispatcherAnswered: (tool: string, err: MatrixError) =>
+    new CallFailure(err.code, `"${tool}" could not be run: system.dispatcher answered ${err.code}: ${err.message}`, {
+      cause: err,
+    }),
+
   /** The session: the registry did not answer, or failed. */
   registryFailed: (err: MatrixError) =>
     new CallFailure(

@@ -39,6 +39,8 @@ export class GrantedSession {
   readonly request: ResolveRequest;
   readonly principal: string;
   readonly session: string;
+  /** When the grant expires (its `exp`), Unix ms. */
+  readonly expiresAtMs: number;
 
   /** Reads the grant; with a verifier, checks it first (a `GrantError` when it fails). */
   constructor(grant: string, presentation: Presentation = {}, verifier?: GrantVerifier) {
@@ -47,6 +49,7 @@ export class GrantedSession {
     this.request = { ...claims.nats.resolve, ...presentation };
     this.principal = claims.sub;
     this.session = claims.nats.session;
+    this.expiresAtMs = claims.exp * 1000;
   }
 
   /** The context of a call: the grant, and the principal and session it names. */

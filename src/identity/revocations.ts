@@ -174,16 +174,40 @@ export class RevocationStore {
     return { key, revision, until: new Date(r.until).toISOString() };
   }
 
-  /** Keeps `into` in step with the bucket, sweeping expired records; `stop()` ends both. */
-  watch(into: Revocations, onError: (err: unknown) => void = () => {}): BucketWatch {
+  /**
+   * Keeps `into` in step with the bucket, sweeping expired records; `stop()` ends both.
+   * `caughtUp` resolves once the revocations stored before the watch began are in `into` (or
+   * after `catchUpMs`, default 2000, when the bucket's last revision aged out and never comes):
+   * an instance that starts serving before then would accept a grant revoked while it was down.
+   */
+  watch(
+    into: Revocations,
+    onError: (err: unknown) => void = () => {},
+    catchUpMs = 2_000,
+  ): BucketWatch & { caughtUp: Promise<void> } {
+    let last = Number.POSITIVE_INFINITY;
+    let delivered = 0;
+    let caught: () => void = () => {};
+    const caughtUp = new Promise<void>((resolve) => {
+      caught = resolve;
+      setTimeout(resolve, catchUpMs).unref();
+    });
+    this.bucket.lastRevision().then(
+      (revision) => {
+        last = revision;
+        if (delivered >= last) caught();
+      },
+      () => caught(),
+    );
     const watch = this.bucket.watch((entry) => {
-      if (entry.operation !== 'PUT') {
-        into.remove(entry.key);
-        return;
+      delivered = entry.revision;
+      if (entry.operation !== 'PUT') into.remove(entry.key);
+      else {
+        const r = parseRevocation(entry.value);
+        if (r === undefined) onError(new Error(`revocation ${entry.key} is not readable; ignored`));
+        else into.apply(entry.key, r);
       }
-      const r = parseRevocation(entry.value);
-      if (r === undefined) onError(new Error(`revocation ${entry.key} is not readable; ignored`));
-      else into.apply(entry.key, r);
+      if (delivered >= last) caught();
     }, onError);
     const sweep = () => {
       for (const key of into.expired()) {
@@ -194,6 +218,7 @@ export class RevocationStore {
     const timer = setInterval(sweep, SWEEP_MS);
     timer.unref();
     return {
+      caughtUp,
       stop: () => {
         clearInterval(timer);
         watch.stop();

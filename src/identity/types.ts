@@ -37,15 +37,15 @@ export interface GrantNatsClaim {
 }
 
 /**
- * `nats.approve` of an approver's grant: glob lists (`*` any run of characters, `?` one); each
- * list present must match the call, an absent one matches any. `{}` covers every approval.
+ * `nats.approve` of an approver's grant: lists, each present one must match the call, an absent
+ * one matches any. `{}` covers every approval.
  */
 export interface ApproveClaim {
-  /** Tool names. */
+  /** Tool names: globs (`*` any run of characters, `?` one). */
   tools?: string[];
-  /** Target mounts. */
+  /** Target mounts: NATS subject patterns, as the policy's `target` (`*` one token, `>` the rest). */
   targets?: string[];
-  /** Principals whose calls it may answer (never its own). */
+  /** Principals whose calls it may answer (never its own): globs. */
   principals?: string[];
 }
 

@@ -9,7 +9,9 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { type ConnectOptions, connectBus, connectOptionsFromEnv } from '../bus/connect.js';
 import type { CallContext } from '../bus/context.js';
+import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
+import { errorResult, failure } from '../dispatcher/results.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import { GrantedSession, loadGrant, readGrantClaims } from '../identity/granted.js';
 import { recheckOnChange } from '../registry/events.js';
@@ -160,14 +162,32 @@ export class ToolSession<F extends ProviderFormat = 'matrix'> {
 
   /**
    * Runs one of the model's tool calls, in any accepted shape, through `system.dispatcher.$call`.
-   * A failed tool is a result with `isError` (what the model reads); a call aborted by `signal`
+   * A failed tool is a result with `isError` (what the model reads), and so is a call the bus
+   * refused (`error.code` the bus's: `payload_too_large`, `bad_request` for a body too deep to
+   * send, `forbidden` for a grant expired or revoked since the session opened, `timeout`,
+   * `unavailable`); a call aborted by `signal`
    * rejects with the signal's reason. With `task` (or for a tool whose `execution.taskSupport`
    * is `required`) it runs as a task and waits for its result, reporting progress.
    */
-  call(toolCall: AnyToolCall, options: CallOptions = {}): Promise<ToolResult> {
-    if (this.closed) return Promise.reject(new Error('the tool session is closed'));
+  async call(toolCall: AnyToolCall, options: CallOptions = {}): Promise<ToolResult> {
+    if (this.closed) throw new Error('the tool session is closed');
     const call = toToolCall(toolCall);
-    return runCall(this.client, this.request, call, this.context, this.callTimeoutMs, this.tool(call.name), options);
+    try {
+      return await runCall(
+        this.client,
+        this.request,
+        call,
+        this.context,
+        this.callTimeoutMs,
+        this.tool(call.name),
+        options,
+      );
+    } catch (err) {
+      // The bus's own refusals are failed calls too: every adapter hands them to the model alike.
+      if (err instanceof MatrixError && options.signal?.aborted !== true)
+        return errorResult(call.id, call.name, failure.dispatcherAnswered(call.name, err));
+      throw err;
+    }
   }
 
   /** Resolves again; tells the listeners and resolves `true` when the digest changed. */

@@ -70,6 +70,8 @@ export class TaskRunner {
   private readonly timers: NodeJS.Timeout[] = [];
   private stopWatch: (() => void) | undefined;
   private closing = false;
+  /** The service is stopping: `$result` waits end at once, so its mount drains without them. */
+  private waking = false;
 
   constructor(
     private readonly dispatcher: Dispatcher,
@@ -94,6 +96,12 @@ export class TaskRunner {
     every(this.options.tickMs ?? 1_000, () => this.renew());
     every(this.options.sweepMs ?? 1_000, () => this.sweep());
     return this;
+  }
+
+  /** Ends every `$result` wait now and each one asked from now on (the service is stopping). */
+  stopWaiting(): void {
+    this.waking = true;
+    for (const wake of [...this.waiters.values()].flatMap((set) => [...set])) wake();
   }
 
   /**
@@ -177,9 +185,9 @@ export class TaskRunner {
     return after;
   }
 
-  /** Resolves once the task at `key` is terminal, or after `waitMs`. */
-  async waitForEnd(key: string, waitMs: number): Promise<void> {
-    if (waitMs <= 0 || this.closing) return;
+  /** Resolves once the task at `key` is terminal, or after `waitMs`; false when the service stops waiting. */
+  async waitForEnd(key: string, waitMs: number): Promise<boolean> {
+    if (waitMs <= 0 || this.closing || this.waking) return false;
     await new Promise<void>((resolve) => {
       let set = this.waiters.get(key);
       if (set === undefined) this.waiters.set(key, (set = new Set()));
@@ -193,6 +201,7 @@ export class TaskRunner {
       const timer = setTimeout(wake, waitMs);
       waiters.add(wake);
     });
+    return !this.closing && !this.waking;
   }
 
   /** Live tasks of a principal this instance knows of. */

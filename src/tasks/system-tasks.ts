@@ -57,6 +57,8 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         description: 'The task: its status, latest progress and times.',
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: TaskRef, ctx: OpContext): Promise<Task> =>
           (await ownTask(request.taskId, ctx)).record.task,
       },
@@ -64,12 +66,14 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         description: 'The ToolResult once the task has ended, else the Task when waitMs (at most 30000) runs out.',
         request: SchemaId.TaskResultRequest,
         response: SchemaId.CallReply,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: TaskResultRequest, ctx: OpContext): Promise<ToolResult | Task> => {
           let found = await ownTask(request.taskId, ctx);
           if (!isTerminal(found.record.task.status) && (request.waitMs ?? 0) > 0) {
             const until = Date.now() + (request.waitMs ?? 0);
             while (!isTerminal(found.record.task.status) && Date.now() < until && !ctx.signal.aborted) {
-              await runner.waitForEnd(found.key, until - Date.now());
+              if (!(await runner.waitForEnd(found.key, until - Date.now()))) break;
               found = await ownTask(request.taskId, ctx);
             }
           }
@@ -80,6 +84,8 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         description: 'Cancels the task (its target is told to stop); a task that has ended comes back unchanged.',
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: TaskRef, ctx: OpContext): Promise<Task> => {
           const found = await ownTask(request.taskId, ctx);
           if (isTerminal(found.record.task.status)) return found.record.task;
@@ -90,6 +96,8 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         description: 'Your tasks, newest first, a page at a time (cursor), optionally of one status.',
         request: SchemaId.TaskListRequest,
         response: SchemaId.TaskListReply,
+        // The grant, and its holder, before the body is read.
+        beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
         handle: async (request: TaskListRequest, ctx: OpContext): Promise<TaskListReply> => {
           const owner = identity.owner(ctx);
           const keys = await runner.store.keysOf(owner);

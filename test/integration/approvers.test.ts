@@ -127,6 +127,22 @@ describe('approver grants', () => {
     expect(answer.by).toBe('user:ana');
   });
 
+  it('matches targets as NATS subject patterns, as the policy does: app.> covers app.x, * one token only', async () => {
+    const approvalId = await waiting();
+    const listedFor = async (targets: string[]) =>
+      (await person.pending({ grant: grant('user:ana', { targets }) })).approvals.map((a) => a.approvalId);
+    // The mount is `app.m<pid>x<n>`: two tokens.
+    for (const covering of [['app.>'], ['>'], ['app.*'], ['*.*'], [app]])
+      expect(await listedFor(covering)).toContain(approvalId);
+    for (const not of [['*'], ['app'], ['app.*.>'], ['app*'], ['other.>']])
+      expect(await listedFor(not), not.join()).not.toContain(approvalId);
+    const answer = await person.answer(
+      { approvalId, decision: 'reject', reason: 'seen' },
+      { grant: grant('user:ana', { targets: ['app.>'] }) },
+    );
+    expect(answer.by).toBe('user:ana');
+  });
+
   it('never lets a principal answer its own call, and does not list it to them', async () => {
     const approvalId = await waiting();
     const own = { grant: grant('agent:alpha', {}) };

@@ -1,7 +1,8 @@
 /**
  * The console's Approvals page against a service that trusts issuers: without an approver grant
  * it says so and lists nothing; a pasted grant (its text, never a path) lists and answers as
- * the grant's sub; every answer is a write behind the token.
+ * the grant's sub; every answer is a write behind the token, and so is every listing: the
+ * arguments are served only with the token, never to whoever merely reaches the port.
  */
 
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -41,8 +42,9 @@ describe('the console’s Approvals page with trusted issuers', () => {
     ttlSeconds: 600,
     approve: { tools: ['deploy'] },
   });
-  const get = async (path: string) => {
-    const res = await fetch(new URL(path, consoleApp.url));
+  /** GET with the token (as the page's script sends it), or with `headers` instead. */
+  const get = async (path: string, headers: Record<string, string> = { 'X-Console-Token': token }, at = consoleApp) => {
+    const res = await fetch(new URL(path, at.url), { headers });
     return { status: res.status, text: await res.text() };
   };
   const post = async (path: string, fields: Record<string, string>) => {
@@ -109,5 +111,44 @@ describe('the console’s Approvals page with trusted issuers', () => {
     expect(answered.location).toContain('by=user%3Aana');
     expect(await running).toMatchObject({ isError: false, structured: { deployed: 'web' } });
     expect((await get('/approvals')).text).not.toContain(`data-approval-id="${pending.approvalId}"`);
+  });
+
+  it('serves no approval nor its arguments without the token, page or live fragment, grant or not', async () => {
+    const running = dispatcher.call(
+      gatedSession,
+      { id: 'console-2', name: 'deploy', arguments: { service: 'secret-ledger\u202e' } },
+      { principal: 'agent:alpha', session: 's-c', deadline: Date.now() + 15_000 },
+    );
+    const pending = await person.awaitPending('console-2', { grant: ana });
+    const readOnly = await startConsole(nc, { port: 0, approverGrant: ana });
+    try {
+      for (const [at, headers] of [
+        [consoleApp, {}],
+        [consoleApp, { 'X-Console-Fragment': '1' }],
+        [consoleApp, { 'X-Console-Fragment': '1', 'X-Console-Token': 'wrong' }],
+        [readOnly, {}],
+        [readOnly, { 'X-Console-Fragment': '1', 'X-Console-Token': token }],
+      ] as const) {
+        const page = await get('/approvals', headers, at);
+        expect(page.status).toBe(401);
+        expect(page.text).not.toContain('secret-ledger');
+        expect(page.text).not.toContain(pending.approvalId);
+      }
+      expect((await get('/approvals', {}, readOnly)).text).toContain(
+        'This console is read-only, and lists no approvals',
+      );
+      const document = await get('/approvals', {});
+      expect(document.text).toContain('Paste the token to see the pending approvals');
+      expect(document.text).toContain('data-needs-token');
+      // With the token: listed, the bidi override shown as an escape, not applied.
+      const listed = await get('/approvals', { 'X-Console-Fragment': '1', 'X-Console-Token': token });
+      expect(listed.status).toBe(200);
+      expect(listed.text).toContain('secret-ledger\\u202e');
+      expect(listed.text).not.toContain('\u202e');
+    } finally {
+      await readOnly.close();
+    }
+    await post('/approvals/answer', { approvalId: pending.approvalId, decision: 'reject', reason: 'test' });
+    expect((await running).error?.code).toBe('approval_denied');
   });
 });

@@ -119,6 +119,25 @@ describe('the MCP bridge and tasks, through the MCP SDK client', () => {
     expect(listed.tasks.map((t) => t.taskId)).toContain(taskId);
   });
 
+  it('sends notifications/progress for a task whose tools/call carried a progressToken', async () => {
+    const mcp = await connect();
+    const progress: Progress[] = [];
+    const stream = mcp.experimental.tasks.callToolStream(
+      { name: 'work', arguments: { steps: 4, stepMs: 1_000 } },
+      undefined,
+      { task: {}, onprogress: (p) => progress.push(p) },
+    );
+    let text = '';
+    for await (const message of stream) {
+      if (message.type === 'result') text = (message.result.content as Array<{ text: string }>)[0]?.text ?? '';
+      if (message.type === 'error') throw message.error;
+    }
+    expect(text).toBe('{"done":4}');
+    expect(progress.length).toBeGreaterThan(0);
+    expect(progress.every((p) => p.total === 4 && p.progress >= 1 && p.progress <= 4)).toBe(true);
+    expect(progress.map((p) => p.progress)).toEqual([...progress.map((p) => p.progress)].sort());
+  });
+
   it('cancels a task by tasks/cancel: its target stops', async () => {
     const mcp = await connect();
     const before = slow.stopped.length;
@@ -142,7 +161,8 @@ describe('the MCP bridge and tasks, through the MCP SDK client', () => {
   it('sends notifications/progress for a plain call with a progressToken', async () => {
     const mcp = await connect();
     const progress: Progress[] = [];
-    const result = await mcp.callTool({ name: 'work', arguments: { steps: 3, stepMs: 200 } }, undefined, {
+    // Steps far apart beside the relay's thinning (PROGRESS_RELAY_MS): every report is its own.
+    const result = await mcp.callTool({ name: 'work', arguments: { steps: 3, stepMs: 600 } }, undefined, {
       onprogress: (p) => progress.push(p),
     });
     expect((result.content as Array<{ text: string }>)[0]?.text).toBe('{"done":3}');

@@ -112,7 +112,7 @@ describe('requests built to be expensive, from an agent user', () => {
     return attacker.request(flood.subject, flood.body, { timeout: 60_000, headers: h }).catch(() => undefined);
   }
 
-  /** The flood as another agent process sends it: eight in flight until stopped; `stop()` says how many it sent. */
+  /** The flood as another agent process sends it: eight lanes at 5 a second each until stopped; `stop()` says how many it sent. */
   async function startFlooder(flood: Flood): Promise<{ stop(): Promise<number> }> {
     const bodyFile = join(mkdtempSync(join(tmpdir(), 'flood-')), 'body');
     writeFileSync(bodyFile, flood.body);
@@ -197,14 +197,14 @@ describe('requests built to be expensive, from an agent user', () => {
       const until = performance.now() + 3_000;
       while (performance.now() < until || underFlood.length < 5) underFlood.push(await victimCall());
       const sent = await flooder.stop();
-      // The flood ran: the eight lanes were at or near their rate of 40 a second all along.
+      // The flood ran (each lane waits for its refusal: ~80 in 3.3 s where each cost ~1 s, ~135 where they cost nothing).
       expect(sent).toBeGreaterThan(60);
       const p50 = median(underFlood);
       console.log(
         `${flood.name} (${flood.body.length} bytes): refusal ${cost.toFixed(1)} ms idle; victim p50 ${p50.toFixed(2)} ms under 8 lanes at 5/s (${underFlood.length} calls in 3 s, ${sent} refusals)`,
       );
       // Generous bounds (the machine is shared): a refusal costs a fraction of decoding the body
-      // (380-640 ms before), and the victim waits at most 10× its idle median, never less than 25 ms.
+      // (0.4-1.2 s each before, measured by this test), and the victim waits at most 10× its idle median, never less than 25 ms.
       expect(cost, flood.name).toBeLessThan(60);
       expect(p50, flood.name).toBeLessThan(Math.max(10 * idleP50, 25));
     }, 60_000);

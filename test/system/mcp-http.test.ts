@@ -13,6 +13,7 @@ import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type McpHttpBridge, startMcpHttp } from '../../src/cli/mcp-http.js';
+import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
 
 /** A POST of `initialize` with the headers given, as raw HTTP (fetch may not set Host). */
@@ -130,6 +131,83 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
     expect(res.status).toBe(403);
   });
 
+  it('holds at most maxSessionsPerGrant sessions of one grant (429 past it); another grant still opens one', async () => {
+    const small = await startMcpHttp(await bus.connect('agent'), {
+      port: 0,
+      issuers: [bus.issuer.getPublicKey()],
+      maxSessionsPerGrant: 2,
+    });
+    const host = new URL(small.url).host;
+    try {
+      const grant = grantFor(['spy-tools']);
+      const statuses = [];
+      for (let i = 0; i < 3; i++)
+        statuses.push((await rawInitialize(small.url, { Host: host, Authorization: `Bearer ${grant}` })).status);
+      expect(statuses).toEqual([200, 200, 429]);
+      const other = grantFor(['spy-tools'], 'agent:beta');
+      expect((await rawInitialize(small.url, { Host: host, Authorization: `Bearer ${other}` })).status).toBe(200);
+      expect(small.sessions()).toBe(3);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('closes a session when its grant expires; the client is then refused', async () => {
+    const grant = bus.grant({
+      principal: 'agent:brief',
+      ttlSeconds: 2,
+      resolve: { profile: 'default', toolContextRefs: ['spy-tools'] },
+    });
+    const before = bridge.sessions();
+    const { client } = await connectClient(bridge.url, grant);
+    clients.push(client);
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['spy_run']);
+    expect(bridge.sessions()).toBe(before + 1);
+    await eventually(() => expect(bridge.sessions()).toBe(before), { timeoutMs: 6_000 });
+    await expect(client.listTools()).rejects.toThrow();
+  });
+
+  it('reads a new session’s body before resolving anything: a first POST that is not initialize costs no $resolve', async () => {
+    const nc = await bus.connect('agent');
+    const lone = await startMcpHttp(nc, { port: 0, issuers: [bus.issuer.getPublicKey()] });
+    const target = new URL(lone.url);
+    const headers = {
+      Host: target.host,
+      'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream',
+      Authorization: `Bearer ${grantFor(['spy-tools'])}`,
+    };
+    try {
+      const sent = nc.stats().outMsgs;
+      const list = await fetch(lone.url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/list', params: {} }),
+      });
+      expect(list.status).toBe(400);
+      expect(await list.json()).toMatchObject({ id: 4, error: { code: -32600 } });
+      // A body announced and never sent: nothing is resolved while it is awaited.
+      const slow = httpRequest({
+        host: target.hostname,
+        port: target.port,
+        path: target.pathname,
+        method: 'POST',
+        headers: { ...headers, 'Content-Length': '400' },
+      });
+      slow.on('error', () => {});
+      slow.write('{"jsonrpc":"2.0","id":1,');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(nc.stats().outMsgs).toBe(sent);
+      slow.destroy();
+      expect((await rawInitialize(lone.url, { Authorization: headers.Authorization, Host: target.host })).status).toBe(
+        200,
+      );
+      expect(nc.stats().outMsgs).toBeGreaterThan(sent);
+    } finally {
+      await lone.close();
+    }
+  });
+
   it('refuses a foreign Host or Origin (DNS rebinding): 403, before any grant is looked at', async () => {
     const grant = grantFor(['spy-tools']);
     const host = await rawInitialize(bridge.url, { Host: 'evil.example.com', Authorization: `Bearer ${grant}` });
@@ -198,6 +276,30 @@ describe('the MCP bridge over Streamable HTTP, without trusted issuers (developm
       });
     } finally {
       await mcp.close();
+    }
+  });
+
+  it('refuses a session past its most open (503), and closes one whose client went away', async () => {
+    const small = await startMcpHttp(await bus.connect('agent'), {
+      port: 0,
+      session: { profile: 'default', toolContextRefs: ['spy-tools'] },
+      maxSessions: 1,
+      idleMs: 300,
+    });
+    const host = { Host: new URL(small.url).host };
+    try {
+      // A client that initialized and left: no request since, none open.
+      expect((await rawInitialize(small.url, host)).status).toBe(200);
+      expect((await rawInitialize(small.url, host)).status).toBe(503);
+      await eventually(() => expect(small.sessions()).toBe(0), { timeoutMs: 5_000 });
+      // A client that stays (the SDK's holds a GET stream for list_changed) is not idle.
+      const { client } = await connectClient(small.url);
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      expect(small.sessions()).toBe(1);
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('spy_run');
+      await client.close();
+    } finally {
+      await small.close();
     }
   });
 

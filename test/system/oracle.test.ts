@@ -508,6 +508,43 @@ describe('the LangChain oracle (examples/oracle-langchain.ts) with LangChain’s
     );
   });
 
+  it('answers a call the bus refused with an error ToolMessage the model reads, instead of throwing', async () => {
+    const refused = [
+      { id: 'c-huge', name: 'spy_echo', args: { city: 'x'.repeat(1_100_000) } },
+      { id: 'c-deep', name: 'spy_echo', args: JSON.parse(`{"city":${'['.repeat(150)}${']'.repeat(150)}}`) },
+    ];
+    const model = new FakeStreamingChatModel({
+      responses: [new AIMessage('done')],
+      chunks: [new AIMessageChunk({ content: '', tool_calls: refused.map((c) => ({ ...c, type: 'tool_call' })) })],
+    });
+    const messages = await langChainOracle(model, 'go', options);
+    const results = new Map(messages.filter((m) => m instanceof ToolMessage).map((m) => [m.tool_call_id, m]));
+    expect(results.get('c-huge')).toMatchObject({ status: 'error' });
+    expect(String(results.get('c-huge')?.content)).toMatch(
+      /could not be run: system\.dispatcher answered payload_too_large: /,
+    );
+    expect(results.get('c-deep')).toMatchObject({ status: 'error' });
+    expect(String(results.get('c-deep')?.content)).toMatch(/answered bad_request: .*deep/);
+    // A grant that expires after the session opened: the call is refused as forbidden, and said so.
+    const brief = bus.grant({
+      ttlSeconds: 2,
+      resolve: { profile: 'default', toolContextRefs: ['oracle-tools'] },
+    });
+    const session = await openToolSession({ ...options, grant: brief });
+    try {
+      const { langChainTools } = await import('../../src/adapters/langchain.js');
+      const echo = langChainTools(session).find((t) => t.name === 'spy_echo');
+      await new Promise((resolve) => setTimeout(resolve, 2_200));
+      const told = await echo?.invoke({ id: 'c-late', name: 'spy_echo', args: { city: 'Faro' }, type: 'tool_call' });
+      expect(told).toBeInstanceOf(ToolMessage);
+      expect(told).toMatchObject({ status: 'error', content: expect.stringMatching(/answered forbidden: .*expired/) });
+      const result = await session.call({ id: 'c-late-2', name: 'spy_echo', arguments: { city: 'Faro' } });
+      expect(result).toMatchObject({ isError: true, error: { code: 'forbidden' } });
+    } finally {
+      await session.close();
+    }
+  });
+
   it('stops a call when its signal aborts', async () => {
     const session = await openToolSession(options);
     try {

@@ -98,7 +98,7 @@ describe('tasks across a killed service, and the CLI', () => {
       ),
     );
     await restart();
-    const approved = await cli(server.url, 'approve', pending.approvalId);
+    const approved = await cli(server.url, 'approve', pending.approvalId, '--yes');
     expect(approved.code, approved.stderr).toBe(0);
     expect(await result(task.taskId)).toMatchObject({ isError: false, content: '{"done":1}' });
     expect(slow.started).toBe(1);

@@ -3,10 +3,11 @@
  * NATS server of this file's own: what each prints and returns.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PendingApproval } from '../../src/approvals/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { silentLogger } from '../../src/bus/log.js';
-import { approvals, approve, left, reject } from '../../src/cli/approvals.js';
+import { approvals, approve, detail, left, reject } from '../../src/cli/approvals.js';
 import { serveConfig } from '../../src/cli/config.js';
 import { approveClaim } from '../../src/cli/grant.js';
 import { ExitCode, UsageError } from '../../src/cli/output.js';
@@ -28,7 +29,7 @@ describe('the approvals verbs', () => {
   };
   let n = 0;
   /** A matrix_invoke of agent:alpha, waiting for approval; its result once answered. */
-  const gatedCall = (): { callId: string; result: Promise<ToolResult> } => {
+  const gatedCall = (args: Record<string, unknown> = {}): { callId: string; result: Promise<ToolResult> } => {
     const callId = `cli-${n++}`;
     const result = agent.request<ToolResult>(
       'system.dispatcher',
@@ -38,7 +39,7 @@ describe('the approvals verbs', () => {
         call: {
           id: callId,
           name: 'matrix_invoke',
-          arguments: { target: 'system.agents', op: '$introspect', args: {} },
+          arguments: { target: 'system.agents', op: '$introspect', args },
         },
       },
       { principal: 'agent:alpha', session: 's-cli', timeoutMs: 20_000 },
@@ -78,10 +79,65 @@ describe('the approvals verbs', () => {
         `${id}\\s+matrix_invoke\\s+system\\.agents \\$introspect\\s+agent:alpha\\s+s-cli\\s+\\d+s\\s+\\{"target":"system\\.agents","op":"\\$introspect"`,
       ),
     );
-    const answered = await run(approve, { id, principal: 'user:ana' });
+    const answered = await run(approve, { id, principal: 'user:ana', yes: true });
     expect(answered.code).toBe(ExitCode.Ok);
     expect(answered.out.stdout).toMatch(new RegExp(`^approved ${id} as anonymous at \\d{4}-`));
     expect((await result).isError).toBe(false);
+  });
+
+  it('approvals <id> prints the whole arguments as indented JSON, escaped, with the digest', async () => {
+    const far = { note: `routine ${'x'.repeat(80)}`, path: '/', file: 'report\u202efdp.exe' };
+    const { callId, result } = gatedCall(far);
+    const id = await idOf(callId);
+    const { code, out } = await run(approvals, { id });
+    expect(code).toBe(ExitCode.Ok);
+    expect(out.stdout).toContain(`approval   ${id}`);
+    expect(out.stdout).toContain('call       matrix_invoke → system.agents $introspect');
+    expect(out.stdout).toContain('asked by   agent:alpha in session s-cli');
+    expect(out.stdout).toMatch(/digest {5}sha256:[0-9a-f]{64} of \d+ characters of JSON/);
+    expect(out.stdout).toContain('"path": "/"');
+    expect(out.stdout).toContain('"file": "report\\u202efdp.exe"');
+    expect(out.stdout).not.toContain('\u202e');
+    expect(out.stdout).not.toContain('TRUNCATED');
+    const asJson = JSON.parse((await run(approvals, { id, json: true })).out.stdout) as PendingApproval;
+    expect(asJson).toMatchObject({ approvalId: id, arguments: { args: far } });
+    await run(reject, { id, reason: 'seen' });
+    await result;
+  });
+
+  it('approvals <id> of an id it cannot see fails with not_found', async () => {
+    const { code, out } = await run(approvals, { id: 'abcdefabcdefabcdef00-000000000000' });
+    expect(code).toBe(ExitCode.Failed);
+    expect(out.stderr).toContain('error (not_found)');
+  });
+
+  it('approve shows the approval in full and asks; no means it is not approved', async () => {
+    const { callId, result } = gatedCall({ mount: 'system.tools' });
+    const id = await idOf(callId);
+    const asked: string[] = [];
+    const declined = await run(approve, { id, confirm: async (q: string) => asked.push(q) < 0 });
+    expect(declined.code).toBe(ExitCode.Failed);
+    expect(asked).toEqual([`approve ${id}? [y/N] `]);
+    expect(declined.out.stderr).toContain('"mount": "system.tools"');
+    expect(declined.out.stderr).toContain('not approved');
+    expect(declined.out.stdout).toBe('');
+
+    const approved = await run(approve, { id, confirm: async () => true });
+    expect(approved.code).toBe(ExitCode.Ok);
+    expect(approved.out.stdout).toMatch(new RegExp(`^approved ${id} as anonymous`));
+    const r = await result;
+    expect(r.isError, JSON.stringify(r)).toBe(false);
+  });
+
+  it('approve without a terminal to ask and without --yes refuses, and the call still waits', async () => {
+    const { callId, result } = gatedCall();
+    const id = await idOf(callId);
+    const refused = await run(approve, { id });
+    expect(refused.code).toBe(ExitCode.Usage);
+    expect(refused.out.stderr).toContain('pass --yes where stdin is not a terminal');
+    expect(JSON.parse((await run(approvals, { id, json: true })).out.stdout)).toMatchObject({ approvalId: id });
+    await run(reject, { id, reason: 'refused' });
+    await result;
   });
 
   it('reject needs a reason, and the model reads it', async () => {
@@ -94,7 +150,7 @@ describe('the approvals verbs', () => {
   });
 
   it('approve of an unknown id fails with not_found and exit 1', async () => {
-    const { code, out } = await run(approve, { id: 'abcdefabcdefabcdef00-000000000000' });
+    const { code, out } = await run(approve, { id: 'abcdefabcdefabcdef00-000000000000', yes: true });
     expect(code).toBe(ExitCode.Failed);
     expect(out.stderr).toContain('error (not_found)');
   });
@@ -128,6 +184,31 @@ describe('the approvals verbs offline', () => {
       principals: ['agent:*'],
     });
     expect(() => approveClaim({ approveTargets: ' , ' })).toThrow(UsageError);
+    expect(approveClaim({ approveTargets: 'app.>, *.notes, app.billing' })).toEqual({
+      targets: ['app.>', '*.notes', 'app.billing'],
+    });
+    for (const notPattern of ['app*', 'app.>.x', 'a..b', 'app.no>'])
+      expect(() => approveClaim({ approveTargets: notPattern }), notPattern).toThrow(/NATS subject patterns/);
+  });
+
+  it('says plainly when the arguments shown are cut', () => {
+    const cut: PendingApproval = {
+      approvalId: 'abcdefabcdefabcdef00-000000000001',
+      callId: 'c-1',
+      tool: 'deploy',
+      target: 'app',
+      op: '$deploy',
+      arguments: '{"a":"xxxx',
+      truncated: true,
+      argumentsDigest: 'ab'.repeat(32),
+      argumentsBytes: 20_000,
+      requestedAt: '2026-01-01T00:00:00Z',
+      expiresAt: '2026-01-01T01:00:00Z',
+    };
+    expect(detail(cut)).toContain(
+      'arguments  TRUNCATED: the first 10 of 20000 characters; if what you cannot see matters, reject\n{"a":"xxxx',
+    );
+    expect(detail(cut)).toContain('asked by   - in session - at 2026-01-01T00:00:00Z');
   });
 
   it('says how long an approval has left', () => {

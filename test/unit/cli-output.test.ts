@@ -21,3 +21,19 @@ describe('what the CLI prints to a terminal', () => {
     expect(written).toEqual(['a\\u001b[31mred\n', 'b\\u000dc\n']);
   });
 });
+
+describe('characters that reorder or end what a terminal shows', () => {
+  it('shows bidi marks, embeddings, overrides, isolates and line separators as escapes', () => {
+    const reordered =
+      'report\u202efdp.exe \u200e\u200f \u202a\u202b\u202c\u202d \u2066\u2067\u2068\u2069 a\u2028b\u2029c';
+    expect(printable(reordered)).toBe(
+      'report\\u202efdp.exe \\u200e\\u200f \\u202a\\u202b\\u202c\\u202d \\u2066\\u2067\\u2068\\u2069 a\\u2028b\\u2029c',
+    );
+    expect(printable('\u0080\u0085\u009b2J\u009d')).toBe('\\u0080\\u0085\\u009b2J\\u009d');
+  });
+
+  it('leaves the joiners that writing systems and emoji need', () => {
+    const joined = 'क्\u200dष \u200c 👩\u200d💻';
+    expect(printable(joined)).toBe(joined);
+  });
+});

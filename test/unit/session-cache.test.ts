@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { PayloadTooLargeError } from '../../src/bus/errors.js';
 import { SessionCache, type ToolSource } from '../../src/dispatcher/session-cache.js';
 import { BoundedCache } from '../../src/registry/bounded-cache.js';
@@ -114,11 +114,17 @@ describe('the session cache’s bounds', () => {
   });
 
   it('drops expired sessions when new ones come, not only when they are asked for again', async () => {
-    const cache = new SessionCache(sizedSource(10), { ttlMs: 1 });
-    await cache.get({ profile: 'old' }, {});
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    await cache.get({ profile: 'new' }, {});
-    expect(cache.size).toBe(1);
+    // The clock moves only where the test says: the new session never outlives its own TTL here.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const cache = new SessionCache(sizedSource(10), { ttlMs: 1_000 });
+      await cache.get({ profile: 'old' }, {});
+      vi.setSystemTime(Date.now() + 1_001);
+      await cache.get({ profile: 'new' }, {});
+      expect(cache.size).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 /**
  * Approvals: the calls waiting for a person (`system.approvals.$pending`), live, each with its
- * arguments pretty-printed, who asks, which session and how long it has left; Approve and
+ * arguments pretty-printed (control, bidi and separator characters shown as `\u` escapes, so
+ * they read as what they are), who asks, which session and how long it has left; Approve and
  * Reject (with a reason) answer through `$answer`. Listing and answering use the console's
  * approver grant (`--approver-grant FILE`, or one pasted here once, kept in the console's
  * memory); answering is a write: `--allow-writes` and the token.
@@ -9,8 +10,9 @@
 import { type AnswerReply, ApprovalOp, type PendingApproval, type PendingReply } from '../../approvals/types.js';
 import { Mounts } from '../../bus/subjects.js';
 import { left } from '../../cli/approvals.js';
-import { badge, href, html, jsonBlock, notice, type SafeHtml } from '../html.js';
-import type { ConsoleRequest, Page, Redirect } from '../types.js';
+import { printable } from '../../cli/output.js';
+import { badge, href, html, notice, type SafeHtml } from '../html.js';
+import type { ConsoleRequest, LiveKind, Page, Redirect } from '../types.js';
 import { errorNotice, FormError, statusOf } from './common.js';
 
 const SECTION = '/approvals';
@@ -20,13 +22,15 @@ const TIMEOUT_MS = 10_000;
 export async function approvalsPage(request: ConsoleRequest, failed?: unknown): Promise<Page> {
   const { deps, url } = request;
   const answered = url.searchParams.get('answered');
-  let listed: PendingApproval[] | undefined;
-  let problem: unknown;
-  try {
-    listed = await pendingOf(request);
-  } catch (err) {
-    problem = err;
-  }
+  const common = {
+    title: 'Approvals',
+    section: SECTION,
+    lead: 'Gated calls waiting for a person, oldest first: approve one and it runs, once; reject it and the model reads your reason.',
+    follows: ['approval'] as LiveKind[],
+    // Time left moves without events.
+    pollMs: 15_000,
+    needsToken: true,
+  };
   const grant = deps.approver.grant;
   const head = html`${
     grant
@@ -38,21 +42,48 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
         )
   }${deps.writes ? '' : notice('info', 'This console is read-only', 'Start it with --allow-writes to approve or reject.')}
     ${deps.writes ? grantForm(grant !== undefined) : ''}`;
+  if (!request.withToken) return { ...common, head, ...tokenNeeded(deps.writes) };
+  let listed: PendingApproval[] | undefined;
+  let more = false;
+  let problem: unknown;
+  try {
+    ({ listed, more } = await pendingOf(request));
+  } catch (err) {
+    problem = err;
+  }
   const decision = url.searchParams.get('decision') === 'approve' ? 'Approved' : 'Rejected';
   const live = html`${answered ? notice('ok', `${decision} ${answered}`, `as ${url.searchParams.get('by') ?? '?'} at ${url.searchParams.get('at') ?? '?'}`) : ''}
     ${failed === undefined ? '' : errorNotice(failed, 'The answer was not taken')}
     ${problem ? errorNotice(problem, 'Listing the pending approvals failed') : ''}
+    ${more ? notice('info', `More approvals wait than the ${MAX_SHOWN} oldest shown here`, 'Answer some, or list them all with matrix-tools approvals (each principal has at most its own share live: maxPendingPerPrincipal).') : ''}
     ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, deps.writes))}`;
   return {
-    title: 'Approvals',
-    section: SECTION,
-    lead: 'Gated calls waiting for a person, oldest first: approve one and it runs, once; reject it and the model reads your reason.',
+    ...common,
     head,
     live,
-    follows: ['approval'],
-    // Time left moves without events.
-    pollMs: 15_000,
     status: failed !== undefined ? statusOf(failed) : problem ? statusOf(problem) : 200,
+  };
+}
+
+/**
+ * The page without the token: pending approvals carry the calls' whole arguments, so they are
+ * listed only to whoever holds the token the console printed (a read-only console has none, and
+ * lists none), never to anyone who can merely reach the port.
+ */
+function tokenNeeded(writes: boolean): Pick<Page, 'live' | 'status'> {
+  return {
+    status: 401,
+    live: writes
+      ? notice(
+          'info',
+          'Paste the token to see the pending approvals',
+          'They carry the calls’ whole arguments, so this page lists them only with the token the console printed at start (the field at the top right).',
+        )
+      : notice(
+          'info',
+          'This console is read-only, and lists no approvals',
+          'They carry the calls’ whole arguments: start it with --allow-writes, then paste the token it prints, to list and answer them. Or use matrix-tools approvals.',
+        ),
   };
 }
 
@@ -91,7 +122,10 @@ export async function keepApproverGrant(request: ConsoleRequest): Promise<Page |
 
 const GRANT_TEXT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
-async function pendingOf(request: ConsoleRequest): Promise<PendingApproval[]> {
+/** Most approvals the page lists (the oldest); past it the page says more wait. */
+const MAX_SHOWN = 1000;
+
+async function pendingOf(request: ConsoleRequest): Promise<{ listed: PendingApproval[]; more: boolean }> {
   const all: PendingApproval[] = [];
   let cursor: string | undefined;
   do {
@@ -103,8 +137,8 @@ async function pendingOf(request: ConsoleRequest): Promise<PendingApproval[]> {
     );
     all.push(...page.approvals);
     cursor = page.nextCursor;
-  } while (cursor !== undefined && all.length < 1000);
-  return all;
+  } while (cursor !== undefined && all.length < MAX_SHOWN);
+  return { listed: all, more: cursor !== undefined };
 }
 
 function grantOf(request: ConsoleRequest): { grant?: string } {
@@ -124,7 +158,7 @@ function card(a: PendingApproval, writes: boolean): SafeHtml {
     <h2><span class="mono">${a.tool}</span> → <span class="mono">${a.target} ${a.op}</span> ${badge(`${left(a.expiresAt)} left`, 'warn')}</h2>
     <p class="muted">asked by <strong>${a.principal ?? 'an unnamed caller'}</strong>${a.session ? html` in session <span class="mono">${a.session}</span>` : ''} at <span class="mono">${a.requestedAt}</span> · call <span class="mono">${a.callId}</span> · <span class="mono">${a.approvalId}</span></p>
     ${a.truncated ? notice('info', `Arguments cut: ${a.argumentsBytes} characters of JSON, the first 16384 shown`, 'If what you cannot see matters, reject.') : ''}
-    ${typeof a.arguments === 'string' ? html`<pre class="json">${a.arguments}</pre>` : jsonBlock(a.arguments)}
+    <pre class="json">${printable(typeof a.arguments === 'string' ? a.arguments : JSON.stringify(a.arguments, null, 2))}</pre>
     <form method="post" action="${SECTION}/answer" data-write class="row answer">
       <input type="hidden" name="approvalId" value="${a.approvalId}">
       <input name="reason" placeholder="reason (a reject needs one)" aria-label="reason" autocomplete="off">

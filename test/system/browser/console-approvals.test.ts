@@ -1,6 +1,7 @@
 /**
- * The console's Approvals page in Chromium: a gated call arrives live with its arguments,
- * Approve makes the waiting call complete, its row leaves, and Calls shows who approved.
+ * The console's Approvals page in Chromium: nothing is listed until the token is pasted; then a
+ * gated call arrives live with its arguments, Approve makes the waiting call complete, its row
+ * leaves, and Calls shows who approved.
  */
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -32,16 +33,17 @@ describe.skipIf(!chromiumAvailable())('the Approvals page, in Chromium', () => {
     [stack, browser] = await Promise.all([startConsoleStack(), launchChromium()]);
     page = await browser.context.newPage();
     await page.goto(`${stack.base}approvals`);
-    await page.fill('#token', stack.token);
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
     await stack?.stop();
   });
 
-  it('says plainly that it has no approver grant, and that nothing waits', async () => {
-    expect(await page.locator('main').textContent()).toContain('This console has no approver grant');
+  it('lists nothing until the token is pasted, then says it has no approver grant and that nothing waits', async () => {
+    expect(await page.locator('#live').textContent()).toContain('Paste the token to see the pending approvals');
+    await page.fill('#token', stack.token);
     await page.locator('#live :text("Nothing waits for approval")').waitFor();
+    expect(await page.locator('main').textContent()).toContain('This console has no approver grant');
   });
 
   it('shows a pending call arriving live; Approve makes it complete and its row leave', async () => {

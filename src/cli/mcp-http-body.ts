@@ -1,0 +1,79 @@
+/**
+ * The body of a POST to the HTTP bridge, read and checked before the bridge spends anything on
+ * it: a new session's first POST must be `initialize` before its grant's tools are resolved or
+ * anything subscribed. The body goes on to the SDK's transport already parsed.
+ */
+import type { IncomingMessage } from 'node:http';
+import { isInitializeRequest, ErrorCode as JsonRpcError } from '@modelcontextprotocol/sdk/types.js';
+import type { JsonRpcErrorResponse } from './mcp-input.js';
+
+/** Most bytes of one POST body: the SDK transport's own bound, 4 MiB. */
+export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** A body read and parsed, or the HTTP status and JSON-RPC error that refuse it. */
+export type PostBody =
+  | { ok: true; message: unknown }
+  | { ok: false; status: number; error: JsonRpcErrorResponse }
+  /** The client went away (or its time to send the body ran out) before the body was whole. */
+  | { ok: false; status: 0; error?: undefined };
+
+/** Reads the whole body (at most `MAX_BODY_BYTES`) and parses it as JSON. */
+export function readPostBody(req: IncomingMessage): Promise<PostBody> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return Promise.resolve(tooLarge());
+  return new Promise<PostBody>((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const settle = (body: PostBody) => {
+      if (settled) return;
+      settled = true;
+      resolve(body);
+    };
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        req.removeAllListeners('data');
+        req.resume();
+        settle(tooLarge());
+      } else chunks.push(chunk);
+    });
+    req.once('end', () => settle(parsed(Buffer.concat(chunks).toString('utf8'))));
+    req.once('close', () => settle({ ok: false, status: 0 }));
+    req.once('error', () => settle({ ok: false, status: 0 }));
+  });
+}
+
+/** Why `message` cannot open a session (it is not one `initialize` request), or undefined. */
+export function notInitialize(message: unknown): PostBody | undefined {
+  if (isInitializeRequest(message)) return undefined;
+  return refusal(
+    400,
+    JsonRpcError.InvalidRequest,
+    'Invalid Request: a new MCP session starts with one initialize request (no Mcp-Session-Id was sent)',
+    idOf(message),
+  );
+}
+
+function parsed(text: string): PostBody {
+  try {
+    return { ok: true, message: JSON.parse(text) };
+  } catch {
+    return refusal(400, JsonRpcError.ParseError, 'Parse error: the body must hold JSON-RPC messages in JSON', null);
+  }
+}
+
+function tooLarge(): PostBody {
+  return refusal(413, JsonRpcError.InvalidRequest, `the body is larger than ${MAX_BODY_BYTES} bytes`, null);
+}
+
+/** The id of a JSON-RPC request, when it has a usable one. */
+export function idOf(message: unknown): string | number | null {
+  if (message === null || typeof message !== 'object' || Array.isArray(message)) return null;
+  const id = (message as { id?: unknown }).id;
+  return typeof id === 'string' || typeof id === 'number' ? id : null;
+}
+
+function refusal(status: number, code: number, message: string, id: string | number | null): PostBody {
+  return { ok: false, status, error: { jsonrpc: '2.0', id, error: { code, message } } };
+}
