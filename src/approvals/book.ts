@@ -29,6 +29,12 @@ export class ApprovalBook {
   private readonly byPrincipal = new Map<string, number>();
   private readonly bySession = new Map<string, number>();
   private liveTotal = 0;
+  /** Approvals being written right now (counted before the watch hears them), by the same keys. */
+  private readonly reserved = {
+    total: 0,
+    byPrincipal: new Map<string, number>(),
+    bySession: new Map<string, number>(),
+  };
   private readonly settledListeners = new Map<string, () => void>();
   private watch: BucketWatch | undefined;
   private sweeper: NodeJS.Timeout | undefined;
@@ -47,7 +53,8 @@ export class ApprovalBook {
     if (last === 0) caughtUp();
     this.watch = this.store.watch(
       (key, found, revision) => {
-        this.heard(key, found);
+        // Older than what this instance wrote and remembered: the watch is catching up.
+        if ((this.records.get(key)?.revision ?? 0) < revision) this.heard(key, found);
         if (revision >= last) caughtUp();
       },
       (err) => this.logger.error('watch of pending approvals failed; it restarts', { error: String(err) }),
@@ -83,11 +90,41 @@ export class ApprovalBook {
    * it (within one `sweepMs`).
    */
   live(principal: string | undefined, session: string | undefined): LiveCounts {
+    const p = principal ?? '';
+    const r = this.reserved;
     return {
-      total: this.liveTotal,
-      principal: this.byPrincipal.get(principal ?? '') ?? 0,
-      session: session === undefined ? 0 : (this.bySession.get(session) ?? 0),
+      total: this.liveTotal + r.total,
+      principal: (this.byPrincipal.get(p) ?? 0) + (r.byPrincipal.get(p) ?? 0),
+      session: session === undefined ? 0 : (this.bySession.get(session) ?? 0) + (r.bySession.get(session) ?? 0),
     };
+  }
+
+  /**
+   * Counts one approval of `principal` and `session` as live while it is being written, so
+   * calls that arrive together cannot all pass a bound before the watch hears any of them;
+   * returns the release (call it once the write is `remember`ed, or failed).
+   */
+  reserve(principal: string | undefined, session: string | undefined): () => void {
+    const r = this.reserved;
+    const change = (by: 1 | -1) => {
+      r.total += by;
+      bump(r.byPrincipal, principal ?? '', by);
+      if (session !== undefined) bump(r.bySession, session, by);
+    };
+    change(1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      change(-1);
+    };
+  }
+
+  /** Takes in a record this instance wrote at `found.revision`, unless the watch brought a newer one. */
+  remember(key: string, found: Revisioned): void {
+    const known = this.records.get(key);
+    if (known !== undefined && known.revision >= found.revision) return;
+    this.heard(key, found);
   }
 
   /** Is the record under `key` live (pending, or approved and unused) at `now`? */

@@ -134,14 +134,19 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
               by: 'policy',
               reason: "the caller's deadline passed before a person could answer",
             };
-          const full = book.isLive(keyOfCall(request), now) ? undefined : overLimit(limits, book, request);
+          const key = keyOfCall(request);
+          const full = book.isLive(key, now) ? undefined : overLimit(limits, book, request);
           if (full !== undefined) return { decision: 'reject', by: 'policy', reason: full };
+          const release = book.reserve(request.principal, request.session);
           let asked: Awaited<ReturnType<ApprovalStore['ask']>>;
           try {
             asked = await store.ask(request, expiryOf(policy, request.deadline, now), now);
+            if (asked.revision !== undefined) book.remember(key, { record: asked.record, revision: asked.revision });
           } catch (err) {
             if (err instanceof ConflictError) return { decision: 'reject', by: 'policy', reason: err.message };
             throw err;
+          } finally {
+            release();
           }
           const { record } = asked;
           if (asked.created) {

@@ -70,13 +70,14 @@ export class ApprovalStore {
    * The approval of a call that asks: the one already live for the same call (pending, or
    * approved and not yet used) when there is one, else a new pending one expiring at
    * `expiresAt` (Unix ms). A live one for the same call id with other arguments, tool or target
-   * is a `ConflictError`: it is another call, and it does not ride on that approval.
+   * is a `ConflictError`: it is another call, and it does not ride on that approval. A new one
+   * comes with the revision it was written at.
    */
   async ask(
     request: ApprovalRequest,
     expiresAt: number,
     now = Date.now(),
-  ): Promise<{ record: StoredApproval; created: boolean }> {
+  ): Promise<{ record: StoredApproval; created: boolean; revision?: number }> {
     const hash = callHash(request);
     const key = keyOfCall(request);
     const fresh = newRecord(request, hash, expiresAt, now);
@@ -90,9 +91,11 @@ export class ApprovalStore {
         );
       }
       try {
-        if (existing === undefined) await this.bucket.create(key, encode(fresh));
-        else await this.bucket.update(key, encode(fresh), existing.revision);
-        return { record: fresh, created: true };
+        const revision =
+          existing === undefined
+            ? await this.bucket.create(key, encode(fresh))
+            : await this.bucket.update(key, encode(fresh), existing.revision);
+        return { record: fresh, created: true, revision };
       } catch (err) {
         // Another instance wrote the key between the read and the write: read it again.
         if (!(err instanceof ConflictError)) throw err;

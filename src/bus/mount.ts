@@ -325,12 +325,26 @@ export class Mount {
       return;
     }
     const ctx = typeof callId === 'string' ? this.calls.get(callId) : undefined;
-    if (ctx === undefined || !ctx.cancel(by)) return;
+    if (ctx === undefined || !this.mayCancel(ctx, by, msg.reply)) return;
     if (msg.reply && isInboxSubject(msg.reply))
       msg.respond(
         encodeBody({ cancelled: true }, encoding),
         encoding === Encoding.Json ? { headers: jsonHeaders() } : undefined,
       );
+  }
+
+  /**
+   * Is `$cancel` from the call's own caller? Its headers must pass the call's op's own
+   * `beforeBody` (a grant bound to its holder holds only for that holder's replies), then name
+   * the same principal, session and grant: a copy of the grant text cancels nothing.
+   */
+  private mayCancel(ctx: RequestContext, by: CallContext, reply: string | undefined): boolean {
+    try {
+      this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '');
+    } catch {
+      return false;
+    }
+    return ctx.cancel(by);
   }
 
   private reply(msg: Msg, value: unknown, encoding: Encoding, bound: BoundOp, started: number): void {

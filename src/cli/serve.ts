@@ -195,7 +195,7 @@ async function startMounts(
       refusals: options.refusals,
       approvalsBucket: options.approvalsBucket,
     });
-    const tasks = await startTasks(nc, dispatcher, options.replicas, logger);
+    const tasks = await startTasks(nc, dispatcher, options.replicas, { identity, revocations }, logger);
     running.stopping.push(() => {
       dispatcher.stopWaiting();
       tasks?.stopWaiting();
@@ -248,16 +248,20 @@ async function watchRevocations(
   }
 }
 
-/** The task runner on KV `matrix-tasks`, or undefined (tasks off, said once) when JetStream does not answer. */
+/**
+ * The task runner on KV `matrix-tasks`, or undefined (tasks off, said once) when JetStream does
+ * not answer. It checks each task's grant again before sending it, and hears revocations.
+ */
 async function startTasks(
   nc: NatsConnection,
   dispatcher: Dispatcher,
   replicas: number,
+  { identity, revocations }: Pick<Gates, 'identity' | 'revocations'>,
   logger: Logger,
 ): Promise<TaskRunner | undefined> {
   try {
     const store = await TaskStore.open(nc, { replicas });
-    return new TaskRunner(dispatcher, store, { logger }).start();
+    return new TaskRunner(dispatcher, store, { logger, identity, revocations }).start();
   } catch (err) {
     logger.error(`tasks off: ${(err as Error).message}`);
     return undefined;

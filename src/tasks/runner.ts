@@ -11,11 +11,14 @@ import { type Logger, silentLogger } from '../bus/log.js';
 import type { Progress } from '../bus/op-context.js';
 import type { CallHooks, PendingApproval } from '../dispatcher/call-hooks.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
-import { errorResult, failure } from '../dispatcher/results.js';
+import { type CallFailure, errorResult, failure } from '../dispatcher/results.js';
 import type { Route } from '../dispatcher/route.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
+import { GrantError } from '../identity/errors.js';
+import type { IdentityGate } from '../identity/gate.js';
+import type { Revocations } from '../identity/revocations.js';
 import type { ResolveRequest } from '../registry/types.js';
-import { newTaskId, type StoredTask, type TaskStore, taskKey } from './store.js';
+import { newTaskId, ownerToken, type StoredTask, type TaskStore, taskKey } from './store.js';
 import {
   DEFAULT_TASK_TTL_MS,
   isTerminal,
@@ -44,6 +47,17 @@ export interface TaskRunnerOptions {
   sweepMs?: number;
   /** Live tasks one principal may hold; default `MAX_LIVE_TASKS_PER_PRINCIPAL` (32). */
   maxLivePerPrincipal?: number;
+  /**
+   * Checks the grant a task was made under again when it runs (a takeover too) and right before
+   * its request is sent: revoked or expired, the task fails and nothing is sent. Default none
+   * (trusting callers: there are no grants).
+   */
+  identity?: IdentityGate;
+  /**
+   * Revocations to hear: each one cancels the live tasks whose grant it names, and so withdraws
+   * their pending approvals. Default none.
+   */
+  revocations?: Revocations;
   logger?: Logger;
 }
 
@@ -65,6 +79,13 @@ export class TaskRunner {
    * Every task this instance knows of from the watch, by key (terminal ones too, until removed).
    */
   private readonly known = new Map<string, StoredTask>();
+  /** The same tasks by owner token (the key's first token), then key: what `$list` reads. */
+  private readonly byOwner = new Map<string, Map<string, StoredTask>>();
+  /**
+   * Tasks being written here, by principal: counted as live from the check against the cap until
+   * their write lands (or fails), so concurrent calls cannot all pass one check.
+   */
+  private readonly reserved = new Map<string | undefined, number>();
   private readonly running = new Map<string, Running>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly timers: NodeJS.Timeout[] = [];
@@ -87,7 +108,13 @@ export class TaskRunner {
   /** Watches the bucket and starts the lease renewals and the sweeper. */
   start(): this {
     const watch = this.store.watch((key, record, revision) => this.heard(key, record, revision));
-    this.stopWatch = () => watch.stop();
+    const stopHearing = this.options.revocations?.onRevoked(
+      () => void this.cancelRevoked().catch((err: unknown) => this.failed('cancel on revocation', err)),
+    );
+    this.stopWatch = () => {
+      watch.stop();
+      stopHearing?.();
+    };
     const every = (ms: number, work: () => Promise<void>) => {
       const timer = setInterval(() => void work().catch((err: unknown) => this.failed('task upkeep', err)), ms);
       timer.unref();
@@ -129,6 +156,26 @@ export class TaskRunner {
     const owner = { principal: context.principal, session: context.session };
     const live = this.liveOf(owner.principal);
     if (live >= this.maxLive) return errorResult(call.id, call.name, failure.tooManyTasks(call.name, live));
+    // Reserved before the first await: the next call's check counts this one.
+    this.reserved.set(owner.principal, (this.reserved.get(owner.principal) ?? 0) + 1);
+    try {
+      return await this.write(session, call, context, to, request, owner);
+    } finally {
+      const left = (this.reserved.get(owner.principal) ?? 1) - 1;
+      if (left > 0) this.reserved.set(owner.principal, left);
+      else this.reserved.delete(owner.principal);
+    }
+  }
+
+  /** Writes a new task and starts it here. */
+  private async write(
+    session: ResolveRequest,
+    call: ToolCall,
+    context: CallContext,
+    to: Route,
+    request: TaskRequest,
+    owner: TaskRecord['owner'],
+  ): Promise<Task> {
     const now = Date.now();
     const ttlMs = Math.min(request.ttlMs ?? DEFAULT_TASK_TTL_MS, MAX_TASK_TTL_MS);
     const taskId = newTaskId();
@@ -160,7 +207,7 @@ export class TaskRunner {
       lease: { holder: this.instance, until: now + this.leaseMs },
     };
     const stored = await this.store.create(taskKey(owner, taskId), record);
-    this.known.set(stored.key, stored);
+    this.remember(stored);
     this.run(stored);
     return record.task;
   }
@@ -170,14 +217,24 @@ export class TaskRunner {
     return this.store.get(taskKey(owner, taskId));
   }
 
-  /** Cancels a task unless it is terminal already; resolves with it as stored after. */
-  async cancel(stored: StoredTask): Promise<StoredTask | undefined> {
+  /** The tasks of `owner` this instance knows of (from the watch), in no order. */
+  tasksOf(owner: TaskRecord['owner']): StoredTask[] {
+    const tasks = this.byOwner.get(ownerToken(owner));
+    return tasks === undefined ? [] : [...tasks.values()];
+  }
+
+  /**
+   * Cancels a task unless it is terminal already (`why` says why, default: its caller asked);
+   * resolves with it as stored after.
+   */
+  async cancel(stored: StoredTask, why?: CallFailure): Promise<StoredTask | undefined> {
     const after = await this.store.transition(
       stored.key,
       (r) => {
         if (isTerminal(r.task.status)) return undefined;
         const sent = r.phase === TaskPhase.Sent;
-        return finished(r, errorResult(r.call.id, r.call.name, failure.cancelled(r.call.name, sent)), 'cancelled');
+        const failed = why ?? failure.cancelled(r.call.name, sent);
+        return finished(r, errorResult(r.call.id, r.call.name, failed), 'cancelled');
       },
       stored,
     );
@@ -204,20 +261,54 @@ export class TaskRunner {
     return !this.closing && !this.waking;
   }
 
-  /** Live tasks of a principal this instance knows of. */
+  /** Live tasks of a principal this instance knows of, those being written here included. */
   liveOf(principal: string | undefined): number {
-    let n = 0;
+    let n = this.reserved.get(principal) ?? 0;
     for (const { record } of this.known.values())
       if (record.owner.principal === principal && !isTerminal(record.task.status)) n++;
     return n;
   }
 
-  /** Runs a task here (this instance holds its lease). */
+  /**
+   * Why the grant a task was made under no longer holds (revoked, expired), or undefined while
+   * it does (or there are no grants to check).
+   */
+  private lapsed(r: TaskRecord): GrantError | undefined {
+    const identity = this.options.identity;
+    if (identity === undefined || identity.trusting) return undefined;
+    try {
+      identity.verify(r.context.grant);
+      return undefined;
+    } catch (err) {
+      if (err instanceof GrantError) return err;
+      throw err;
+    }
+  }
+
+  /** A revocation came: cancels the live tasks whose grant it names. */
+  private async cancelRevoked(): Promise<void> {
+    const cancels: Promise<unknown>[] = [];
+    for (const stored of this.known.values()) {
+      if (isTerminal(stored.record.task.status)) continue;
+      const lapsed = this.lapsed(stored.record);
+      if (lapsed !== undefined)
+        cancels.push(this.cancel(stored, failure.grantLapsed(stored.record.call.name, lapsed.message)));
+    }
+    await Promise.all(cancels);
+  }
+
+  /** Runs a task here (this instance holds its lease), unless its grant no longer holds. */
   private run(stored: StoredTask): void {
     const key = stored.key;
+    const r = stored.record;
+    const lapsed = this.lapsed(r);
+    if (lapsed !== undefined) {
+      const result = errorResult(r.call.id, r.call.name, failure.grantLapsed(r.call.name, lapsed.message));
+      void this.end(key, result).catch((err: unknown) => this.failed('task end', err));
+      return;
+    }
     const state: Running = { controller: new AbortController(), progress: undefined, progressDirty: false };
     this.running.set(key, state);
-    const r = stored.record;
     const hooks: CallHooks = {
       asTask: true,
       signal: state.controller.signal,
@@ -228,7 +319,7 @@ export class TaskRunner {
       },
       onPending: (pending) =>
         void this.pending(key, pending).catch((err: unknown) => this.failed('input_required', err)),
-      beforeSend: (callId) => this.sending(key, callId),
+      beforeSend: (callId) => this.sending(key, callId, r),
     };
     if (r.approvalId !== undefined) hooks.approvalId = r.approvalId;
     const ctx: CallContext = {
@@ -265,7 +356,9 @@ export class TaskRunner {
    * Marks the task sent, compare-and-set, just before its request goes out; a terminal task is
    * not sent.
    */
-  private async sending(key: string, callId: string): Promise<void> {
+  private async sending(key: string, callId: string, record: TaskRecord): Promise<void> {
+    const lapsed = this.lapsed(record);
+    if (lapsed !== undefined) throw failure.grantLapsed(record.call.name, lapsed.message);
     let stopped: TaskRecord | undefined;
     await this.store.transition(key, (r) => {
       stopped = undefined;
@@ -368,7 +461,7 @@ export class TaskRunner {
       if (ended !== undefined) this.heard(ended.key, ended.record, ended.revision);
       return;
     }
-    this.known.set(after.key, after);
+    this.remember(after);
     this.run(after);
   }
 
@@ -378,18 +471,41 @@ export class TaskRunner {
   private heard(key: string, record: TaskRecord | undefined, revision: number): void {
     const before = this.known.get(key);
     if (before !== undefined && before.revision > revision) return;
-    if (record === undefined) this.known.delete(key);
-    else this.known.set(key, { key, record, revision });
+    if (record === undefined) this.forget(key);
+    else this.remember({ key, record, revision });
     if (record !== undefined && !isTerminal(record.task.status)) return;
     this.running.get(key)?.controller.abort();
     const waiters = this.waiters.get(key);
     if (waiters !== undefined) for (const wake of [...waiters]) wake();
   }
 
+  /** Knows the task as stored (by key and by owner). */
+  private remember(stored: StoredTask): void {
+    this.known.set(stored.key, stored);
+    const token = ownerOf(stored.key);
+    let tasks = this.byOwner.get(token);
+    if (tasks === undefined) this.byOwner.set(token, (tasks = new Map()));
+    tasks.set(stored.key, stored);
+  }
+
+  /** Forgets a removed task. */
+  private forget(key: string): void {
+    this.known.delete(key);
+    const token = ownerOf(key);
+    const tasks = this.byOwner.get(token);
+    tasks?.delete(key);
+    if (tasks?.size === 0) this.byOwner.delete(token);
+  }
+
   private failed(what: string, err: unknown): void {
     if (this.closing) return;
     this.logger.error(`${what} failed`, { error: err instanceof Error ? err.message : String(err) });
   }
+}
+
+/** The owner token of a task key (`<owner>.<taskId>`). */
+function ownerOf(key: string): string {
+  return key.slice(0, key.indexOf('.'));
 }
 
 /** A copy of the record to change, its `lastUpdatedAt` now. */

@@ -1,7 +1,10 @@
 /**
  * `system.tasks` (PROTOCOL 9): `$get`, `$result`, `$cancel` and `$list` of the caller's own
- * tasks, answered by any instance from KV `matrix-tasks`. A task belongs to the principal and
- * session of the grant that made it: anyone else is told `not_found`, never `forbidden`.
+ * tasks, answered by any instance from KV `matrix-tasks` (`$list` from the runner's index of it,
+ * kept by watching the bucket). A task belongs to the principal and
+ * session of the grant that made it: anyone else is told `not_found`, never `forbidden`. A grant
+ * bound to its holder (`nats.inbox`) holds here only for that holder's replies: a copy of it
+ * sent by another NATS user is refused `wrong_holder` before its body is read.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { NotFoundError } from '../bus/errors.js';
@@ -27,6 +30,8 @@ import {
 export const TASKS_VERSION = '0.1.0';
 /** Tasks in a `$list` page unless the request says. */
 const DEFAULT_PAGE = 50;
+/** The most tasks in a `$list` page, whatever the request says (its contract says the same). */
+const MAX_PAGE = 200;
 
 /** How to mount `system.tasks`. */
 export interface TasksMountOptions {
@@ -98,19 +103,17 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         response: SchemaId.TaskListReply,
         // The grant, and its holder, before the body is read.
         beforeBody: (ctx, reply) => identity.checkGrant(ctx, reply),
-        handle: async (request: TaskListRequest, ctx: OpContext): Promise<TaskListReply> => {
-          const owner = identity.owner(ctx);
-          const keys = await runner.store.keysOf(owner);
-          const found = await Promise.all(keys.map((key) => runner.store.get(key)));
-          const tasks = found
-            .filter((t): t is StoredTask => t !== undefined)
+        handle: (request: TaskListRequest, ctx: OpContext): TaskListReply => {
+          // From the runner's index of the bucket (it watches it): no bucket read per call.
+          const tasks = runner
+            .tasksOf(identity.owner(ctx))
             .map((t) => t.record.task)
             .filter((t) => request.status === undefined || t.status === request.status)
             .sort((a, b) => cmp(cursorOf(b), cursorOf(a)));
           const cursor = request.cursor;
           const from = cursor === undefined ? 0 : tasks.findIndex((t) => cursorOf(t) < cursor);
           const start = from < 0 ? tasks.length : from;
-          const limit = request.limit ?? DEFAULT_PAGE;
+          const limit = Math.min(request.limit ?? DEFAULT_PAGE, MAX_PAGE);
           const page = tasks.slice(start, start + limit);
           const reply: TaskListReply = { tasks: page };
           const last = page[page.length - 1];

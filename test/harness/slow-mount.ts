@@ -93,3 +93,23 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/** A tool context `key` of one ungated tool, `work`, on the slow mount `target`'s `$work`. */
+export function slowContext(key: string, target: string) {
+  return {
+    key,
+    title: `Slow tools (${key})`,
+    description: 'a slow tool',
+    matrixTools: [
+      {
+        name: 'work',
+        description: 'slow',
+        inputSchema: { type: 'object' as const },
+        target,
+        op: '$work',
+        timeoutMs: 30_000,
+      },
+    ],
+    permissions: { approval: 'never' as const },
+  };
+}

@@ -49,7 +49,7 @@ describe('live approvals bounded per principal and per session', () => {
     target = await deployTarget(nc, app);
     approvals = await startApprovals(nc, bucket, {
       policy: { default: 'ask', maxPendingPerPrincipal: 5, maxPendingPerSession: 3 },
-      limits: { total: 12 },
+      limits: { total: 17 },
     });
     dispatcher = gatedDispatcher(nc, app, { approvalTimeoutMs: 20_000, approvalsBucket: bucket });
     person = new ApprovalsClient(nc);
@@ -62,13 +62,33 @@ describe('live approvals bounded per principal and per session', () => {
     await approvals.stop();
   });
 
+  it('holds the bound against calls that arrive together, before the watch hears any of them', async () => {
+    const burst = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        bus.request<ApprovalDecision>('system.approvals', '$decide', {
+          callId: `burst-${i}`,
+          tool: 'deploy',
+          target: app,
+          op: '$deploy',
+          arguments: { i },
+          principal: 'agent:burst',
+          session: `burst-${i % 20}`,
+        }),
+      ),
+    );
+    expect(burst.filter((d) => d.decision === 'pending')).toHaveLength(5);
+    expect(burst.filter((d) => d.decision === 'reject')).toHaveLength(35);
+  });
+
   it('refuses one principal past its bound, naming it, while another principal’s call waits and runs', async () => {
     // agent:flood fills its own share over two sessions (3 + 2), then asks more.
     for (let i = 0; i < 5; i++)
       expect(await decide('agent:flood', `flood-${i < 3 ? 'a' : 'b'}`, `flood-${i}`)).toMatchObject({
         decision: 'pending',
       });
-    await eventually(async () => expect((await person.pending()).approvals).toHaveLength(5));
+    await eventually(async () =>
+      expect((await person.pending()).approvals.filter((a) => a.principal === 'agent:flood')).toHaveLength(5),
+    );
     const refused = await decide('agent:flood', 'flood-c', 'flood-5');
     expect(refused).toMatchObject({ decision: 'reject', by: 'policy' });
     expect((refused as { reason: string }).reason).toContain(
@@ -103,11 +123,11 @@ describe('live approvals bounded per principal and per session', () => {
   });
 
   it('keeps the bound of the whole bucket as a backstop', async () => {
-    // 5 of agent:flood and 4 of agent:gamma live; 3 more principals fill the bucket's 12.
+    // 5 of agent:burst, 5 of agent:flood and 4 of agent:gamma live; 3 more fill the bucket's 17.
     for (const who of ['agent:d', 'agent:e', 'agent:f'])
       expect(await decide(who, `${who}-s`, `${who}-1`)).toMatchObject({ decision: 'pending' });
-    await eventually(async () => expect((await person.pending()).approvals).toHaveLength(12));
+    await eventually(async () => expect((await person.pending()).approvals).toHaveLength(17));
     const refused = await decide('agent:g', 'g-s', 'g-1');
-    expect((refused as { reason: string }).reason).toContain('12 approvals are pending already (at most 12 in all)');
+    expect((refused as { reason: string }).reason).toContain('17 approvals are pending already (at most 17 in all)');
   });
 });

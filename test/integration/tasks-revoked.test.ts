@@ -1,0 +1,123 @@
+/**
+ * A task holds only as long as the grant it was made under: revoking the grant cancels its live
+ * tasks and withdraws their pending approvals, and a task whose grant expired while it waited for
+ * approval fails when approved, its target never reached.
+ */
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { createAccount } from '@nats-io/nkeys';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import type { Mount } from '../../src/bus/mount.js';
+import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
+import { IdentityGate } from '../../src/identity/gate.js';
+import { readGrantClaims } from '../../src/identity/granted.js';
+import { mintGrant } from '../../src/identity/mint.js';
+import { Revocations, revocationKey } from '../../src/identity/revocations.js';
+import { TaskRunner } from '../../src/tasks/runner.js';
+import { TaskStore } from '../../src/tasks/store.js';
+import { tasksMount } from '../../src/tasks/system-tasks.js';
+import type { Task } from '../../src/tasks/types.js';
+import {
+  ApprovalsClient,
+  deployTarget,
+  gatedDispatcher,
+  gatedSession,
+  startApprovals,
+  uniqueApprovalsBucket,
+} from '../harness/approvals.js';
+import { testConnection, uniqueMount } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
+import { uniqueBucket } from '../harness/registry.js';
+import type { Target } from '../harness/targets.js';
+
+describe('a task and the grant it was made under', () => {
+  let nc: NatsConnection;
+  let target: Target;
+  let approvals: Mount;
+  let person: ApprovalsClient;
+  let dispatcher: Dispatcher;
+  let runner: TaskRunner;
+  const mounts: Mount[] = [];
+  let client: BusClient;
+  const app = uniqueMount('app');
+  const approvalsBucket = uniqueApprovalsBucket();
+  const tasksBucket = uniqueBucket();
+  const issuer = createAccount();
+  const revocations = new Revocations();
+
+  /** Makes a gated task under `grant`; resolves with its id once its approval is pending. */
+  const gatedTask = async (grant: string, callId: string) => {
+    const { task } = await client.request<{ task: Task }>(
+      'system.dispatcher',
+      '$call',
+      { session: gatedSession, call: { id: callId, name: 'deploy', arguments: { service: 'billing' } }, task: {} },
+      { grant },
+    );
+    const pending = await person.awaitPending(callId);
+    return { taskId: task.taskId, approvalId: pending.approvalId };
+  };
+  const stored = (owner: { principal: string; session: string }, taskId: string) =>
+    eventually(async () => {
+      const found = await runner.get(owner, taskId);
+      return found !== undefined && ['completed', 'failed', 'cancelled'].includes(found.record.task.status) && found;
+    });
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    target = await deployTarget(nc, app);
+    approvals = await startApprovals(nc, approvalsBucket, { policy: { default: 'ask' } });
+    person = new ApprovalsClient(nc);
+    dispatcher = gatedDispatcher(nc, app, { approvalTimeoutMs: 60_000, approvalsBucket });
+    const identity = IdentityGate.forIssuers([issuer.getPublicKey()], { revocations });
+    const store = await TaskStore.open(nc, { bucket: tasksBucket });
+    runner = new TaskRunner(dispatcher, store, { identity, revocations }).start();
+    mounts.push(await dispatcherMount(nc, { dispatcher, tasks: runner, identity }).start());
+    mounts.push(await tasksMount(nc, { runner, identity }).start());
+    client = new BusClient(nc, { timeoutMs: 20_000 });
+  });
+  afterAll(async () => {
+    client.close();
+    person.close();
+    for (const m of mounts) await m.stop();
+    runner.close();
+    dispatcher.close();
+    target.stop();
+    await approvals.stop();
+    await (await new Kvm(nc).open(tasksBucket)).destroy();
+  });
+
+  it('is cancelled, its pending approval withdrawn, when its grant is revoked; its target is never reached', async () => {
+    const owner = { principal: 'agent:ola', session: 's-ola' };
+    const grant = mintGrant(issuer, { ...owner, resolve: gatedSession, ttlSeconds: 600 });
+    const { taskId, approvalId } = await gatedTask(grant, 'revoked-1');
+
+    const { jti } = readGrantClaims(grant);
+    revocations.apply(revocationKey({ jti }), { jti, revokedAt: Date.now(), until: Date.now() + 3_600_000 });
+
+    const ended = await stored(owner, taskId);
+    expect(ended.record.task.status).toBe('cancelled');
+    expect(ended.record.result?.error?.code).toBe('forbidden');
+    expect(ended.record.task.statusMessage).toContain('revoked');
+    await eventually(async () => (await person.pending()).approvals.every((a) => a.approvalId !== approvalId));
+    await person.answer({ approvalId, decision: 'approve' }, { principal: 'user:ana' }).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(target.count('$deploy')).toBe(0);
+  });
+
+  it('fails when approved after its grant expired, and sends nothing', async () => {
+    const owner = { principal: 'agent:pia', session: 's-pia' };
+    const grant = mintGrant(issuer, { ...owner, resolve: gatedSession, ttlSeconds: 3 });
+    const { taskId, approvalId } = await gatedTask(grant, 'expired-1');
+    const expiresAt = readGrantClaims(grant).exp * 1000;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt - Date.now()) + 100));
+
+    await person.answer({ approvalId, decision: 'approve' }, { principal: 'user:ana' });
+    const ended = await stored(owner, taskId);
+    expect(ended.record.task.status).toBe('failed');
+    expect(ended.record.result?.error?.code).toBe('forbidden');
+    expect(ended.record.task.statusMessage).toContain('expired');
+    expect(target.count('$deploy')).toBe(0);
+  });
+});
