@@ -18,7 +18,8 @@ import { GrantError } from '../identity/errors.js';
 import type { IdentityGate } from '../identity/gate.js';
 import type { Revocations } from '../identity/revocations.js';
 import type { ResolveRequest } from '../registry/types.js';
-import { newTaskId, ownerToken, type StoredTask, type TaskStore, taskKey } from './store.js';
+import { KnownTasks } from './known.js';
+import { newTaskId, type StoredTask, type TaskStore, taskKey } from './store.js';
 import {
   DEFAULT_TASK_TTL_MS,
   isTerminal,
@@ -75,17 +76,8 @@ export class TaskRunner {
   private readonly leaseMs: number;
   private readonly maxLive: number;
   private readonly logger: Logger;
-  /**
-   * Every task this instance knows of from the watch, by key (terminal ones too, until removed).
-   */
-  private readonly known = new Map<string, StoredTask>();
-  /** The same tasks by owner token (the key's first token), then key: what `$list` reads. */
-  private readonly byOwner = new Map<string, Map<string, StoredTask>>();
-  /**
-   * Tasks being written here, by principal: counted as live from the check against the cap until
-   * their write lands (or fails), so concurrent calls cannot all pass one check.
-   */
-  private readonly reserved = new Map<string | undefined, number>();
+  /** Every task this instance knows of from the watch (terminal ones too, until removed). */
+  private readonly known = new KnownTasks();
   private readonly running = new Map<string, Running>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly timers: NodeJS.Timeout[] = [];
@@ -157,13 +149,11 @@ export class TaskRunner {
     const live = this.liveOf(owner.principal);
     if (live >= this.maxLive) return errorResult(call.id, call.name, failure.tooManyTasks(call.name, live));
     // Reserved before the first await: the next call's check counts this one.
-    this.reserved.set(owner.principal, (this.reserved.get(owner.principal) ?? 0) + 1);
+    const release = this.known.reserve(owner.principal);
     try {
       return await this.write(session, call, context, to, request, owner);
     } finally {
-      const left = (this.reserved.get(owner.principal) ?? 1) - 1;
-      if (left > 0) this.reserved.set(owner.principal, left);
-      else this.reserved.delete(owner.principal);
+      release();
     }
   }
 
@@ -207,7 +197,7 @@ export class TaskRunner {
       lease: { holder: this.instance, until: now + this.leaseMs },
     };
     const stored = await this.store.create(taskKey(owner, taskId), record);
-    this.remember(stored);
+    this.known.remember(stored);
     this.run(stored);
     return record.task;
   }
@@ -219,8 +209,7 @@ export class TaskRunner {
 
   /** The tasks of `owner` this instance knows of (from the watch), in no order. */
   tasksOf(owner: TaskRecord['owner']): StoredTask[] {
-    const tasks = this.byOwner.get(ownerToken(owner));
-    return tasks === undefined ? [] : [...tasks.values()];
+    return this.known.ofOwner(owner);
   }
 
   /**
@@ -263,10 +252,7 @@ export class TaskRunner {
 
   /** Live tasks of a principal this instance knows of, those being written here included. */
   liveOf(principal: string | undefined): number {
-    let n = this.reserved.get(principal) ?? 0;
-    for (const { record } of this.known.values())
-      if (record.owner.principal === principal && !isTerminal(record.task.status)) n++;
-    return n;
+    return this.known.liveOf(principal);
   }
 
   /**
@@ -461,7 +447,7 @@ export class TaskRunner {
       if (ended !== undefined) this.heard(ended.key, ended.record, ended.revision);
       return;
     }
-    this.remember(after);
+    this.known.remember(after);
     this.run(after);
   }
 
@@ -471,41 +457,18 @@ export class TaskRunner {
   private heard(key: string, record: TaskRecord | undefined, revision: number): void {
     const before = this.known.get(key);
     if (before !== undefined && before.revision > revision) return;
-    if (record === undefined) this.forget(key);
-    else this.remember({ key, record, revision });
+    if (record === undefined) this.known.forget(key);
+    else this.known.remember({ key, record, revision });
     if (record !== undefined && !isTerminal(record.task.status)) return;
     this.running.get(key)?.controller.abort();
     const waiters = this.waiters.get(key);
     if (waiters !== undefined) for (const wake of [...waiters]) wake();
   }
 
-  /** Knows the task as stored (by key and by owner). */
-  private remember(stored: StoredTask): void {
-    this.known.set(stored.key, stored);
-    const token = ownerOf(stored.key);
-    let tasks = this.byOwner.get(token);
-    if (tasks === undefined) this.byOwner.set(token, (tasks = new Map()));
-    tasks.set(stored.key, stored);
-  }
-
-  /** Forgets a removed task. */
-  private forget(key: string): void {
-    this.known.delete(key);
-    const token = ownerOf(key);
-    const tasks = this.byOwner.get(token);
-    tasks?.delete(key);
-    if (tasks?.size === 0) this.byOwner.delete(token);
-  }
-
   private failed(what: string, err: unknown): void {
     if (this.closing) return;
     this.logger.error(`${what} failed`, { error: err instanceof Error ? err.message : String(err) });
   }
-}
-
-/** The owner token of a task key (`<owner>.<taskId>`). */
-function ownerOf(key: string): string {
-  return key.slice(0, key.indexOf('.'));
 }
 
 /** A copy of the record to change, its `lastUpdatedAt` now. */
