@@ -5,14 +5,9 @@
  * dispatcher's relayed reports, tasks from the progress recorded on them); a
  * `notifications/cancelled` cancels a plain call (`system.dispatcher.$cancel {callId}`).
  */
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   type CallToolResult,
-  CancelTaskRequestSchema,
-  GetTaskPayloadRequestSchema,
-  GetTaskRequestSchema,
   ErrorCode as JsonRpcError,
-  ListTasksRequestSchema,
   type Task as McpTask,
   type ServerNotification,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -218,34 +213,44 @@ function notifyProgress(
   );
 }
 
-/** Registers `tasks/get`, `tasks/result`, `tasks/cancel` and `tasks/list` on `server`, each onto `system.tasks`. */
-export function serveTaskOps(server: Server, calls: BridgeCalls, track: <T>(work: Promise<T>) => Promise<T>): void {
+/** A request handler of the bridge: its params as they came, unchecked. */
+export type MethodHandler = (params: unknown, extra: HandlerExtra) => Promise<unknown>;
+
+/**
+ * `tasks/get`, `tasks/result`, `tasks/cancel` and `tasks/list`, each onto `system.tasks`, by
+ * method. Their params are checked here, not by the SDK (whose zod check answers a mismatch
+ * with -32603 and the zod dump): a missing or non-string `taskId` is `-32602` in a sentence.
+ */
+export function taskOps(calls: BridgeCalls, track: <T>(work: Promise<T>) => Promise<T>): Map<string, MethodHandler> {
   const ask = <T>(op: string, body: Record<string, unknown>, timeoutMs = 10_000): Promise<T> =>
     calls.client.request<T>(Mounts.Tasks, op, body, { ...calls.ctx, timeoutMs }).catch((err: unknown) => {
       throw taskOpFailure(err, body.taskId);
     });
-  server.setRequestHandler(GetTaskRequestSchema, (req) =>
-    track(ask<Task>('$get', { taskId: req.params.taskId }).then(mcpTaskOf)),
+  const ops = new Map<string, MethodHandler>();
+  ops.set('tasks/get', (params) => track(ask<Task>('$get', { taskId: taskIdOf('tasks/get', params) }).then(mcpTaskOf)));
+  ops.set('tasks/cancel', (params) =>
+    track(ask<Task>('$cancel', { taskId: taskIdOf('tasks/cancel', params) }).then(mcpTaskOf)),
   );
-  server.setRequestHandler(CancelTaskRequestSchema, (req) =>
-    track(ask<Task>('$cancel', { taskId: req.params.taskId }).then(mcpTaskOf)),
-  );
-  server.setRequestHandler(ListTasksRequestSchema, (req) =>
-    track(
-      ask<TaskListReply>('$list', req.params?.cursor === undefined ? {} : { cursor: req.params.cursor }).then(
-        (page) => {
-          const reply: { tasks: McpTask[]; nextCursor?: string } = { tasks: page.tasks.map(mcpTaskOf) };
-          if (page.nextCursor !== undefined) reply.nextCursor = page.nextCursor;
-          return reply;
-        },
-      ),
-    ),
-  );
+  ops.set('tasks/list', (params) => {
+    const cursor = params !== null && typeof params === 'object' ? (params as { cursor?: unknown }).cursor : undefined;
+    if (cursor !== undefined && typeof cursor !== 'string')
+      throw new JsonRpcFailure(
+        JsonRpcError.InvalidParams,
+        `tasks/list params.cursor must be a string, got ${typeof cursor}`,
+      );
+    return track(
+      ask<TaskListReply>('$list', cursor === undefined ? {} : { cursor }).then((page) => {
+        const reply: { tasks: McpTask[]; nextCursor?: string } = { tasks: page.tasks.map(mcpTaskOf) };
+        if (page.nextCursor !== undefined) reply.nextCursor = page.nextCursor;
+        return reply;
+      }),
+    );
+  });
   // MCP's tasks/result waits until the task ends: rounds of system.tasks.$result, 30 s each.
-  server.setRequestHandler(GetTaskPayloadRequestSchema, (req, extra) =>
-    track(
+  ops.set('tasks/result', (params, extra) => {
+    const taskId = taskIdOf('tasks/result', params);
+    return track(
       (async () => {
-        const taskId = req.params.taskId;
         for (;;) {
           const got = await ask<ToolResult | Task>(
             '$result',
@@ -260,7 +265,19 @@ export function serveTaskOps(server: Server, calls: BridgeCalls, track: <T>(work
           if (extra.signal.aborted) throw new JsonRpcFailure(JsonRpcError.InternalError, 'tasks/result was cancelled');
         }
       })(),
-    ),
+    );
+  });
+  return ops;
+}
+
+/** The `taskId` of a task op's params, or `-32602` saying what is wrong. */
+function taskIdOf(method: string, params: unknown): string {
+  const taskId = params !== null && typeof params === 'object' ? (params as { taskId?: unknown }).taskId : undefined;
+  if (typeof taskId === 'string' && taskId !== '') return taskId;
+  const got = params === undefined ? 'no params' : taskId === undefined ? 'none' : JSON.stringify(taskId);
+  throw new JsonRpcFailure(
+    JsonRpcError.InvalidParams,
+    `${method} params.taskId must name a task (a string), got ${got}`,
   );
 }
 

@@ -28,14 +28,7 @@ import { recheckOnChange } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { wellFormedLines } from './mcp-input.js';
-import {
-  type BridgeCalls,
-  type HandlerExtra,
-  plainCall,
-  serveTaskOps,
-  TASKS_CAPABILITY,
-  taskCall,
-} from './mcp-tasks.js';
+import { type BridgeCalls, type HandlerExtra, plainCall, TASKS_CAPABILITY, taskCall, taskOps } from './mcp-tasks.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
 const CLOSE_GRACE_MS = 3_000;
@@ -151,12 +144,15 @@ export class McpBridge {
     this.server.setRequestHandler(ListToolsRequestSchema, () => this.track(this.listTools()));
     // The SDK parses tools/call params with zod before any handler of its own sees them, and
     // answers a mismatch with -32603 and the zod dump; unhandled methods reach this instead.
+    // The same for the task ops: their params are checked in taskOps.
+    const tasks = taskOps(this.calls(), (work) => this.track(work));
     this.server.fallbackRequestHandler = async (req, extra) => {
+      const taskOp = tasks.get(req.method);
+      if (taskOp !== undefined) return (await taskOp(req.params, extra)) as Record<string, unknown>;
       if (req.method !== 'tools/call')
         throw new JsonRpcFailure(JsonRpcError.MethodNotFound, `Method not found: ${req.method}`);
       return this.track(this.callTool(toolCallParams(req.params), String(extra.requestId), req.params, extra));
     };
-    serveTaskOps(this.server, this.calls(), (work) => this.track(work));
   }
 
   /** What the calls and task ops of this session are sent with. */

@@ -6,7 +6,7 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { Progress } from '@modelcontextprotocol/sdk/types.js';
+import { GetTaskResultSchema, type Progress } from '@modelcontextprotocol/sdk/types.js';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -156,6 +156,24 @@ describe('the MCP bridge and tasks, through the MCP SDK client', () => {
     await eventually(() => expect(slow.stopped.slice(before)).toEqual(['CancelledError']));
     await stream.return(undefined);
     await expect(mcp.experimental.tasks.getTask('AAAAAAAAAAAAAAAAAAAAAA')).rejects.toThrow(/no task/);
+  });
+
+  it('answers task ops whose params name no task with -32602 in a sentence, not the SDK’s -32603 dump', async () => {
+    const mcp = await connect();
+    const ask = (method: string, params?: unknown) =>
+      mcp.request({ method, ...(params === undefined ? {} : { params }) } as never, GetTaskResultSchema);
+    for (const [method, params] of [
+      ['tasks/get', {}],
+      ['tasks/get', { taskId: 5 }],
+      ['tasks/cancel', undefined],
+      ['tasks/result', { taskId: '' }],
+    ] as const) {
+      await expect(ask(method, params)).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringMatching(new RegExp(`${method} params.taskId must name a task`)),
+      });
+    }
+    await expect(ask('tasks/list', { cursor: 7 })).rejects.toMatchObject({ code: -32602 });
   });
 
   it('sends notifications/progress for a plain call with a progressToken', async () => {
