@@ -1,11 +1,12 @@
 /**
  * The body of a POST to the HTTP bridge, read and checked before the bridge spends anything on
- * it: a new session's first POST must be `initialize` before its grant's tools are resolved or
- * anything subscribed. The body goes on to the SDK's transport already parsed.
+ * it: its shape before it is parsed, each message as over stdio, and a new session's first POST
+ * must be `initialize` before its grant's tools are resolved or anything subscribed. The body
+ * goes on to the SDK's transport already parsed.
  */
 import type { IncomingMessage } from 'node:http';
 import { isInitializeRequest, ErrorCode as JsonRpcError } from '@modelcontextprotocol/sdk/types.js';
-import type { JsonRpcErrorResponse } from './mcp-input.js';
+import { type JsonRpcErrorResponse, malformedMessage, oversizedText } from './mcp-input.js';
 
 /** Most bytes of one POST body: the SDK transport's own bound, 4 MiB. */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -17,7 +18,7 @@ export type PostBody =
   /** The client went away (or its time to send the body ran out) before the body was whole. */
   | { ok: false; status: 0; error?: undefined };
 
-/** Reads the whole body (at most `MAX_BODY_BYTES`) and parses it as JSON. */
+/** Reads the whole body (at most `MAX_BODY_BYTES`), checks and parses it. */
 export function readPostBody(req: IncomingMessage): Promise<PostBody> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return Promise.resolve(tooLarge());
@@ -55,12 +56,25 @@ export function notInitialize(message: unknown): PostBody | undefined {
   );
 }
 
+/**
+ * The body's messages, checked as the stdio bridge checks a line (src/cli/mcp-input.ts): its
+ * shape before it is parsed, then each message, a batch's too; what the SDK would answer with a
+ * "Parse error" or its zod dump is `400` with `-32602` or `-32600` and the request's id.
+ */
 function parsed(text: string): PostBody {
+  const oversized = oversizedText(text);
+  if (oversized !== undefined) return { ok: false, status: 400, error: oversized };
+  let message: unknown;
   try {
-    return { ok: true, message: JSON.parse(text) };
+    message = JSON.parse(text);
   } catch {
     return refusal(400, JsonRpcError.ParseError, 'Parse error: the body must hold JSON-RPC messages in JSON', null);
   }
+  for (const each of Array.isArray(message) ? message : [message]) {
+    const malformed = malformedMessage(each);
+    if (malformed !== undefined) return { ok: false, status: 400, error: malformed };
+  }
+  return { ok: true, message };
 }
 
 function tooLarge(): PostBody {

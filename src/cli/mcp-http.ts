@@ -149,7 +149,11 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
         session.open--;
         session.lastSeen = Date.now();
       });
-      return session.transport.handleRequest(req, res);
+      if (req.method !== 'POST') return session.transport.handleRequest(req, res);
+      const body = await readPostBody(req);
+      if (body.ok) return session.transport.handleRequest(req, res, body.message);
+      if (body.error !== undefined) answer(res, body.status, body.error);
+      return;
     }
     if (req.method !== 'POST') return reply(res, 400, 'a new MCP session starts with a POST of initialize');
     if (admitted >= maxSessions)
@@ -204,8 +208,12 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
         : await openBridge(nc, options.session ?? { profile: '' }, options.ctx ?? {});
     } catch (err) {
       release();
-      if (err instanceof MatrixError)
-        return reply(res, err.code === 'forbidden' ? 403 : 502, `${err.code}: ${err.message}`);
+      if (err instanceof MatrixError) {
+        const why = `${err.code}: ${err.message}`;
+        // A grant the service refused (revoked, wrong holder) is the client's to replace: 401.
+        if (err.code === 'forbidden' && err.details?.grant !== undefined) return unauthorized(res, why);
+        return reply(res, openFailureStatus(err), why);
+      }
       throw err;
     }
     let expiry: NodeJS.Timeout | undefined;
@@ -264,6 +272,15 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * The status of a session the bus would not open: the client's fault (a grant naming a context
+ * that does not exist, `400`; one it may not resolve, `403`) or the bus's (`502`).
+ */
+function openFailureStatus(err: MatrixError): number {
+  if (err.code === 'not_found') return 400;
+  return err.status < 500 ? err.status : 502;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);

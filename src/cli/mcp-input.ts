@@ -7,6 +7,7 @@
 import { Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { JSONRPCMessageSchema, ErrorCode as JsonRpcError } from '@modelcontextprotocol/sdk/types.js';
+import { jsonShapeViolation, REQUEST_SHAPE } from '../bus/shape.js';
 
 /** A JSON-RPC error response. */
 export interface JsonRpcErrorResponse {
@@ -15,14 +16,35 @@ export interface JsonRpcErrorResponse {
   error: { code: number; message: string };
 }
 
+/** How deep a message may nest: the bus's own bound on a request (PROTOCOL 2), judged before it is parsed. */
+const MESSAGE_SHAPE = REQUEST_SHAPE;
+
 /** The answer to a line the SDK would drop, or undefined for a line it reads. */
 export function malformedLine(line: string): JsonRpcErrorResponse | undefined {
+  const tooLarge = oversizedText(line);
+  if (tooLarge !== undefined) return tooLarge;
   let value: unknown;
   try {
     value = JSON.parse(line);
   } catch {
     return failure(null, JsonRpcError.ParseError, 'Parse error: a line must hold one JSON-RPC message in JSON');
   }
+  return malformedMessage(value);
+}
+
+/**
+ * Why JSON text is refused before it is parsed (it nests deeper than 64 levels, or holds more
+ * maps' entries, array items or values than a bus request may), or undefined: parsing a body
+ * built to be deep costs the time to reach its first excess, not the time to parse it.
+ */
+export function oversizedText(text: string): JsonRpcErrorResponse | undefined {
+  const violation = jsonShapeViolation(text, MESSAGE_SHAPE);
+  if (violation === undefined) return undefined;
+  return failure(null, JsonRpcError.InvalidRequest, `Invalid Request: the message ${violation.message}`);
+}
+
+/** The answer to a parsed message the SDK would drop or answer with its zod dump, or undefined for one it reads. */
+export function malformedMessage(value: unknown): JsonRpcErrorResponse | undefined {
   if (JSONRPCMessageSchema.safeParse(value).success) return undefined;
   const message =
     value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};

@@ -68,6 +68,21 @@ function rawInitialize(
   });
 }
 
+/** A POST in the session `sessionId`, under `grant`, of `body` as it is. */
+function postInSession(url: string, grant: string, sessionId: string | undefined, body: string): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: {
+      'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream',
+      Authorization: `Bearer ${grant}`,
+      'mcp-session-id': sessionId ?? '',
+      'mcp-protocol-version': '2025-06-18',
+    },
+    body,
+  });
+}
+
 async function connectClient(
   url: string,
   grant?: string,
@@ -137,17 +152,12 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
     const { client, transport } = await connectClient(bridge.url, grantFor(['spy-tools']));
     clients.push(client);
     const other = grantFor(['spy-tools'], 'agent:mallory');
-    const res = await fetch(bridge.url, {
-      method: 'POST',
-      headers: {
-        'Content-Type': 'application/json',
-        Accept: 'application/json, text/event-stream',
-        Authorization: `Bearer ${other}`,
-        'mcp-session-id': transport.sessionId ?? '',
-        'mcp-protocol-version': '2025-06-18',
-      },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} }),
-    });
+    const res = await postInSession(
+      bridge.url,
+      other,
+      transport.sessionId,
+      JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} }),
+    );
     expect(res.status).toBe(403);
   });
 
@@ -273,6 +283,47 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
       operator.close();
       await worker.stop();
     }
+  });
+
+  it('answers a malformed POST in a session as stdio answers the line: -32602 / -32600 with its id, 400', async () => {
+    const grant = grantFor(['spy-tools']);
+    const { client, transport } = await connectClient(bridge.url, grant);
+    clients.push(client);
+    const post = async (body: string) => {
+      const res = await postInSession(bridge.url, grant, transport.sessionId, body);
+      return {
+        status: res.status,
+        body: (await res.json()) as { id: unknown; error: { code: number; message: string } },
+      };
+    };
+    expect(await post('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"spy_run"}')).toMatchObject({
+      status: 400,
+      body: { id: 7, error: { code: -32602, message: 'tools/call params must be an object, got string' } },
+    });
+    expect(await post('{"jsonrpc":"2.0","id":8,"method":"tools/list","params":5}')).toMatchObject({
+      status: 400,
+      body: { id: 8, error: { code: -32602 } },
+    });
+    expect(await post('{"id":9,"hello":"there"}')).toMatchObject({
+      status: 400,
+      body: { id: 9, error: { code: -32600 } },
+    });
+    // 2,000,000 levels of nesting: refused from the text, before anything parses it.
+    const deep = await post(`${'['.repeat(2_000_000)}${']'.repeat(2_000_000)}`);
+    expect(deep).toMatchObject({
+      status: 400,
+      body: { error: { code: -32600, message: expect.stringMatching(/deeper than 64/) } },
+    });
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['spy_run']);
+  });
+
+  it('refuses a session whose grant names a context that does not exist: 400, the client’s fault', async () => {
+    const unknown = await rawInitialize(bridge.url, {
+      Host: new URL(bridge.url).host,
+      Authorization: `Bearer ${grantFor(['no-such-context'])}`,
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body).toContain('no-such-context');
   });
 
   it('refuses a foreign Host or Origin (DNS rebinding): 403, before any grant is looked at', async () => {
