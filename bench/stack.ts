@@ -80,7 +80,11 @@ export function spawnReady(
   });
   let seen = '';
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${script} not ready: ${seen}`)), 60_000);
+    // A child that never gets ready is killed: nothing else would stop it.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${script} not ready: ${seen}`));
+    }, 60_000);
     child[stream]?.on('data', (d: Buffer) => {
       seen += d.toString();
       if (seen.includes(ready)) {

@@ -35,14 +35,18 @@ export function splitGrant(text: string): GrantParts {
   if (parts.length !== 3 || !parts.every((p) => SEGMENT.test(p)))
     throw malformed('it is not three base64url parts joined by dots');
   const [h, c, s] = parts as [string, string, string];
+  // The signature first: it is the cheapest part to check, and a flood of grants that fail here costs no JSON.
+  const signature = Buffer.from(s, 'base64url');
+  if (signature.length !== 64) throw malformed(`its signature is ${signature.length} bytes, not the 64 of ed25519`);
+  // One text per signature: the last of its 86 characters has 4 bits the 64 bytes do not use, and a
+  // grant whose spare bits are set would be another text (another cache entry) of the same grant.
+  if (signature.toString('base64url') !== s) throw malformed('its signature is not in canonical base64url');
   const header = jsonObject(h, 'header');
   if (header.alg !== GRANT_HEADER.alg || (header.typ !== 'JWT' && header.typ !== 'jwt')) {
     throw malformed(
       `its header must be {"typ":"JWT","alg":"ed25519-nkey"}, not ${JSON.stringify(header).slice(0, 100)}`,
     );
   }
-  const signature = Buffer.from(s, 'base64url');
-  if (signature.length !== 64) throw malformed(`its signature is ${signature.length} bytes, not the 64 of ed25519`);
   return { header, claims: jsonObject(c, 'claims'), signed: Buffer.from(`${h}.${c}`), signature };
 }
 

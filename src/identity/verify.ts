@@ -1,7 +1,8 @@
 /**
  * Checking a grant (PROTOCOL 3.1): its form, a trusted issuer, the issuer's ed25519 signature
  * (native, `node:crypto`), its claims, its times. Each failure is a `GrantError` naming it.
- * Verified grants are cached by text, so a warm call pays a map lookup and a clock read.
+ * Verified grants are cached by text, so a warm call pays a map lookup and a clock read; refused
+ * ones by the hash of their text, so a refused text sent again pays a hash, not a signature check.
  */
 import { type KeyObject, verify } from 'node:crypto';
 import { describeViolations } from '../contracts/compiler.js';
@@ -11,6 +12,7 @@ import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
 import { GrantError } from './errors.js';
 import { claimsHash, splitGrant } from './jwt.js';
 import { nkeyPublicKey } from './nkey.js';
+import { DEFAULT_REFUSAL_CACHE_BYTES, DEFAULT_REFUSAL_TTL_MS, isLasting, RefusalCache } from './refusal-cache.js';
 import type { Revocations } from './revocations.js';
 import {
   AUTHORITY_FIELDS,
@@ -25,7 +27,11 @@ import {
 export interface GrantVerifierOptions {
   /** Bound of the verified-grant cache, in bytes; default 8 MiB. */
   cacheBytes?: number;
-  /** How far `nbf` may be ahead of this clock, in ms (issuers' clocks drift); default 10000. `exp` has no slack. */
+  /** Bound of the cache of refused grant texts, in bytes; default 4 MiB. */
+  refusalCacheBytes?: number;
+  /** How long a refused grant text is refused from memory, in ms; default 60000. */
+  refusalTtlMs?: number;
+  /** How far `nbf` and `iat` may be ahead of this clock, in ms (issuers' clocks drift); default 10000. `exp` has no slack. */
   clockSkewMs?: number;
   /** The clock, Unix ms; default `Date.now`. */
   now?: () => number;
@@ -54,6 +60,7 @@ const malformed = (why: string) => new GrantError(GrantFailure.Malformed, `Matri
 export class GrantVerifier {
   private readonly keys: ReadonlyMap<string, KeyObject>;
   private readonly cache: GrantCache;
+  private readonly refused: RefusalCache;
   private readonly skewMs: number;
   private readonly now: () => number;
   private readonly audience: string | undefined;
@@ -64,6 +71,10 @@ export class GrantVerifier {
   constructor(issuers: readonly string[], options: GrantVerifierOptions = {}) {
     this.keys = new Map(issuers.map((nkey) => [nkey, nkeyPublicKey(nkey)]));
     this.cache = new GrantCache(options.cacheBytes ?? DEFAULT_GRANT_CACHE_BYTES);
+    this.refused = new RefusalCache(
+      options.refusalCacheBytes ?? DEFAULT_REFUSAL_CACHE_BYTES,
+      options.refusalTtlMs ?? DEFAULT_REFUSAL_TTL_MS,
+    );
     this.skewMs = options.clockSkewMs ?? 10_000;
     this.now = options.now ?? Date.now;
     this.audience = options.audience;
@@ -83,6 +94,11 @@ export class GrantVerifier {
     return this.cache.size;
   }
 
+  /** Grant texts held refused. */
+  get refusedCached(): number {
+    return this.refused.size;
+  }
+
   /** The verified grant of `text`, or a `GrantError` saying why not. */
   verify(text: string | undefined): VerifiedGrant {
     if (text === undefined || text === '') {
@@ -98,7 +114,16 @@ export class GrantVerifier {
       return this.notRevoked(hit);
     }
     cacheLookups.grants.miss++;
-    const grant = this.notRevoked(this.verifyFresh(text, now));
+    const refusal = this.refused.get(text, now);
+    if (refusal !== undefined) throw refusal;
+    let grant: VerifiedGrant;
+    try {
+      grant = this.verifyFresh(text, now);
+    } catch (err) {
+      if (err instanceof GrantError && isLasting(err.failure)) this.refused.set(text, err, now);
+      throw err;
+    }
+    this.notRevoked(grant);
     this.cache.set(grant);
     return grant;
   }
@@ -139,6 +164,13 @@ export class GrantVerifier {
   /** The claims of a grant whose signature verified, checked, and its times against `now`. */
   private checkSigned(text: string, claims: Record<string, unknown>, now: number): VerifiedGrant {
     const checked = checkClaims(claims);
+    // Issued in the future by more than the slack `nbf` has: an issuer's clock ahead would otherwise
+    // mint grants that outlive a revocation of their principal (which refuses those issued before it).
+    if (checked.iat * 1000 > now + this.skewMs)
+      throw new GrantError(
+        GrantFailure.NotYetValid,
+        `Matrix-Grant is issued in the future (iat ${new Date(checked.iat * 1000).toISOString()}, more than ${this.skewMs / 1000} s ahead of this service's clock); check its issuer's clock`,
+      );
     const expiresAtMs = checked.exp * 1000;
     // Too long from its issue, or from now (an iat set ahead cannot stretch it).
     const lifetime = Math.max(checked.exp - checked.iat, Math.floor((expiresAtMs - now - this.skewMs) / 1000));

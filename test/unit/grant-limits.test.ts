@@ -24,7 +24,34 @@ describe('the limits of a grant', () => {
     expect(failure(mintGrant(issuer, spec, now), verifier)).toBe('ok');
     expect(failure(mintGrant(issuer, { ...spec, ttlSeconds: 3601 }, now), verifier)).toBe('too_long');
     // Issued "later" than now, to stretch its life past the maximum from now.
-    expect(failure(mintGrant(issuer, spec, now + 600_000), verifier)).toBe('too_long');
+    expect(failure(mintGrant(issuer, spec, now + 600_000), verifier)).not.toBe('ok');
+  });
+
+  it('refuses a grant issued more than the 10 s of slack ahead of its clock as not yet valid', () => {
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
+    expect(failure(mintGrant(issuer, spec, now + 10_000), verifier)).toBe('ok');
+    expect(failure(mintGrant(issuer, spec, now + 11_000), verifier)).toBe('not_yet_valid');
+  });
+
+  it('lets no grant from a fast issuer clock outlive a revocation of its principal', () => {
+    const revocations = new Revocations(() => now);
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now, revocations });
+    // Minted before the revocation, by an issuer whose clock runs 60 s ahead.
+    const fast = mintGrant(issuer, spec, now + 60_000);
+    revocations.apply('sub.1', revocationOf({ sub: spec.principal }, now, 86_400_000));
+    expect(failure(fast, verifier)).not.toBe('ok');
+  });
+
+  it('accepts one text per grant: a signature with its spare bits set is malformed', () => {
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
+    const grant = mintGrant(issuer, spec, now);
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const last = alphabet.indexOf(grant.at(-1) as string);
+    // The 16 characters that decode to the same last 2 bits of the signature's final byte.
+    const variants = [...alphabet].filter((_, i) => i >> 4 === last >> 4).map((c) => grant.slice(0, -1) + c);
+    expect(variants).toHaveLength(16);
+    expect(variants.filter((text) => failure(text, verifier) === 'ok')).toEqual([grant]);
+    expect(failure(variants.find((text) => text !== grant) as string, verifier)).toBe('malformed');
   });
 
   it('holds a grant to the audience where one is named, a string or one of a list', () => {
