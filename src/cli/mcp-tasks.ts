@@ -35,6 +35,12 @@ export interface BridgeCalls {
   session: ResolveRequest;
   /** Longest wait for one plain call, in ms. */
   callTimeoutMs: number;
+  /**
+   * Sends a notification of the session tied to no request: a task's progress outlives the
+   * `tools/call` that started it (over HTTP that request's stream closed with its answer), and
+   * the client matches it by its `progressToken`. Rejects once the session is gone.
+   */
+  notify(notification: ServerNotification): Promise<void>;
 }
 
 /** What the SDK hands a request handler that the bridge uses. */
@@ -102,7 +108,7 @@ export async function plainCall(
 ): Promise<CallToolResult> {
   const { client, ctx } = calls;
   const token = extra._meta?.progressToken;
-  let notified: Promise<void> = Promise.resolve();
+  let notified: Promise<unknown> = Promise.resolve();
   const onCancel = () => {
     const { traceparent, session, principal, grant } = ctx;
     client
@@ -131,7 +137,7 @@ export async function plainCall(
           token === undefined
             ? undefined
             : (p) => {
-                notified = notified.then(() => notifyProgress(extra, token, p));
+                notified = notified.then(() => notifyProgress((n) => extra.sendNotification(n), token, p));
               },
       },
     );
@@ -170,12 +176,12 @@ export async function taskCall(
   }
   if (!('task' in reply)) return callToolResultOf(reply);
   const token = extra._meta?.progressToken;
-  if (token !== undefined) void followProgress(calls, reply.task.taskId, token, extra);
+  if (token !== undefined) void followProgress(calls, reply.task.taskId, token);
   return { task: mcpTaskOf(reply.task) };
 }
 
-/** Sends the task's progress, each time it changes, until it ends or the bridge stops hearing from it. */
-async function followProgress(calls: BridgeCalls, taskId: string, token: string | number, extra: HandlerExtra) {
+/** Sends the task's progress, each time it changes, until it ends, the bridge stops hearing from it, or the client can no longer be told. */
+async function followProgress(calls: BridgeCalls, taskId: string, token: string | number) {
   let last = '';
   for (;;) {
     await new Promise((resolve) => setTimeout(resolve, FOLLOW_MS).unref());
@@ -188,20 +194,28 @@ async function followProgress(calls: BridgeCalls, taskId: string, token: string 
     const seen = JSON.stringify(task.progress ?? null);
     if (task.progress !== undefined && seen !== last) {
       last = seen;
-      await notifyProgress(extra, token, task.progress);
+      if (!(await notifyProgress(calls.notify, token, task.progress))) return;
     }
     if (isTerminal(task.status)) return;
   }
 }
 
-function notifyProgress(extra: HandlerExtra, token: string | number, p: Progress): Promise<void> {
+/** Sends one progress report; resolves whether it went out. */
+function notifyProgress(
+  send: (notification: ServerNotification) => Promise<void>,
+  token: string | number,
+  p: Progress,
+): Promise<boolean> {
   const params: { progressToken: string | number; progress: number; total?: number; message?: string } = {
     progressToken: token,
     progress: p.progress,
   };
   if (p.total !== undefined) params.total = p.total;
   if (p.message !== undefined) params.message = p.message;
-  return extra.sendNotification({ method: 'notifications/progress', params }).catch(() => {});
+  return send({ method: 'notifications/progress', params }).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Registers `tasks/get`, `tasks/result`, `tasks/cancel` and `tasks/list` on `server`, each onto `system.tasks`. */

@@ -161,7 +161,13 @@ export class McpBridge {
 
   /** What the calls and task ops of this session are sent with. */
   private calls(): BridgeCalls {
-    return { client: this.client, ctx: this.ctx, session: this.session, callTimeoutMs: CALL_TIMEOUT_MS };
+    return {
+      client: this.client,
+      ctx: this.ctx,
+      session: this.session,
+      callTimeoutMs: CALL_TIMEOUT_MS,
+      notify: (notification) => this.server.notification(notification),
+    };
   }
 
   /** Serves until the client is gone, then closes: requests in flight get up to a second, the dispatcher flushes its audit events. */

@@ -8,13 +8,33 @@ import { request as httpRequest } from 'node:http';
 import { experimental_createMCPClient as createMCPClient } from '@ai-sdk/mcp';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import { createAccount } from '@nats-io/nkeys';
 import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient } from '../../src/bus/client.js';
+import { Mount } from '../../src/bus/mount.js';
 import { type McpHttpBridge, startMcpHttp } from '../../src/cli/mcp-http.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
+
+/** A context whose tool reports progress (on a Mount at app.secret). */
+const workContext = {
+  key: 'http-work',
+  title: 'Work',
+  description: 'a tool that takes a while',
+  matrixTools: [
+    {
+      name: 'secret_work',
+      description: 'works in three steps',
+      inputSchema: { type: 'object' },
+      target: 'app.secret',
+      op: '$work',
+    },
+  ],
+  permissions: { approval: 'never' },
+};
 
 /** A POST of `initialize` with the headers given, as raw HTTP (fetch may not set Host). */
 function rawInitialize(
@@ -205,6 +225,53 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
       expect(nc.stats().outMsgs).toBeGreaterThan(sent);
     } finally {
       await lone.close();
+    }
+  });
+
+  it('sends a task’s progress to the client that started it with a progressToken, on its session', async () => {
+    // app.secret's raw target gives way to a Mount whose op reports progress, a step each 700 ms.
+    bus.secret.stop();
+    const worker = await new Mount(await bus.connect('secret'), {
+      name: 'app.secret',
+      version: '1.0.0',
+      description: 'reports progress',
+      ops: {
+        $work: {
+          description: 'works in three steps',
+          request: { type: 'object' },
+          response: { type: 'object' },
+          handle: async (_req, ctx) => {
+            for (const step of [1, 2, 3]) {
+              await new Promise((resolve) => setTimeout(resolve, 700));
+              ctx.progress(step, 3, `step ${step}`);
+            }
+            await new Promise((resolve) => setTimeout(resolve, 700));
+            return { worked: true };
+          },
+        },
+      },
+    }).start();
+    const operator = new BusClient(await bus.connect('operator'), { timeoutMs: 5_000 });
+    try {
+      await operator.request('system.tools', '$register', { spec: workContext });
+      const { client } = await connectClient(bridge.url, grantFor(['http-work']));
+      clients.push(client);
+      const progress: Progress[] = [];
+      const stream = client.experimental.tasks.callToolStream({ name: 'secret_work', arguments: {} }, undefined, {
+        task: {},
+        onprogress: (p) => progress.push(p),
+      });
+      let text = '';
+      for await (const message of stream) {
+        if (message.type === 'result') text = (message.result.content as Array<{ text: string }>)[0]?.text ?? '';
+        if (message.type === 'error') throw message.error;
+      }
+      expect(text).toBe('{"worked":true}');
+      expect(progress.length).toBeGreaterThan(0);
+      expect(progress.every((p) => p.total === 3 && p.progress >= 1 && p.progress <= 3)).toBe(true);
+    } finally {
+      operator.close();
+      await worker.stop();
     }
   });
 
