@@ -306,6 +306,19 @@ class Wake {
 }
 
 /**
+ * Withdraws the approval `approvalId` of `bucket` while nothing has used it (pending, or approved
+ * and not yet used): the call it was for will not be made. False when it is unknown, used,
+ * rejected, or changed meanwhile.
+ */
+export async function withdrawApproval(nc: NatsConnection, bucket: string, approvalId: string): Promise<boolean> {
+  const store = await storeOf(nc, bucket);
+  const found = await store.get(approvalId);
+  const status = found?.record.status;
+  if (found === undefined || (status !== ApprovalStatus.Pending && status !== ApprovalStatus.Approved)) return false;
+  return store.remove(found);
+}
+
+/**
  * The stores bound per connection and bucket; a failed bind is forgotten, so the next wait
  * tries again.
  */

@@ -180,6 +180,8 @@ export class StreamStore {
     });
     // Named here, so a delivery can be told from a message someone else sent to the inbox.
     const name = `read-${randomBytes(8).toString('hex')}`;
+    // Checked on every delivery too: a burst handled in one turn of the loop starves the timer.
+    const deadline = Date.now() + timeoutMs;
     const sub = this.nc.subscribe(inbox, {
       callback: guarded((err, m) => {
         const delivery = err === null ? deliveryOf(m.reply) : undefined;
@@ -190,6 +192,7 @@ export class StreamStore {
           !subjectMatches(filter, m.subject)
         )
           return;
+        if (Date.now() > deadline) return finish(false);
         out.push({ seq: delivery.seq, subject: m.subject, data: m.data.slice() });
         lastDelivered = Math.max(lastDelivered, delivery.consumerSeq);
         if (delivery.pending === 0) finish(true);

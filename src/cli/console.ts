@@ -1,8 +1,9 @@
 /** `matrix-tools console`: the web console (src/console) on this machine, until Ctrl-C. */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { BusClient } from '../bus/client.js';
-import { isLoopback, startConsole } from '../console/server.js';
+import { startConsole } from '../console/server.js';
 import { loadGrant } from '../identity/granted.js';
+import { isLoopback } from '../loopback.js';
 import { withConnection } from './config.js';
 import { ExitCode, type Output } from './output.js';
 import { interrupted, verbAction } from './run.js';

@@ -9,6 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
+import { loopbackHosts } from '../loopback.js';
 import { CLIENT_SCRIPT, STYLESHEET } from './assets.js';
 import { ContextIndex } from './contexts-index.js';
 import { html, notice } from './html.js';
@@ -72,7 +73,7 @@ export async function startConsole(nc: NatsConnection, options: ConsoleOptions =
   const deps: ConsoleDeps = { nc, client, index, feed, writes, approver: { grant: options.approverGrant } };
   await feed.start();
   const host = options.host ?? '127.0.0.1';
-  let hosts: Set<string> | undefined;
+  let hosts: ReadonlySet<string> | undefined;
   const server = createServer((req, res) => {
     handle(req, res, deps, token, hosts).catch((err) => fail(res, err));
   });
@@ -81,7 +82,7 @@ export async function startConsole(nc: NatsConnection, options: ConsoleOptions =
     server.listen(options.port ?? 8080, host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
-  hosts = allowedHosts(host, port);
+  hosts = loopbackHosts(host, port);
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/`,
     token,
@@ -97,27 +98,12 @@ async function closeServer(server: Server, feed: LiveFeed, client: BusClient): P
   await new Promise<void>((resolve) => server.close(() => resolve()));
 }
 
-/** Whether an address to bind is this machine only. */
-export function isLoopback(host: string): boolean {
-  return ['127.0.0.1', 'localhost', '::1'].includes(host);
-}
-
-/**
- * Host headers a loopback console answers: its own address and `localhost`, so a page on
- * another site cannot read it by pointing its own name at 127.0.0.1 (DNS rebinding).
- * Undefined (no check) when bound to a public address.
- */
-function allowedHosts(host: string, port: number): Set<string> | undefined {
-  if (!isLoopback(host)) return undefined;
-  return new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
-}
-
 async function handle(
   req: IncomingMessage,
   res: ServerResponse,
   deps: ConsoleDeps,
   token: string | undefined,
-  hosts: Set<string> | undefined,
+  hosts: ReadonlySet<string> | undefined,
 ): Promise<void> {
   if (hosts !== undefined && !hosts.has(req.headers.host ?? ''))
     return plain(res, 421, 'wrong Host for this console\n');

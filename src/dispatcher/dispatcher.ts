@@ -16,7 +16,8 @@
  * published: the steps before `forward` are synchronous.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { ServiceStopping } from '../approvals/gate.js';
+import { ServiceStopping, withdrawApproval } from '../approvals/gate.js';
+import { DEFAULT_APPROVALS_BUCKET } from '../approvals/types.js';
 import { AuditLog, isoNow } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import { type CallEvent, newCallEvent } from '../audit/types.js';
@@ -246,6 +247,14 @@ export class Dispatcher {
   /** Calls in flight to `target` now (each holds one of its `maxInFlightPerTarget` slots). */
   inFlight(target: string): number {
     return this.slots.count(target);
+  }
+
+  /**
+   * Withdraws a pending (or approved, unused) approval of this dispatcher's bucket: a task
+   * cancelled because its grant was revoked. False when it is gone, used or rejected.
+   */
+  withdrawApproval(approvalId: string): Promise<boolean> {
+    return withdrawApproval(this.nc, this.approvalsBucket ?? DEFAULT_APPROVALS_BUCKET, approvalId);
   }
 
   /**

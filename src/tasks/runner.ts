@@ -271,16 +271,25 @@ export class TaskRunner {
     }
   }
 
-  /** A revocation came: cancels the live tasks whose grant it names. */
+  /** A revocation came: cancels the live tasks whose grant it names, and their approvals. */
   private async cancelRevoked(): Promise<void> {
     const cancels: Promise<unknown>[] = [];
     for (const stored of this.known.values()) {
       if (isTerminal(stored.record.task.status)) continue;
       const lapsed = this.lapsed(stored.record);
-      if (lapsed !== undefined)
-        cancels.push(this.cancel(stored, failure.grantLapsed(stored.record.call.name, lapsed.message)));
+      if (lapsed !== undefined) cancels.push(this.cancelLapsed(stored, lapsed));
     }
     await Promise.all(cancels);
+  }
+
+  /**
+   * Cancels a task whose grant was revoked and withdraws its approval, whether or not an
+   * instance still waits for it (one that died leaves it pending otherwise).
+   */
+  private async cancelLapsed(stored: StoredTask, lapsed: GrantError): Promise<void> {
+    const approvalId = stored.record.approvalId;
+    await this.cancel(stored, failure.grantLapsed(stored.record.call.name, lapsed.message));
+    if (approvalId !== undefined) await this.dispatcher.withdrawApproval(approvalId);
   }
 
   /** Runs a task here (this instance holds its lease), unless its grant no longer holds. */

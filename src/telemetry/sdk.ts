@@ -6,6 +6,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { metrics, trace } from '@opentelemetry/api';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
@@ -13,6 +14,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, type MetricReader, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { loopbackHosts } from '../loopback.js';
 import { activeInstruments, SCOPE } from './instruments.js';
 
 /** What to export. */
@@ -34,7 +36,9 @@ export const DEFAULT_METRICS_HOST = '127.0.0.1';
 
 /**
  * The `/metrics` endpoint: GET `/metrics` only, and with a token only for a request that
- * bears it (compared in constant time); anything else is 401 or 404 and costs no collection.
+ * bears it (compared in constant time); on a loopback address only for a `Host` that names it
+ * (421 otherwise: a DNS-rebinding page cannot read it); anything else is 401 or 404 and costs
+ * no collection.
  */
 function serveMetrics(
   prometheus: PrometheusExporter,
@@ -43,7 +47,12 @@ function serveMetrics(
   token: string | undefined,
 ): Promise<Server> {
   const expected = token ? Buffer.from(`Bearer ${token}`) : undefined;
+  let hosts: ReadonlySet<string> | undefined;
   const server = createServer((request, response) => {
+    if (hosts !== undefined && !hosts.has(request.headers.host ?? '')) {
+      response.writeHead(421).end();
+      return;
+    }
     if (request.method !== 'GET' || request.url?.split('?', 1)[0] !== '/metrics') {
       response.writeHead(404).end();
       return;
@@ -61,6 +70,7 @@ function serveMetrics(
     server.once('error', reject);
     server.listen(port, host, () => {
       server.off('error', reject);
+      hosts = loopbackHosts(host, (server.address() as AddressInfo).port);
       resolve(server);
     });
   });

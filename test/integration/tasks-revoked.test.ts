@@ -1,6 +1,6 @@
 /**
  * A task holds only as long as the grant it was made under: revoking the grant cancels its live
- * tasks and withdraws their pending approvals, and a task whose grant expired while it waited for
+ * tasks and withdraws their pending approvals (also of a task whose instance died), and a task whose grant expired while it waited for
  * approval fails when approved, its target never reached.
  */
 import { Kvm } from '@nats-io/kv';
@@ -8,6 +8,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
+import { connectBus } from '../../src/bus/connect.js';
 import type { Mount } from '../../src/bus/mount.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
@@ -27,7 +28,7 @@ import {
   startApprovals,
   uniqueApprovalsBucket,
 } from '../harness/approvals.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { uniqueBucket } from '../harness/registry.js';
 import type { Target } from '../harness/targets.js';
@@ -103,6 +104,30 @@ describe('a task and the grant it was made under', () => {
     await eventually(async () => (await person.pending()).approvals.every((a) => a.approvalId !== approvalId));
     await person.answer({ approvalId, decision: 'approve' }, { principal: 'user:ana' }).catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(target.count('$deploy')).toBe(0);
+  });
+
+  it('withdraws the pending approval of a revoked task whose instance died while it waited', async () => {
+    const owner = { principal: 'agent:quinn', session: 's-quinn' };
+    const grant = mintGrant(issuer, { ...owner, resolve: gatedSession, ttlSeconds: 600 });
+    // Instance A runs the task, hears no revocations, and dies while its approval waits.
+    const anc = await connectBus({ ...sharedNats(), name: 'instance-a' });
+    const aDispatcher = gatedDispatcher(anc, app, { approvalTimeoutMs: 60_000, approvalsBucket });
+    const aRunner = new TaskRunner(aDispatcher, await TaskStore.open(anc, { bucket: tasksBucket })).start();
+    const call = { id: 'orphaned-1', name: 'deploy', arguments: { service: 'billing' } };
+    const ctx = { ...owner, grant };
+    const route = await aDispatcher.check(gatedSession, call, ctx);
+    if ('isError' in route) throw new Error(route.content);
+    const task = (await aRunner.create(gatedSession, call, ctx, route, {})) as Task;
+    const { approvalId } = await person.awaitPending('orphaned-1');
+    await eventually(() => runner.liveOf(owner.principal) === 1);
+    aRunner.close();
+    await anc.close();
+
+    const { jti } = readGrantClaims(grant);
+    revocations.apply(revocationKey({ jti }), { jti, revokedAt: Date.now(), until: Date.now() + 3_600_000 });
+    expect((await stored(owner, task.taskId)).record.task.status).toBe('cancelled');
+    await eventually(async () => (await person.pending()).approvals.every((a) => a.approvalId !== approvalId));
     expect(target.count('$deploy')).toBe(0);
   });
 

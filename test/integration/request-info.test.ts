@@ -1,0 +1,84 @@
+/**
+ * What nats-server attests about a request's sender, which docs/protocol.md section 3 relies on
+ * when it says what would bind a grant to its holder for requests as well as replies. A
+ * request's reply subject is the sender's to choose; `Nats-Request-Info` on a message that
+ * crosses a service import with `share: true` is the server's: it names the authenticated user,
+ * also for a publish that names another user's inbox as its reply subject, and a value the client
+ * set is never the last one. Inside the service's own account nothing is attested.
+ */
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectBus } from '../../src/bus/connect.js';
+import { eventually } from '../harness/eventually.js';
+import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+
+const REQUEST_INFO = 'Nats-Request-Info';
+const CONF = `
+accounts {
+  SVC { users: [ { user: service, password: s } ], exports: [ { service: "system.>" } ] }
+  AGENTS {
+    users: [
+      { user: agent, password: a, permissions: { publish: ["system.>"], subscribe: ["_INBOX_agent.>"] } }
+      { user: agent-2, password: b, permissions: { publish: ["system.>"], subscribe: ["_INBOX_agent-2.>"] } }
+    ]
+    imports: [ { service: { account: SVC, subject: "system.>" }, share: true } ]
+  }
+}
+`;
+
+/** The users each value of a message's `Nats-Request-Info` names, in order. */
+function attested(msg: Msg): string[] {
+  return (msg.headers?.values(REQUEST_INFO) ?? []).map((v) => (JSON.parse(v) as { user?: string }).user ?? '');
+}
+
+describe('Nats-Request-Info across a service import with share: true', () => {
+  let server: ProcessNats;
+  let service: NatsConnection;
+  let agent: NatsConnection;
+  let other: NatsConnection;
+  const seen = new Map<string, Msg>();
+
+  beforeAll(async () => {
+    const conf = join(tmpdir(), `request-info-${process.pid}.conf`);
+    writeFileSync(conf, CONF);
+    server = await startNatsProcess(['-c', conf]);
+    service = await connectBus({ servers: server.url, user: 'service', pass: 's' });
+    service.subscribe('system.>', { callback: (_err, msg) => void seen.set(msg.subject, msg) });
+    await service.flush();
+    agent = await connectBus({ servers: server.url, user: 'agent', pass: 'a', inboxPrefix: '_INBOX_agent' });
+    other = await connectBus({ servers: server.url, user: 'agent-2', pass: 'b', inboxPrefix: '_INBOX_agent-2' });
+  });
+  afterAll(async () => {
+    await Promise.all([service?.close(), agent?.close(), other?.close()]);
+    await server?.stop();
+  });
+
+  /** Publishes as `nc` with `forged` values of the header preset, and returns what the service received. */
+  async function received(nc: NatsConnection, subject: string, forged: string[], reply?: string): Promise<Msg> {
+    const h = headers();
+    for (const user of forged) h.append(REQUEST_INFO, JSON.stringify({ acc: 'AGENTS', user }));
+    nc.publish(subject, 'x', { headers: h, reply });
+    await nc.flush();
+    return eventually(() => seen.get(subject) ?? expect.fail(`${subject} not received`));
+  }
+
+  it('names the authenticated sender, also of a blind request with another user’s reply subject', async () => {
+    expect(attested(await received(agent, 'system.honest', []))).toEqual(['agent']);
+    const blind = await received(other, 'system.blind', [], '_INBOX_agent.x');
+    expect(attested(blind)).toEqual(['agent-2']);
+    // The import rewrites the reply subject: an inbox check cannot be made on this side of it.
+    expect(blind.reply).toMatch(/^_R_\./);
+  });
+
+  it('keeps no value a client set as the last: the server drops the first and appends its own', async () => {
+    expect(attested(await received(other, 'system.one', ['agent']))).toEqual(['agent-2']);
+    expect(attested(await received(other, 'system.two', ['agent', 'agent']))).toEqual(['agent', 'agent-2']);
+  });
+
+  it('attests nothing inside the service’s own account: what the sender set arrives', async () => {
+    expect(attested(await received(service, 'system.inside', ['agent']))).toEqual(['agent']);
+  });
+});
