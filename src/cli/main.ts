@@ -51,6 +51,12 @@ withConnection(
     ).env('MATRIX_TRUSTED_ISSUERS'),
   )
   .addOption(
+    new Option(
+      '--allowed-host <host...>',
+      'with --http: further Host names to serve (name or name:port; required with --host 0.0.0.0)',
+    ).env('MATRIX_MCP_ALLOWED_HOSTS'),
+  )
+  .addOption(
     new Option('--max-sessions <n>', 'with --http: most MCP sessions open at once (503 past it)')
       .env('MATRIX_MCP_MAX_SESSIONS')
       .default(String(DEFAULT_MAX_SESSIONS)),
@@ -82,6 +88,7 @@ withConnection(
           host: args.host,
           port,
           issuers,
+          allowedHosts: hostList(args.allowedHost),
           maxSessions: positiveInteger('--max-sessions', args.maxSessions),
           maxSessionsPerGrant: positiveInteger('--max-sessions-per-grant', args.maxSessionsPerGrant),
           idleMs: positiveInteger('--idle-minutes', args.idleMinutes) * 60_000,
@@ -101,9 +108,19 @@ interface McpHttpFlags {
   host: string;
   port: string;
   trust?: string;
+  /** Repeated flags, or the env's comma-separated list (one string). */
+  allowedHost?: string[] | string;
   maxSessions: string;
   maxSessionsPerGrant: string;
   idleMinutes: string;
+}
+
+function hostList(given: string[] | string | undefined): string[] {
+  const all = given === undefined ? [] : typeof given === 'string' ? [given] : given;
+  return all
+    .flatMap((h) => h.split(','))
+    .map((h) => h.trim())
+    .filter((h) => h !== '');
 }
 
 function positiveInteger(flag: string, text: string): number {

@@ -36,7 +36,11 @@ export interface McpHttpOptions {
   session?: ResolveRequest;
   /** Without issuers: the context of every request (a `--grant` given to the bridge). */
   ctx?: CallContext;
-  /** Further `Host` values to accept (`name:port`), for a bridge behind a proxy. */
+  /**
+   * Further `Host` values to accept (`name:port`, or `name` for this bridge's port), for a bridge
+   * behind a proxy or on every address; required when `host` is a wildcard (`0.0.0.0`, `::`),
+   * whose clients reach it by names it cannot know (`--allowed-host`, `MATRIX_MCP_ALLOWED_HOSTS`).
+   */
   allowedHosts?: readonly string[];
   /** Most MCP sessions open at once; a client past it gets `503`. Default 256. */
   maxSessions?: number;
@@ -84,6 +88,10 @@ const LONGEST_TIMER_MS = 2 ** 31 - 1;
 /** Starts listening; resolves once it does. */
 export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions = {}): Promise<McpHttpBridge> {
   const host = options.host ?? '127.0.0.1';
+  if (WILDCARD.has(host) && (options.allowedHosts ?? []).length === 0)
+    throw new TypeError(
+      `listening on every address (--host ${host}) needs --allowed-host: the names clients reach this bridge by (Host is checked, no DNS rebinding)`,
+    );
   const verifier =
     options.issuers !== undefined && options.issuers.length > 0 ? new GrantVerifier(options.issuers) : undefined;
   if (verifier === undefined && options.session === undefined)
@@ -284,11 +292,15 @@ function openFailureStatus(err: MatrixError): number {
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+/** Addresses that listen on every interface: no `Host` names them. */
+const WILDCARD = new Set(['0.0.0.0', '::', '[::]']);
 
 /** The `Host` values this bridge answers to: its address and port, and every loopback name when it listens on one. */
 function allowedHosts(host: string, port: number, extra: readonly string[]): Set<string> {
   const names = LOOPBACK.has(host) ? ['127.0.0.1', 'localhost', '[::1]'] : [host.includes(':') ? `[${host}]` : host];
-  return new Set([...names.map((n) => `${n}:${port}`), ...extra.map((h) => h.toLowerCase())]);
+  // A name given without a port is this bridge's port; `[v6]` and `name:port` keep theirs.
+  const given = extra.map((h) => h.trim().toLowerCase()).map((h) => (/:\d+$/.test(h) ? h : `${h}:${port}`));
+  return new Set([...names.filter((n) => !WILDCARD.has(n)).map((n) => `${n}:${port}`), ...given]);
 }
 
 /** Why a request whose `Host` or `Origin` names another site is refused (a DNS-rebinding page), or undefined. */

@@ -421,6 +421,26 @@ describe('the MCP bridge over Streamable HTTP, without trusted issuers (developm
     }
   });
 
+  it('listens on every address only with --allowed-host, and serves the names it gives', async () => {
+    const session = { profile: 'default', toolContextRefs: ['spy-tools'] };
+    await expect(startMcpHttp(await bus.connect('agent'), { host: '0.0.0.0', port: 0, session })).rejects.toThrow(
+      /--allowed-host/,
+    );
+    const wide = await startMcpHttp(await bus.connect('agent'), {
+      host: '0.0.0.0',
+      port: 0,
+      session,
+      allowedHosts: ['bridge.example'],
+    });
+    try {
+      const port = new URL(wide.url).port;
+      expect((await rawInitialize(wide.url, { Host: `bridge.example:${port}` })).status).toBe(200);
+      expect((await rawInitialize(wide.url, { Host: `other.example:${port}` })).status).toBe(403);
+    } finally {
+      await wide.close();
+    }
+  });
+
   it('serves --profile to a client without a bearer, as over stdio', async () => {
     const { client } = await connectClient(bridge.url);
     try {
