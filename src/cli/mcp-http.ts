@@ -141,6 +141,13 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     if (new URL(req.url ?? '/', 'http://bridge').pathname !== MCP_PATH)
       return reply(res, 404, `the MCP endpoint is ${MCP_PATH}`);
     const bearer = bearerOf(req);
+    // Without issuers no bearer is checked: taking one would let a client believe it is itself.
+    if (verifier === undefined && bearer !== undefined)
+      return reply(
+        res,
+        400,
+        'this bridge checks no bearer grants (it was started without --trust): every client is served as the bridge itself; send no Authorization',
+      );
     const id = req.headers['mcp-session-id'];
     if (typeof id === 'string') {
       const session = sessions.get(id);
@@ -346,6 +353,13 @@ export async function serveMcpHttp(nc: NatsConnection, options: McpHttpOptions):
     ? `a grant per session from ${options.issuers.length} issuer(s)`
     : `profile ${options.session?.profile}`;
   process.stderr.write(`mcp bridge: ready on ${bridge.url} (${mode})\n`);
+  if (!options.issuers?.length) {
+    const who = options.ctx?.principal ?? 'the bridge';
+    const where = LOOPBACK.has(options.host ?? '127.0.0.1') ? 'every local process' : 'anyone who reaches it';
+    process.stderr.write(
+      `mcp bridge: warning: no --trust, so no client is checked: ${where} acts as ${who}${options.ctx?.grant === undefined ? '' : ' with its --grant'}\n`,
+    );
+  }
   const signal = await new Promise<string>((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));
     process.once('SIGTERM', () => resolve('SIGTERM'));

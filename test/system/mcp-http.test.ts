@@ -441,6 +441,13 @@ describe('the MCP bridge over Streamable HTTP, without trusted issuers (developm
     }
   });
 
+  it('refuses a client’s bearer grant (400): it checks none, and would serve the client as itself', async () => {
+    const host = { Host: new URL(bridge.url).host };
+    const refused = await rawInitialize(bridge.url, { ...host, Authorization: 'Bearer eyJhbGciOi.anything.x' });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toContain('without --trust');
+  });
+
   it('serves --profile to a client without a bearer, as over stdio', async () => {
     const { client } = await connectClient(bridge.url);
     try {
