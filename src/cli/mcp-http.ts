@@ -76,8 +76,20 @@ interface Session {
   lastSeen: number;
   /** Requests of it still open (a GET stream that waits for list_changed among them): it is not idle while any is. */
   open: number;
+  /** The grant read and verified; undefined without issuers. */
+  granted: GrantedSession | undefined;
   /** When its grant expires, Unix ms (the session is closed then); undefined without issuers. */
   expiresAtMs: number | undefined;
+  /** The timer that closes it at `expiresAtMs`. */
+  expiry: NodeJS.Timeout | undefined;
+}
+
+/** A session lives no longer than its grant: (re)sets the timer that closes it when the grant expires. */
+function armExpiry(session: Session): void {
+  clearTimeout(session.expiry);
+  if (session.expiresAtMs === undefined) return;
+  const delay = Math.min(Math.max(session.expiresAtMs - Date.now(), 0), LONGEST_TIMER_MS);
+  session.expiry = setTimeout(() => void session.transport.close(), delay).unref();
 }
 
 /** Longest wait for a request's headers and body, in ms: a client that never sends its body holds a socket no longer. */
@@ -97,6 +109,27 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   if (verifier === undefined && options.session === undefined)
     throw new TypeError('an HTTP bridge needs trusted issuers (each client brings a grant) or a --profile to serve');
   const sessions = new Map<string, Session>();
+  /**
+   * `bearer` as a renewal of `session`'s grant: verified, and naming the same principal, grant
+   * session and authority; a string says why it does not verify (401), undefined that it is
+   * another grant (403).
+   */
+  const renewalOf = (session: Session, bearer: string | undefined): GrantedSession | string | undefined => {
+    const before = session.granted;
+    if (verifier === undefined || before === undefined || bearer === undefined) return undefined;
+    let next: GrantedSession;
+    try {
+      next = new GrantedSession(bearer, {}, verifier);
+    } catch (err) {
+      if (err instanceof GrantError) return err.message;
+      throw err;
+    }
+    const same =
+      next.principal === before.principal &&
+      next.session === before.session &&
+      JSON.stringify(next.request) === JSON.stringify(before.request);
+    return same ? next : undefined;
+  };
   const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
   const maxPerGrant = options.maxSessionsPerGrant ?? DEFAULT_MAX_SESSIONS_PER_GRANT;
   const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
@@ -152,8 +185,17 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     if (typeof id === 'string') {
       const session = sessions.get(id);
       if (session === undefined) return reply(res, 404, 'no such MCP session: initialize a new one');
-      if (session.grant !== bearer)
-        return reply(res, 403, 'this MCP session was opened with another grant: present the same bearer grant');
+      if (session.grant !== bearer) {
+        const renewal = renewalOf(session, bearer);
+        if (typeof renewal === 'string') return unauthorized(res, renewal);
+        if (renewal === undefined)
+          return reply(res, 403, 'this MCP session was opened with another grant: present the same bearer grant');
+        // The same principal, grant session and authority, signed again: the session goes on under it.
+        session.grant = renewal.grant;
+        session.expiresAtMs = renewal.expiresAtMs;
+        session.bridge.renewGrant(renewal.grant);
+        armExpiry(session);
+      }
       if (session.expiresAtMs !== undefined && Date.now() >= session.expiresAtMs) {
         void session.transport.close();
         return unauthorized(res, 'the grant of this MCP session has expired: initialize a new one with a fresh grant');
@@ -231,30 +273,28 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       }
       throw err;
     }
-    let expiry: NodeJS.Timeout | undefined;
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (sessionId) => {
-        const expiresAtMs = granted?.expiresAtMs;
-        sessions.set(sessionId, {
+        const session: Session = {
           transport,
           bridge,
           grant: granted === undefined ? undefined : bearer,
+          granted,
           lastSeen: Date.now(),
           open: 0,
-          expiresAtMs,
-        });
-        // A session lives no longer than the grant it was opened with.
-        if (expiresAtMs !== undefined)
-          expiry = setTimeout(
-            () => void transport.close(),
-            Math.min(Math.max(expiresAtMs - Date.now(), 0), LONGEST_TIMER_MS),
-          ).unref();
+          expiresAtMs: granted?.expiresAtMs,
+          expiry: undefined,
+        };
+        sessions.set(sessionId, session);
+        armExpiry(session);
       },
     });
     transport.onclose = () => {
-      clearTimeout(expiry);
-      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
+      if (transport.sessionId !== undefined) {
+        clearTimeout(sessions.get(transport.sessionId)?.expiry);
+        sessions.delete(transport.sessionId);
+      }
       release();
       void bridge.close();
     };

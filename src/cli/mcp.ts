@@ -185,6 +185,11 @@ export class McpBridge {
     await this.server.connect(transport);
   }
 
+  /** Sends its later requests with `grant`: the session's grant, signed again for the same principal, session and authority. */
+  renewGrant(grant: string): void {
+    this.ctx.grant = grant;
+  }
+
   /** Stops watching, gives requests in flight up to a second, closes the server and the client; once. */
   close(): Promise<void> {
     this.closing ??= this.closeOnce();

@@ -161,6 +161,20 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
     expect(res.status).toBe(403);
   });
 
+  it('lets a session go on under its grant signed again (same principal, session, authority): not 403', async () => {
+    const spec = { resolve: { profile: 'default', toolContextRefs: ['spy-tools'] } };
+    const { client, transport } = await connectClient(bridge.url, bus.grant({ ...spec, ttlSeconds: 600 }));
+    clients.push(client);
+    const renewed = bus.grant({ ...spec, ttlSeconds: 1200 });
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 21, method: 'tools/list', params: {} });
+    const res = await postInSession(bridge.url, renewed, transport.sessionId, list);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('spy_run');
+    // A grant of other authority is not a renewal.
+    const wider = bus.grant({ resolve: { profile: 'default', toolContextRefs: ['spy-tools', 'actor-readonly'] } });
+    expect((await postInSession(bridge.url, wider, transport.sessionId, list)).status).toBe(403);
+  });
+
   it('holds at most maxSessionsPerGrant sessions of one grant (429 past it); another grant still opens one', async () => {
     const small = await startMcpHttp(await bus.connect('agent'), {
       port: 0,
