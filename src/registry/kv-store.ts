@@ -4,10 +4,18 @@
  * serve the same contexts; the registry revision is the bucket's newest sequence seen.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, TimeoutError } from '../bus/errors.js';
+import {
+  BadRequestError,
+  ConflictError,
+  ForbiddenError,
+  type MatrixError,
+  NotFoundError,
+  TimeoutError,
+} from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import { type Logger, silentLogger } from '../bus/log.js';
 import { builtinContexts } from './builtins.js';
+import { OFF_LOOP_BYTES, registrationChecker } from './checker.js';
 import { insertSorted, ProviderIndex, removeSorted } from './sorted-keys.js';
 import {
   compareKeys,
@@ -18,7 +26,7 @@ import {
   type ToolContextStore,
 } from './store.js';
 import type { ToolContextSpec } from './types.js';
-import { registrationError } from './validate.js';
+import { type RegistrationCheck, registrationError } from './validate.js';
 
 /** Longest reason kept for an entry left out, in characters. */
 const MAX_ERROR_CHARS = 500;
@@ -57,6 +65,8 @@ export class KvContextStore implements ToolContextStore {
   private readonly waiters: Array<{ revision: number; resolve(): void }> = [];
   private readonly listeners: Array<(change: StoreChange) => void> = [];
   private watch: BucketWatch | undefined;
+  /** The entries waiting on the checker thread, in bucket order; undefined when none. */
+  private checking: Promise<void> | undefined;
 
   private constructor(
     readonly bucket: Bucket,
@@ -191,8 +201,27 @@ export class KvContextStore implements ToolContextStore {
     this.watch?.stop();
   }
 
+  /**
+   * Applies entries in bucket order. A large PUT is checked on the checker thread (its schemas'
+   * meta-schema checks and its fit cost ~40 ms per 32 KiB schema): entries after it wait their
+   * turn, callers do not.
+   */
   private apply(entry: BucketEntry): void {
-    const change = entry.operation === 'PUT' ? this.put(entry) : this.remove(entry.key);
+    if (this.checking === undefined && !checkedOffLoop(entry)) {
+      this.applyChecked(entry, entry.operation === 'PUT' ? this.checked(entry) : undefined);
+      return;
+    }
+    const next = (this.checking ?? Promise.resolve()).then(async () => {
+      this.applyChecked(entry, entry.operation === 'PUT' ? await this.checkedOffLoop(entry) : undefined);
+    });
+    this.checking = next;
+    void next.then(() => {
+      if (this.checking === next) this.checking = undefined;
+    });
+  }
+
+  private applyChecked(entry: BucketEntry, spec: ToolContextSpec | undefined): void {
+    const change = entry.operation === 'PUT' ? this.put(entry, spec) : this.remove(entry.key);
     if (entry.operation !== 'PUT') this.leftOut.delete(entry.key);
     this.applied = Math.max(this.applied, entry.revision);
     if (change !== undefined) for (const l of this.listeners) l({ key: entry.key, change, revision: entry.revision });
@@ -206,8 +235,7 @@ export class KvContextStore implements ToolContextStore {
   }
 
   /** Serves a written entry when it passes the checks of `$register`; else leaves it (and any older value of its key) out. */
-  private put(entry: BucketEntry): StoreChange['change'] | undefined {
-    const spec = this.checked(entry);
+  private put(entry: BucketEntry, spec: ToolContextSpec | undefined): StoreChange['change'] | undefined {
     if (spec === undefined) return this.remove(entry.key);
     this.leftOut.delete(entry.key);
     const previous = this.registered.get(entry.key);
@@ -247,25 +275,28 @@ export class KvContextStore implements ToolContextStore {
    * every tool of every context would multiply start-up time.
    */
   private checked(entry: BucketEntry): ToolContextSpec | undefined {
-    let error: string;
-    try {
-      const spec: unknown = JSON.parse(new TextDecoder().decode(entry.value));
-      const problem =
-        (spec as ToolContextSpec | null)?.key === entry.key
-          ? registrationError(spec, {
-              prefix: '',
-              compile: false,
-              maxPayload: this.maxPayload,
-              storedBytes: entry.value.length,
-            })
-          : new BadRequestError(
-              `its spec's key is ${JSON.stringify((spec as ToolContextSpec | null)?.key)}, not the entry's key`,
-            );
-      if (problem === undefined) return spec as ToolContextSpec;
-      error = `${problem.code}: ${problem.message}`;
-    } catch (err) {
-      error = `bad_request: not a JSON spec (${(err as Error).message})`;
-    }
+    const { spec, error } = parsed(entry);
+    return this.served(entry, spec, error ?? registrationError(spec, this.storedCheck(entry)));
+  }
+
+  /** `checked` on the checker thread; in-process if that thread fails (an entry is never dropped unchecked). */
+  private async checkedOffLoop(entry: BucketEntry): Promise<ToolContextSpec | undefined> {
+    const { spec, text, error } = parsed(entry);
+    if (error !== undefined) return this.served(entry, spec, error);
+    const problem = await registrationChecker
+      .check(text, this.storedCheck(entry), false)
+      .catch(() => registrationError(spec, this.storedCheck(entry)));
+    return this.served(entry, spec, problem);
+  }
+
+  private storedCheck(entry: BucketEntry): RegistrationCheck {
+    return { prefix: '', compile: false, maxPayload: this.maxPayload, storedBytes: entry.value.length };
+  }
+
+  /** The spec, when `problem` is undefined; else leaves the entry out, saying why. */
+  private served(entry: BucketEntry, spec: unknown, problem: MatrixError | undefined): ToolContextSpec | undefined {
+    if (problem === undefined) return spec as ToolContextSpec;
+    let error = `${problem.code}: ${problem.message}`;
     // Violation paths carry the entry's own property names: an attacker's could be huge.
     if (error.length > MAX_ERROR_CHARS) error = `${error.slice(0, MAX_ERROR_CHARS - 3)}...`;
     this.logger.error('left out a KV entry that $register would refuse', {
@@ -277,4 +308,22 @@ export class KvContextStore implements ToolContextStore {
     this.leftOut.set(entry.key, { key: entry.key, revision: entry.revision, error });
     return undefined;
   }
+}
+
+function checkedOffLoop(entry: BucketEntry): boolean {
+  return entry.operation === 'PUT' && entry.value.length >= OFF_LOOP_BYTES;
+}
+
+/** An entry's spec and text, or why it is no spec of its key. */
+function parsed(entry: BucketEntry): { spec: unknown; text: string; error?: MatrixError } {
+  const text = new TextDecoder().decode(entry.value);
+  let spec: unknown;
+  try {
+    spec = JSON.parse(text);
+  } catch (err) {
+    return { spec, text, error: new BadRequestError(`not a JSON spec (${(err as Error).message})`) };
+  }
+  const key = (spec as ToolContextSpec | null)?.key;
+  if (key === entry.key) return { spec, text };
+  return { spec, text, error: new BadRequestError(`its spec's key is ${JSON.stringify(key)}, not the entry's key`) };
 }

@@ -7,6 +7,7 @@ import { UnavailableError } from '../bus/errors.js';
 import { sessionKey } from '../hashing.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { BoundedCache, type CacheBounds } from './bounded-cache.js';
+import { OFF_LOOP_BYTES, registrationChecker } from './checker.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
@@ -21,7 +22,7 @@ import type {
   ToolContextSpec,
   UnregisterRequest,
 } from './types.js';
-import { registrationErrorInSlices } from './validate.js';
+import { registrationError } from './validate.js';
 
 /** A store that can take registrations. */
 export interface WritableToolContextStore extends ToolContextStore {
@@ -88,11 +89,14 @@ export class Registry {
   async register(request: RegisterRequest, maxPayload?: number): Promise<StoreChange> {
     const store = this.writable();
     // The size as stored lets the size check skip rendering a context far too small to matter.
-    // In slices: other calls run between one tool's schema compile and the next.
-    const error = await registrationErrorInSlices(
-      request.spec,
-      maxPayload === undefined ? {} : { maxPayload, storedBytes: Buffer.byteLength(JSON.stringify(request.spec)) },
-    );
+    // A large spec is checked on the checker's thread: calls go on while its schemas compile.
+    const specText = JSON.stringify(request.spec);
+    const storedBytes = Buffer.byteLength(specText);
+    const check = maxPayload === undefined ? {} : { maxPayload, storedBytes };
+    const error =
+      storedBytes < OFF_LOOP_BYTES
+        ? registrationError(request.spec, check)
+        : await registrationChecker.check(specText, check);
     if (error !== undefined) throw error;
     return store.register(request.spec, request.expectedRevision);
   }

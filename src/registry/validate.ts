@@ -45,39 +45,8 @@ export function specViolations(
   prefix = '',
   compiler: Pick<SchemaCompiler, 'compiles' | 'metaViolations'> | null = sharedCompiler,
 ): Violation[] {
-  const steps = specChecks(spec, prefix, compiler);
-  for (;;) {
-    const step = steps.next();
-    if (step.done) return step.value;
-  }
-}
-
-/**
- * `specViolations` in slices: the event loop runs other calls between one tool's schema and
- * the next. Compiling is most of a registration's cost (a 946 KB spec of 30 tools with 31 KB
- * schemas took 4.0 s in one piece, each schema ~130 ms), so `$register` never holds every
- * caller for more than one schema.
- */
-export async function specViolationsInSlices(
-  spec: unknown,
-  prefix = '',
-  compiler: Pick<SchemaCompiler, 'compiles' | 'metaViolations'> | null = sharedCompiler,
-): Promise<Violation[]> {
-  const steps = specChecks(spec, prefix, compiler);
-  for (;;) {
-    const step = steps.next();
-    if (step.done) return step.value;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-}
-
-/** The checks of `specViolations`, pausing (`yield`) after each tool's schema. */
-function* specChecks(
-  spec: unknown,
-  prefix: string,
-  compiler: Pick<SchemaCompiler, 'compiles' | 'metaViolations'> | null,
-): Generator<undefined, Violation[], undefined> {
   const schemaViolations = contracts().check(SchemaId.ToolContextSpec)(spec);
+
   if (schemaViolations !== undefined) return schemaViolations.map((v) => ({ ...v, path: prefix + v.path }));
   const s = spec as ToolContextSpec;
   const violations: Violation[] = [];
@@ -115,7 +84,6 @@ function* specChecks(
         });
       }
     }
-    yield;
   }
   const approval = s.permissions.approval;
   if (typeof approval === 'object') {
@@ -197,16 +165,6 @@ export interface RegistrationCheck {
 export function registrationError(spec: unknown, check: RegistrationCheck = {}): MatrixError | undefined {
   const prefix = check.prefix ?? '/spec';
   return errorOf(spec, check, prefix, specViolations(spec, prefix, check.compile === false ? null : undefined));
-}
-
-/** `registrationError` in slices (`specViolationsInSlices`): what `$register` runs. */
-export async function registrationErrorInSlices(
-  spec: unknown,
-  check: RegistrationCheck = {},
-): Promise<MatrixError | undefined> {
-  const prefix = check.prefix ?? '/spec';
-  const violations = await specViolationsInSlices(spec, prefix, check.compile === false ? null : undefined);
-  return errorOf(spec, check, prefix, violations);
 }
 
 function errorOf(

@@ -1,11 +1,12 @@
-import { describe, expect, it } from 'vitest';
-import { BadRequestError, ForbiddenError, PayloadTooLargeError } from '../../src/bus/errors.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { BadRequestError, ForbiddenError, PayloadTooLargeError, UnavailableError } from '../../src/bus/errors.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
+import { RegistrationChecker } from '../../src/registry/checker.js';
 import { resolutionOverflow } from '../../src/registry/fit.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { MatrixToolProjection, ToolContextSpec } from '../../src/registry/types.js';
-import { registrationError, registrationErrorInSlices, specViolations } from '../../src/registry/validate.js';
+import { registrationError, specViolations } from '../../src/registry/validate.js';
 
 const spec = (key: string, tools: MatrixToolProjection[]): ToolContextSpec => ({
   key,
@@ -108,7 +109,9 @@ function soleStore(s: ToolContextSpec): StaticStore {
   return new StaticStore([...builtinContexts.map(storedBuiltin), { spec: s, source: 'registered', revision: 1 }], 1);
 }
 
-describe('the checks of $register, in slices', () => {
+describe('the checks of $register, on the checker thread', () => {
+  const checker = new RegistrationChecker(2);
+  afterAll(() => checker.close());
   const tools = (n: number, salt: string): MatrixToolProjection[] =>
     Array.from({ length: n }, (_, i) => ({
       name: `t${i}`,
@@ -125,7 +128,7 @@ describe('the checks of $register, in slices', () => {
     permissions: { approval: 'never' },
   });
 
-  it('lets other work run between one tool schema and the next', async () => {
+  it('lets the event loop run while a spec is checked', async () => {
     let ran = 0;
     let ticking = true;
     const tick = () => {
@@ -133,7 +136,7 @@ describe('the checks of $register, in slices', () => {
       if (ticking) setImmediate(tick);
     };
     setImmediate(tick);
-    const checking = registrationErrorInSlices(spec('a'), { maxPayload: 1024 * 1024 });
+    const checking = checker.check(JSON.stringify(spec('a')), { maxPayload: 1024 * 1024 });
     const error = await checking;
     ticking = false;
     expect(error).toBeUndefined();
@@ -149,8 +152,15 @@ describe('the checks of $register, in slices', () => {
         inputSchema: { type: 'object', properties: { x: { type: 'nope' } } },
       } as MatrixToolProjection,
     ]);
-    const sliced = await registrationErrorInSlices(broken);
-    expect(sliced?.message).toBe(registrationError(broken)?.message);
-    expect(sliced).toBeInstanceOf(BadRequestError);
+    const checked = await checker.check(JSON.stringify(broken), {});
+    expect(checked?.message).toBe(registrationError(broken)?.message);
+    expect(checked?.details).toEqual(registrationError(broken)?.details);
+    expect(checked).toBeInstanceOf(BadRequestError);
+  });
+
+  it('refuses a check past its bound as unavailable, and checks the ones it holds', async () => {
+    const held = [checker.check(JSON.stringify(spec('d')), {}), checker.check(JSON.stringify(spec('e')), {})];
+    await expect(checker.check(JSON.stringify(spec('f')), {})).rejects.toBeInstanceOf(UnavailableError);
+    expect(await Promise.all(held)).toEqual([undefined, undefined]);
   });
 });
