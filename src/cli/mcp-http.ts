@@ -196,6 +196,12 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
         session.bridge.renewGrant(renewal.grant);
         armExpiry(session);
       }
+      // The service refused the session's grant (revoked, say): its client must bring another.
+      const refused = session.bridge.grantRefusal;
+      if (refused !== undefined) {
+        void session.transport.close();
+        return unauthorized(res, `the service refused this MCP session's grant: ${refused.code}: ${refused.message}`);
+      }
       if (session.expiresAtMs !== undefined && Date.now() >= session.expiresAtMs) {
         void session.transport.close();
         return unauthorized(res, 'the grant of this MCP session has expired: initialize a new one with a fresh grant');
