@@ -15,7 +15,7 @@ import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { agentsMount, type MountDescription } from '../../src/reference-mounts/agents.js';
 import { registryMount } from '../../src/registry/system-tools.js';
-import { sharedNatsUrl, testConnection } from '../harness/bus.js';
+import { sharedNatsEnv, sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { tracked } from '../harness/children.js';
 import { eventually } from '../harness/eventually.js';
 
@@ -48,7 +48,10 @@ describe.skipIf(!haveGo)('a Go micro service of the older shape, as discovery se
     nc = await testConnection();
     mounts.push(await registryMount(nc).start(), await agentsMount(nc, { discoveryWaitMs: 1_000 }).start());
     const child = tracked(
-      spawn(binary, [], { env: { ...process.env, NATS_URL: sharedNatsUrl(), MICRO_MOUNT: mount }, stdio: 'pipe' }),
+      spawn(binary, [], {
+        env: { ...process.env, ...sharedNatsEnv(sharedNatsUrl()), NATS_URL: sharedNatsUrl(), MICRO_MOUNT: mount },
+        stdio: 'pipe',
+      }),
     );
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));

@@ -9,7 +9,7 @@ import { silentLogger } from '../../src/bus/log.js';
 import { serveConfig } from '../../src/cli/config.js';
 import { type ServeHandle, serve } from '../../src/cli/serve.js';
 import type { Task } from '../../src/tasks/types.js';
-import { sharedNatsUrl, testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNatsEnv, sharedNatsUrl, testConnection, uniqueMount } from '../harness/bus.js';
 import { contextSpec, uniqueBucket } from '../harness/registry.js';
 import { type SlowMount, startSlowMount } from '../harness/slow-mount.js';
 
@@ -25,7 +25,10 @@ describe('a stopping service and the $result waits it holds', () => {
     nc = await testConnection();
     slow = await startSlowMount(nc, SLOW);
     handle = await serve(
-      serveConfig({ server: sharedNatsUrl(), reference: false, bucket: uniqueBucket() }, {}),
+      serveConfig(
+        { server: sharedNatsUrl(), reference: false, bucket: uniqueBucket() },
+        sharedNatsEnv(sharedNatsUrl()),
+      ),
       silentLogger,
     );
     client = new BusClient(nc, { timeoutMs: 40_000 });

@@ -18,7 +18,12 @@ import (
 
 func main() {
 	mount := os.Getenv("MICRO_MOUNT")
-	nc, err := nats.Connect(os.Getenv("NATS_URL"))
+	// The credentials a test server demands (a NATS container does), as every test process gets them.
+	var opts []nats.Option
+	if user := os.Getenv("NATS_USER"); user != "" {
+		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")))
+	}
+	nc, err := nats.Connect(os.Getenv("NATS_URL"), opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
