@@ -20,7 +20,7 @@ import { GrantedSession } from '../identity/granted.js';
 import { GrantVerifier } from '../identity/verify.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { type McpBridge, openBridge } from './mcp.js';
-import { notInitialize, readPostBody } from './mcp-http-body.js';
+import { BODY_TIMEOUT_MS, notInitialize, readPostBody } from './mcp-http-body.js';
 import { allowedHosts, LOOPBACK, originRefusal, WILDCARD } from './mcp-http-hosts.js';
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './mcp-http-limits.js';
 import type { JsonRpcErrorResponse } from './mcp-input.js';
@@ -93,8 +93,6 @@ function armExpiry(session: Session): void {
   session.expiry = setTimeout(() => void session.transport.close(), delay).unref();
 }
 
-/** Longest wait for a request's headers and body, in ms: a client that never sends its body holds a socket no longer. */
-const REQUEST_TIMEOUT_MS = 10_000;
 /** Longest delay `setTimeout` takes, in ms (about 24.8 days). */
 const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
@@ -161,7 +159,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   ).unref();
   let allowed = new Set<string>();
   const server: Server = createServer(
-    { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: 1_000 },
+    { headersTimeout: BODY_TIMEOUT_MS, connectionsCheckingInterval: 1_000 },
     (req, res) => {
       void handle(req, res).catch((err: unknown) => {
         if (!res.headersSent) reply(res, 500, `the bridge failed: ${(err as Error).message}`);
@@ -362,8 +360,13 @@ function reply(res: ServerResponse, status: number, message: string): void {
 }
 
 function answer(res: ServerResponse, status: number, error: JsonRpcErrorResponse): void {
+  // Refused before its body was read: the connection ends with the answer, not when the body does.
+  const unread = !res.req.complete;
+  if (unread) res.setHeader('Connection', 'close');
   res.writeHead(status, { 'Content-Type': 'application/json' });
-  res.end(JSON.stringify(error));
+  res.end(JSON.stringify(error), () => {
+    if (unread) res.req.socket.destroy();
+  });
 }
 
 /** `mcp --http`: serves until SIGINT or SIGTERM. */

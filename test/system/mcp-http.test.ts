@@ -261,10 +261,14 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
         headers: { ...headers, 'Content-Length': '400' },
       });
       slow.on('error', () => {});
+      let closed = false;
+      slow.on('close', () => (closed = true));
       slow.write('{"jsonrpc":"2.0","id":1,');
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(nc.stats().outMsgs).toBe(sent);
-      slow.destroy();
+      // Its socket is held no longer than the body's time (10 s).
+      await eventually(() => expect(closed).toBe(true), { timeoutMs: 15_000 });
+      expect(nc.stats().outMsgs).toBe(sent);
       expect((await rawInitialize(lone.url, { Authorization: headers.Authorization, Host: target.host })).status).toBe(
         200,
       );
