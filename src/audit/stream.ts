@@ -174,8 +174,12 @@ export class OverflowStream implements BatchSource {
     readonly name: string,
   ) {}
 
+  /** Its bounds; empty when it is missing (another stream holds its subject, see `ensureTrail`). */
   bounds(): Promise<{ first: number; last: number; messages: number }> {
-    return boundsOf(this.store, this.name);
+    return boundsOf(this.store, this.name).catch(async (err: Error) => {
+      if (await this.store.exists(this.name)) throw err;
+      return { first: 0, last: 0, messages: 0 };
+    });
   }
 
   batch(seq: number): Promise<StoredBatch | null> {
@@ -205,7 +209,11 @@ async function ensureTrail(
   overflowLimits: StreamLimits,
 ): Promise<string | undefined> {
   await store.ensure(name, CALL_EVENTS, limits);
-  await store.ensure(overflowStreamName(name), OVERFLOW_CALL_EVENTS, overflowLimits);
+  // Another stream holding the overflow's subject (an overflow left by a trail since renamed or
+  // deleted) stores the overflow instead: the trail itself opens, and its queries read no overflow.
+  await store.ensure(overflowStreamName(name), OVERFLOW_CALL_EVENTS, overflowLimits).catch(async (err: Error) => {
+    if (!/overlap/i.test(err.message)) throw err;
+  });
   const description = await store.ensure(indexStreamName(name), indexSubjects(name), limits, indexDescription);
   await ensureIndexer(store, name);
   return description;
