@@ -44,11 +44,22 @@ let view = new DataView(buf.buffer);
 const utf8 = new TextEncoder();
 let pos = 0;
 
-/** Encodes events as one MessagePack array of maps; fields that are undefined are left out. */
-export function encodeCallEvents(events: readonly CallEvent[]): Uint8Array {
+/**
+ * Encodes events as one MessagePack array of maps; fields that are undefined are left out.
+ * `sizes`, when given, gets the encoded bytes of each event, in order (its length set to theirs).
+ */
+export function encodeCallEvents(events: readonly CallEvent[], sizes?: number[]): Uint8Array {
   pos = 0;
   arrayHeader(events.length);
-  for (const event of events) writeEvent(event);
+  if (sizes === undefined) for (const event of events) writeEvent(event);
+  else {
+    sizes.length = events.length;
+    for (let i = 0; i < events.length; i++) {
+      const start = pos;
+      writeEvent(events[i] as CallEvent);
+      sizes[i] = pos - start;
+    }
+  }
   return buf.slice(0, pos);
 }
 

@@ -9,10 +9,13 @@ import { subscribeEventData } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
 import { observeCall } from '../telemetry/calls.js';
 import { decodeCallEvents, encodeCallEvents } from './codec.js';
+import { TrailShare, type TrailShareOptions } from './share.js';
 import type { CallEvent } from './types.js';
 
 /** Subject of the audit events. */
 export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
+/** Subject of the audit events of principals past their share of the trail (`share.ts`), stored in the overflow stream. */
+export const OVERFLOW_CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call.overflow');
 
 /**
  * Most events in one message. Every message of the trail costs nats-server a store, a delivery
@@ -37,8 +40,17 @@ export const callObservers: CallObserver[] = [observeCall];
 export class AuditLog {
   private batch: CallEvent[] = [];
   private timer: NodeJS.Timeout | undefined;
+  private readonly share: TrailShare | undefined;
+  /** Encoded bytes of each event of the batch being flushed (kept, so a flush allocates no array for them). */
+  private readonly sizes: number[] = [];
 
-  constructor(private readonly nc: NatsConnection) {}
+  /** With `share`, each principal's events past its share of the trail go to `OVERFLOW_CALL_EVENTS`. */
+  constructor(
+    private readonly nc: NatsConnection,
+    share?: TrailShareOptions,
+  ) {
+    this.share = share === undefined ? undefined : new TrailShare(share);
+  }
 
   /** Tells the observers (unless `observed` is false: no call's event), then batches the event for publishing. */
   record(event: CallEvent, observed = true): void {
@@ -69,7 +81,32 @@ export class AuditLog {
     if (this.batch.length === 0) return;
     const events = this.batch;
     this.batch = [];
-    this.publish(events);
+    if (this.share === undefined) this.publish(events, encodeCallEvents(events), CALL_EVENTS);
+    else this.publishShared(events, this.share);
+  }
+
+  /**
+   * Publishes each event within its principal's share to the trail, the rest to the overflow:
+   * the common case (every event within) encodes the batch once and splits nothing.
+   */
+  private publishShared(events: CallEvent[], share: TrailShare): void {
+    const data = encodeCallEvents(events, this.sizes);
+    const now = performance.now();
+    let over: boolean[] | undefined;
+    for (let i = 0; i < events.length; i++) {
+      if (share.admit((events[i] as CallEvent).principal, this.sizes[i] as number, now)) continue;
+      over ??= new Array<boolean>(events.length).fill(false);
+      over[i] = true;
+    }
+    if (over === undefined) {
+      this.publish(events, data, CALL_EVENTS);
+      return;
+    }
+    const past = over;
+    const within = events.filter((_, i) => !past[i]);
+    const overflow = events.filter((_, i) => past[i]);
+    if (within.length > 0) this.publish(within, encodeCallEvents(within), CALL_EVENTS);
+    this.publish(overflow, encodeCallEvents(overflow), OVERFLOW_CALL_EVENTS);
   }
 
   /**
@@ -77,17 +114,18 @@ export class AuditLog {
    * `max_payload` (a server set lower than the default, or events with long identities): a batch
    * is never lost whole for the size of some of its events.
    */
-  private publish(events: CallEvent[]): void {
-    const data = encodeCallEvents(events);
+  private publish(events: CallEvent[], data: Uint8Array, subject: string): void {
     const max = this.nc.info?.max_payload ?? Number.POSITIVE_INFINITY;
     if (data.length > max && events.length > 1) {
       const half = Math.ceil(events.length / 2);
-      this.publish(events.slice(0, half));
-      this.publish(events.slice(half));
+      const first = events.slice(0, half);
+      const second = events.slice(half);
+      this.publish(first, encodeCallEvents(first), subject);
+      this.publish(second, encodeCallEvents(second), subject);
       return;
     }
     try {
-      this.nc.publish(CALL_EVENTS, data);
+      this.nc.publish(subject, data);
     } catch {
       // Events lost to a closed connection (or one event over max_payload) must not fail the calls they describe.
     }
@@ -107,9 +145,20 @@ export function isoNow(): string {
   return lastIso;
 }
 
-/** Calls `onEvent` for every call event, one at a time, whatever batch it came in; returns a function that stops. */
+/**
+ * Calls `onEvent` for every call event, one at a time, whatever batch it came in, the overflow's
+ * (`OVERFLOW_CALL_EVENTS`) included; returns a function that stops.
+ */
 export function watchCalls(nc: NatsConnection, onEvent: (event: CallEvent) => void): () => void {
-  return subscribeEventData(nc, CALL_EVENTS, (data) => {
+  return watchCallBatches(nc, (data) => {
     for (const e of decodeCallEvents(data)) if (e !== undefined) onEvent(e);
   });
+}
+
+/** Calls `onBatch` with every message of call events as it came, on the trail's subject and the overflow's. */
+export function watchCallBatches(nc: NatsConnection, onBatch: (data: Uint8Array) => void): () => void {
+  const stops = [subscribeEventData(nc, CALL_EVENTS, onBatch), subscribeEventData(nc, OVERFLOW_CALL_EVENTS, onBatch)];
+  return () => {
+    for (const stop of stops) stop();
+  };
 }

@@ -13,7 +13,8 @@ import { StreamWriter } from '../bus/stream-writer.js';
 import { indexStreamName, indexSubjects } from '../bus/subjects.js';
 import { decodeCallEvents } from './codec.js';
 import { ensureIndexer, INDEXER, TraceIndexer } from './indexer.js';
-import { CALL_EVENTS } from './log.js';
+import { CALL_EVENTS, OVERFLOW_CALL_EVENTS } from './log.js';
+import type { BatchSource } from './query.js';
 import { readTraceIndex } from './shard-reader.js';
 import { Shards } from './shards.js';
 import type { CallEvent } from './types.js';
@@ -28,6 +29,16 @@ export interface AuditStreamOptions {
   maxBytes?: number;
   /** Copies kept by a JetStream cluster; default 1. */
   replicas?: number;
+  /**
+   * Size of the overflow stream `<name>_OVERFLOW` (the events of principals past their share of
+   * the trail, `share.ts`), oldest dropped first, in bytes; default a quarter of `maxBytes`. Same age.
+   */
+  overflowBytes?: number;
+}
+
+/** The stream of the events of principals past their share of the trail `stream`. */
+export function overflowStreamName(stream: string): string {
+  return `${stream}_OVERFLOW`;
 }
 
 /** One stored batch of events. */
@@ -48,7 +59,13 @@ export class AuditStream {
     readonly name: string,
     private readonly shards: Shards,
     private readonly limits: StreamLimits,
-  ) {}
+    private readonly overflowLimits: StreamLimits,
+  ) {
+    this.overflow = new OverflowStream(store, overflowStreamName(name));
+  }
+
+  /** The overflow stream, read as a query reads the trail: it has no index, a lookup by trace id scans it a page at a time. */
+  readonly overflow: OverflowStream;
 
   /** The stream holding the trace-id index. */
   get indexName(): string {
@@ -63,10 +80,11 @@ export class AuditStream {
       maxBytes: options.maxBytes ?? 2 ** 30,
       replicas: options.replicas ?? 1,
     };
+    const overflowLimits = { ...limits, maxBytes: options.overflowBytes ?? Math.floor(limits.maxBytes / 4) };
     try {
       const store = await StreamStore.open(nc);
-      const description = await ensureTrail(store, name, limits, Shards.create().describe(name));
-      return new AuditStream(store, name, Shards.fromDescription(description), limits);
+      const description = await ensureTrail(store, name, limits, Shards.create().describe(name), overflowLimits);
+      return new AuditStream(store, name, Shards.fromDescription(description), limits, overflowLimits);
     } catch (err) {
       throw new UnavailableError(
         `cannot open the audit stream ${name} (is JetStream enabled?): ${(err as Error).message}`,
@@ -77,14 +95,12 @@ export class AuditStream {
 
   /** The stream's first and last sequence and how many batches it keeps. */
   bounds(): Promise<{ first: number; last: number; messages: number }> {
-    return this.store.bounds(this.name).catch(unreadable);
+    return boundsOf(this.store, this.name);
   }
 
   /** One stored batch, or null when it is gone (aged out) or never was. */
-  async batch(seq: number): Promise<StoredBatch | null> {
-    const m = await this.store.message(this.name, seq).catch(unreadable);
-    if (m === null) return null;
-    return { seq, time: m.time, events: decodeCallEvents(m.data) };
+  batch(seq: number): Promise<StoredBatch | null> {
+    return batchOf(this.store, this.name, seq);
   }
 
   /**
@@ -143,7 +159,41 @@ export class AuditStream {
     const indexGone = !(await this.store.exists(this.indexName));
     // A new index is empty: the consumer starts again from the trail's first batch.
     if (indexGone) await this.store.deleteConsumer(this.name, INDEXER);
-    await ensureTrail(this.store, this.name, this.limits, this.shards.describe(this.name));
+    await ensureTrail(this.store, this.name, this.limits, this.shards.describe(this.name), this.overflowLimits);
+  }
+}
+
+/**
+ * The overflow stream as a query's `BatchSource`. Without an index (its index floor is 0), a
+ * lookup by trace id reads its batches newest first, at most 1,024 a page (`TRACE_BUDGET`), and
+ * hands back a cursor for the rest: bounded by the overflow's size, not the flood's length.
+ */
+export class OverflowStream implements BatchSource {
+  constructor(
+    private readonly store: StreamStore,
+    readonly name: string,
+  ) {}
+
+  /** Its bounds; empty when it is missing (another stream holds its subject, see `ensureTrail`). */
+  bounds(): Promise<{ first: number; last: number; messages: number }> {
+    return boundsOf(this.store, this.name).catch(async (err: Error) => {
+      if (await this.store.exists(this.name)) throw err;
+      return { first: 0, last: 0, messages: 0 };
+    });
+  }
+
+  batch(seq: number): Promise<StoredBatch | null> {
+    return batchOf(this.store, this.name, seq);
+  }
+
+  /** None: the overflow has no index. */
+  async batchesOf(): Promise<number[]> {
+    return [];
+  }
+
+  /** 0: nothing of the overflow is indexed, a lookup reads it. */
+  async indexedThrough(): Promise<number> {
+    return 0;
   }
 }
 
@@ -156,11 +206,27 @@ async function ensureTrail(
   name: string,
   limits: StreamLimits,
   indexDescription: string,
+  overflowLimits: StreamLimits,
 ): Promise<string | undefined> {
   await store.ensure(name, CALL_EVENTS, limits);
+  // Another stream holding the overflow's subject (an overflow left by a trail since renamed or
+  // deleted) stores the overflow instead: the trail itself opens, and its queries read no overflow.
+  await store.ensure(overflowStreamName(name), OVERFLOW_CALL_EVENTS, overflowLimits).catch(async (err: Error) => {
+    if (!/overlap/i.test(err.message)) throw err;
+  });
   const description = await store.ensure(indexStreamName(name), indexSubjects(name), limits, indexDescription);
   await ensureIndexer(store, name);
   return description;
+}
+
+function boundsOf(store: StreamStore, name: string): Promise<{ first: number; last: number; messages: number }> {
+  return store.bounds(name).catch(unreadable);
+}
+
+async function batchOf(store: StreamStore, name: string, seq: number): Promise<StoredBatch | null> {
+  const m = await store.message(name, seq).catch(unreadable);
+  if (m === null) return null;
+  return { seq, time: m.time, events: decodeCallEvents(m.data) };
 }
 
 /** A failed read of the stream, as the error a `$query` answers with: the trail is there, the server is not. */

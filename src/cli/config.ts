@@ -147,6 +147,17 @@ export const serveSettings = {
     description: 'size past which the oldest audit events are dropped, in bytes',
     defaultText: '1073741824 (1 GiB)',
   },
+  auditShare: {
+    env: 'MATRIX_AUDIT_SHARE',
+    description:
+      "each principal's share of the audit trail: 1/N of its bytes per max age (past it: the overflow stream); 0: none",
+    defaultText: '16',
+  },
+  auditOverflowBytes: {
+    env: 'MATRIX_AUDIT_OVERFLOW_BYTES',
+    description: 'size of the overflow stream <stream>_OVERFLOW, oldest dropped first, in bytes',
+    defaultText: 'a quarter of MATRIX_AUDIT_MAX_BYTES',
+  },
   auditRefusals: {
     env: 'MATRIX_AUDIT_REFUSALS',
     description: '$calls refused without a valid grant stored one by one per minute, per instance; the rest summarised',
@@ -169,6 +180,7 @@ export const serveSettings = {
     | 'auditStream'
     | 'auditMaxAge'
     | 'auditMaxBytes'
+    | 'auditOverflowBytes'
     | 'auditRefusals'
     | 'auditRefusalBurst']?: Setting;
 };
@@ -254,6 +266,8 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   if (typeof audience === 'string') options.grantAudience = audience;
   const maxTtl = grantMaxTtlSeconds(value(s.grantMaxTtl));
   if (maxTtl !== undefined) options.grantMaxTtlSeconds = maxTtl;
+  const share = wholeNumber(s.auditShare.env, value(s.auditShare), 0);
+  if (share !== undefined) options.auditShare = share;
   const perMinute = wholeNumber(s.auditRefusals.env, value(s.auditRefusals), 0);
   const burst = wholeNumber(s.auditRefusalBurst.env, value(s.auditRefusalBurst), 0);
   if (perMinute !== undefined || burst !== undefined)
@@ -271,6 +285,8 @@ function auditConfig(value: (s: Setting) => unknown): AuditStreamOptions {
   if (maxAge !== undefined) audit.maxAgeMs = maxAge * 1000;
   const maxBytes = wholeNumber(s.auditMaxBytes.env, value(s.auditMaxBytes), 1);
   if (maxBytes !== undefined) audit.maxBytes = maxBytes;
+  const overflowBytes = wholeNumber(s.auditOverflowBytes.env, value(s.auditOverflowBytes), 1);
+  if (overflowBytes !== undefined) audit.overflowBytes = overflowBytes;
   return audit;
 }
 

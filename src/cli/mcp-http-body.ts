@@ -10,6 +10,8 @@ import { type JsonRpcErrorResponse, malformedMessage, oversizedText } from './mc
 
 /** Most bytes of one POST body: the SDK transport's own bound, 4 MiB. */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** Longest wait for a whole body, in ms: a client that never sends it holds its socket no longer. */
+export const BODY_TIMEOUT_MS = 10_000;
 
 /** A body read and parsed, or the HTTP status and JSON-RPC error that refuse it. */
 export type PostBody =
@@ -18,7 +20,7 @@ export type PostBody =
   /** The client went away (or its time to send the body ran out) before the body was whole. */
   | { ok: false; status: 0; error?: undefined };
 
-/** Reads the whole body (at most `MAX_BODY_BYTES`), checks and parses it. */
+/** Reads the whole body (at most `MAX_BODY_BYTES`, within `BODY_TIMEOUT_MS`, else the socket is closed), checks and parses it. */
 export function readPostBody(req: IncomingMessage): Promise<PostBody> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return Promise.resolve(tooLarge());
@@ -29,8 +31,13 @@ export function readPostBody(req: IncomingMessage): Promise<PostBody> {
     const settle = (body: PostBody) => {
       if (settled) return;
       settled = true;
+      clearTimeout(deadline);
       resolve(body);
     };
+    const deadline = setTimeout(() => {
+      settle({ ok: false, status: 0 });
+      req.destroy();
+    }, BODY_TIMEOUT_MS).unref();
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {

@@ -20,7 +20,8 @@ import { GrantedSession } from '../identity/granted.js';
 import { GrantVerifier } from '../identity/verify.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { type McpBridge, openBridge } from './mcp.js';
-import { notInitialize, readPostBody } from './mcp-http-body.js';
+import { BODY_TIMEOUT_MS, notInitialize, readPostBody } from './mcp-http-body.js';
+import { allowedHosts, LOOPBACK, originRefusal, WILDCARD } from './mcp-http-hosts.js';
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './mcp-http-limits.js';
 import type { JsonRpcErrorResponse } from './mcp-input.js';
 
@@ -92,8 +93,6 @@ function armExpiry(session: Session): void {
   session.expiry = setTimeout(() => void session.transport.close(), delay).unref();
 }
 
-/** Longest wait for a request's headers and body, in ms: a client that never sends its body holds a socket no longer. */
-const REQUEST_TIMEOUT_MS = 10_000;
 /** Longest delay `setTimeout` takes, in ms (about 24.8 days). */
 const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
@@ -160,7 +159,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   ).unref();
   let allowed = new Set<string>();
   const server: Server = createServer(
-    { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: 1_000 },
+    { headersTimeout: BODY_TIMEOUT_MS, connectionsCheckingInterval: 1_000 },
     (req, res) => {
       void handle(req, res).catch((err: unknown) => {
         if (!res.headersSent) reply(res, 500, `the bridge failed: ${(err as Error).message}`);
@@ -195,6 +194,12 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
         session.expiresAtMs = renewal.expiresAtMs;
         session.bridge.renewGrant(renewal.grant);
         armExpiry(session);
+      }
+      // The service refused the session's grant (revoked, say): its client must bring another.
+      const refused = session.bridge.grantRefusal;
+      if (refused !== undefined) {
+        void session.transport.close();
+        return unauthorized(res, `the service refused this MCP session's grant: ${refused.code}: ${refused.message}`);
       }
       if (session.expiresAtMs !== undefined && Date.now() >= session.expiresAtMs) {
         void session.transport.close();
@@ -338,33 +343,6 @@ function openFailureStatus(err: MatrixError): number {
   return err.status < 500 ? err.status : 502;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
-/** Addresses that listen on every interface: no `Host` names them. */
-const WILDCARD = new Set(['0.0.0.0', '::', '[::]']);
-
-/** The `Host` values this bridge answers to: its address and port, and every loopback name when it listens on one. */
-function allowedHosts(host: string, port: number, extra: readonly string[]): Set<string> {
-  const names = LOOPBACK.has(host) ? ['127.0.0.1', 'localhost', '[::1]'] : [host.includes(':') ? `[${host}]` : host];
-  // A name given without a port is this bridge's port; `[v6]` and `name:port` keep theirs.
-  const given = extra.map((h) => h.trim().toLowerCase()).map((h) => (/:\d+$/.test(h) ? h : `${h}:${port}`));
-  return new Set([...names.filter((n) => !WILDCARD.has(n)).map((n) => `${n}:${port}`), ...given]);
-}
-
-/** Why a request whose `Host` or `Origin` names another site is refused (a DNS-rebinding page), or undefined. */
-function originRefusal(req: IncomingMessage, allowed: ReadonlySet<string>): string | undefined {
-  const host = req.headers.host?.toLowerCase();
-  if (host === undefined || !allowed.has(host)) return `Host ${JSON.stringify(host ?? '')} is not this bridge`;
-  const origin = req.headers.origin;
-  if (origin === undefined || origin === 'null') return origin === 'null' ? 'an opaque Origin is refused' : undefined;
-  let originHost: string;
-  try {
-    originHost = new URL(origin).host.toLowerCase();
-  } catch {
-    return `Origin ${JSON.stringify(origin)} is not a URL`;
-  }
-  return allowed.has(originHost) ? undefined : `Origin ${JSON.stringify(origin)} is not this bridge`;
-}
-
 function bearerOf(req: IncomingMessage): string | undefined {
   const header = req.headers.authorization;
   const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -382,8 +360,13 @@ function reply(res: ServerResponse, status: number, message: string): void {
 }
 
 function answer(res: ServerResponse, status: number, error: JsonRpcErrorResponse): void {
+  // Refused before its body was read: the connection ends with the answer, not when the body does.
+  const unread = !res.req.complete;
+  if (unread) res.setHeader('Connection', 'close');
   res.writeHead(status, { 'Content-Type': 'application/json' });
-  res.end(JSON.stringify(error));
+  res.end(JSON.stringify(error), () => {
+    if (unread) res.req.socket.destroy();
+  });
 }
 
 /** `mcp --http`: serves until SIGINT or SIGTERM. */

@@ -21,8 +21,9 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { BusClient } from '../bus/client.js';
+import { BusClient, type RequestOptions } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
+import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
 import { recheckOnChange } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
@@ -94,7 +95,7 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx:
 /** A bridge for `session`, its tools resolved once (`initialize` carries their instructions); a `MatrixError` when they cannot be. */
 export async function openBridge(nc: NatsConnection, session: ResolveRequest, ctx: CallContext): Promise<McpBridge> {
   const request: ResolveRequest = { ...session, format: 'mcp' };
-  const client = new BusClient(nc, { timeoutMs: 10_000 });
+  const client = new GrantWatchingClient(nc, { timeoutMs: 10_000 });
   // Resolved before the client is answered: `initialize` carries the instructions, and a
   // profile that cannot be resolved ends the bridge with the CLI's exit code, said on stderr.
   const first = await client
@@ -104,6 +105,19 @@ export async function openBridge(nc: NatsConnection, session: ResolveRequest, ct
       throw err;
     });
   return new McpBridge(nc, client, session, first, ctx);
+}
+
+/** A bus client that keeps the first refusal of the session's grant by the service (revoked, expired, another holder's). */
+class GrantWatchingClient extends BusClient {
+  refusal: MatrixError | undefined;
+
+  override request<T = unknown>(target: string, op: string, args: unknown, options?: RequestOptions): Promise<T> {
+    return super.request<T>(target, op, args, options).catch((err: unknown) => {
+      if (err instanceof MatrixError && err.code === 'forbidden' && err.details?.grant !== undefined)
+        this.refusal ??= err;
+      throw err;
+    });
+  }
 }
 
 /**
@@ -125,7 +139,7 @@ export class McpBridge {
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly client: BusClient,
+    private readonly client: GrantWatchingClient,
     private readonly session: ResolveRequest,
     first: ResolvedToolContext,
     /** The caller's context on every request: its grant (`Matrix-Grant`) when it has one. */
@@ -188,6 +202,12 @@ export class McpBridge {
   /** Sends its later requests with `grant`: the session's grant, signed again for the same principal, session and authority. */
   renewGrant(grant: string): void {
     this.ctx.grant = grant;
+    this.client.refusal = undefined;
+  }
+
+  /** The service's refusal of the session's grant, once one of its requests met it (and no renewal came since). */
+  get grantRefusal(): MatrixError | undefined {
+    return this.client.refusal;
   }
 
   /** Stops watching, gives requests in flight up to a second, closes the server and the client; once. */

@@ -8,6 +8,7 @@ import { terminalAsker } from '../approvals/asker.js';
 import { approvalsMount } from '../approvals/mount.js';
 import { type ApprovalPolicyFile, loadPolicy } from '../approvals/policy.js';
 import type { RefusalBudgetOptions } from '../audit/refusals.js';
+import { DEFAULT_SHARE_DIVISOR, type TrailShareOptions, trailShareOf } from '../audit/share.js';
 import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectBus } from '../bus/connect.js';
 import { type Logger, stderrLogger } from '../bus/log.js';
@@ -65,6 +66,11 @@ export interface ServeOptions {
   audit: AuditStreamOptions;
   /** How many `$call`s refused without a valid grant are stored one by one (`MATRIX_AUDIT_REFUSALS`, `MATRIX_AUDIT_REFUSAL_BURST`). */
   refusals?: RefusalBudgetOptions;
+  /**
+   * Each principal's share of the audit trail: 1/`auditShare` of its bytes per `max_age`, in
+   * bursts of 1/256 of it (`MATRIX_AUDIT_SHARE`); default 16; 0: no share (everything in the trail).
+   */
+  auditShare?: number;
   /** Port of the Prometheus `/metrics` endpoint; none by default. */
   metricsPort?: number;
   /** Address of the metrics endpoint; default 127.0.0.1. */
@@ -194,6 +200,7 @@ async function startMounts(
       ...(registry !== undefined && { source: localToolSource(registry) }),
       refusals: options.refusals,
       approvalsBucket: options.approvalsBucket,
+      trailShare: trailShareOfAudit(options),
     });
     const tasks = await startTasks(nc, dispatcher, options.replicas, { identity, revocations }, logger);
     running.stopping.push(() => {
@@ -338,4 +345,11 @@ async function openStore(nc: NatsConnection, options: ServeOptions, logger: Logg
     logger.error(`serving the built-in contexts only, registration off: ${(err as Error).message}`);
     return new StaticStore();
   }
+}
+
+/** Each principal's share of the trail the options describe; undefined when `auditShare` is 0. */
+function trailShareOfAudit(options: ServeOptions): TrailShareOptions | undefined {
+  const divisor = options.auditShare ?? DEFAULT_SHARE_DIVISOR;
+  if (divisor === 0) return undefined;
+  return trailShareOf(options.audit.maxBytes ?? 2 ** 30, options.audit.maxAgeMs ?? 7 * 86_400_000, divisor);
 }

@@ -20,6 +20,7 @@ import { ServiceStopping, withdrawApproval } from '../approvals/gate.js';
 import { DEFAULT_APPROVALS_BUCKET } from '../approvals/types.js';
 import { AuditLog, isoNow } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
+import type { TrailShareOptions } from '../audit/share.js';
 import { type CallEvent, newCallEvent } from '../audit/types.js';
 import { BusClient } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
@@ -76,6 +77,8 @@ export interface DispatcherOptions {
   audit?: boolean;
   /** How many refusals without a valid grant are stored one by one (the rest are summarised). */
   refusals?: RefusalBudgetOptions;
+  /** Each principal's share of the trail's bytes; past it its events go to the overflow stream. None: no share. */
+  trailShare?: TrailShareOptions;
 }
 
 /**
@@ -133,7 +136,13 @@ export class Dispatcher {
   private readonly options: Required<
     Omit<
       DispatcherOptions,
-      'source' | 'sessions' | 'maxInFlightPerTarget' | 'maxInFlightPerPrincipal' | 'refusals' | 'approvalsBucket'
+      | 'source'
+      | 'sessions'
+      | 'maxInFlightPerTarget'
+      | 'maxInFlightPerPrincipal'
+      | 'refusals'
+      | 'approvalsBucket'
+      | 'trailShare'
     >
   >;
   private readonly approvalsBucket: string | undefined;
@@ -153,7 +162,7 @@ export class Dispatcher {
   ) {
     this.client = new BusClient(nc);
     this.targets = new BusClient(nc, { inboxPrefix: mountReplyPrefix(nc) });
-    this.auditLog = new AuditLog(nc);
+    this.auditLog = new AuditLog(nc, options.trailShare);
     this.refusals = new RefusalAudit(this.auditLog, options.refusals);
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
     this.slots = new TargetSlots(options.maxInFlightPerTarget ?? 1024, options.maxInFlightPerPrincipal);

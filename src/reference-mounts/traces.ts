@@ -6,11 +6,17 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { decodeCallEvents, eventsIn } from '../audit/codec.js';
-import { CALL_EVENTS } from '../audit/log.js';
-import { filterOf, matches, queryBatches, type TraceQuery, type TraceQueryReply } from '../audit/query.js';
+import { watchCallBatches } from '../audit/log.js';
+import {
+  filterOf,
+  matches,
+  type QueryWatch,
+  queryBatches,
+  type TraceQuery,
+  type TraceQueryReply,
+} from '../audit/query.js';
 import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
 import type { CallEvent } from '../audit/types.js';
-import { subscribeEventData } from '../bus/events.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
@@ -121,7 +127,7 @@ const NOT_AN_EVENT: CallEvent = { callId: '', name: '', outcome: 'error', durati
 /** Builds the `system.traces` mount over this instance's memory; it starts listening at once. */
 export function tracesMount(nc: NatsConnection, options: { capacity?: number } = {}): { mount: Mount; stop(): void } {
   const buffer = new TraceBuffer(options.capacity);
-  const stop = subscribeEventData(nc, CALL_EVENTS, (data) => buffer.addEncoded(data));
+  const stop = watchCallBatches(nc, (data) => buffer.addEncoded(data));
   return {
     mount: tracesMountOver(
       nc,
@@ -152,13 +158,53 @@ export async function durableTracesMount(
     mount: tracesMountOver(
       nc,
       // A scan of the trail reads up to its budget of batches: it reports how far, and stops when cancelled.
-      (q, ctx) =>
-        queryBatches(audit, q, { signal: ctx.signal, progress: (read, budget) => ctx.progress(read, budget) }),
+      (q, ctx) => queryTrail(audit, q, { signal: ctx.signal, progress: (read, budget) => ctx.progress(read, budget) }),
       'Tool calls made through the dispatcher, from the durable audit trail.',
     ),
     stop,
     audit,
   };
+}
+
+/** Cursors of pages of the overflow stream start with this. */
+const OVERFLOW_CURSOR = 'o';
+
+/**
+ * A page of the trail, then of its overflow stream (the events of principals past their share):
+ * the trail's pages first, newest first, then the overflow's; a cursor of the overflow starts `o`.
+ */
+export async function queryTrail(audit: AuditStream, q: TraceQuery, watch: QueryWatch): Promise<TraceQueryReply> {
+  if (q.cursor?.startsWith(OVERFLOW_CURSOR)) return overflowPage(audit, q, q.cursor.slice(1), watch);
+  const main = await queryBatches(audit, q, watch);
+  const limit = q.limit ?? 50;
+  if (main.next !== undefined) return main;
+  if (main.events.length >= limit) {
+    if ((await audit.overflow.bounds()).messages > 0) main.next = OVERFLOW_CURSOR;
+    return main;
+  }
+  const rest = await overflowPage(audit, { ...q, limit: limit - main.events.length }, undefined, watch);
+  const reply: TraceQueryReply = {
+    events: main.events.concat(rest.events),
+    matched: main.matched + rest.matched,
+    kept: main.kept + rest.kept,
+  };
+  if (rest.next !== undefined) reply.next = rest.next;
+  return reply;
+}
+
+async function overflowPage(
+  audit: AuditStream,
+  q: TraceQuery,
+  cursor: string | undefined,
+  watch: QueryWatch,
+): Promise<TraceQueryReply> {
+  const page = await queryBatches(
+    audit.overflow,
+    cursor === undefined || cursor === '' ? { ...q, cursor: undefined } : { ...q, cursor },
+    watch,
+  );
+  if (page.next !== undefined) page.next = OVERFLOW_CURSOR + page.next;
+  return page;
 }
 
 function tracesMountOver(

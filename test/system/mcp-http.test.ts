@@ -175,6 +175,28 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
     expect((await postInSession(bridge.url, wider, transport.sessionId, list)).status).toBe(403);
   });
 
+  it('answers 401 in a session once the service refused its grant (revoked), and closes it', async () => {
+    const grant = grantFor(['spy-tools'], 'agent:revokee');
+    const { client, transport } = await connectClient(bridge.url, grant);
+    clients.push(client);
+    expect(await client.callTool({ name: 'spy_run', arguments: {} })).toMatchObject({ isError: false });
+    const operator = new BusClient(await bus.connect('operator'), { timeoutMs: 5_000 });
+    try {
+      await operator.request('system.tools', '$revoke', { sub: 'agent:revokee' });
+    } finally {
+      operator.close();
+    }
+    // The call that meets the refusal is answered in the session; the next request is 401.
+    await eventually(async () =>
+      expect(await client.callTool({ name: 'spy_run', arguments: {} })).toMatchObject({ isError: true }),
+    );
+    const list = JSON.stringify({ jsonrpc: '2.0', id: 31, method: 'tools/list', params: {} });
+    const refused = await postInSession(bridge.url, grant, transport.sessionId, list);
+    expect(refused.status).toBe(401);
+    expect(await refused.text()).toMatch(/refused this MCP session's grant: forbidden: .*revoked/);
+    expect((await postInSession(bridge.url, grant, transport.sessionId, list)).status).toBe(404);
+  });
+
   it('holds at most maxSessionsPerGrant sessions of one grant (429 past it); another grant still opens one', async () => {
     const small = await startMcpHttp(await bus.connect('agent'), {
       port: 0,
@@ -239,10 +261,14 @@ describe('the MCP bridge over Streamable HTTP, where the service trusts issuers'
         headers: { ...headers, 'Content-Length': '400' },
       });
       slow.on('error', () => {});
+      let closed = false;
+      slow.on('close', () => (closed = true));
       slow.write('{"jsonrpc":"2.0","id":1,');
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(nc.stats().outMsgs).toBe(sent);
-      slow.destroy();
+      // Its socket is held no longer than the body's time (10 s).
+      await eventually(() => expect(closed).toBe(true), { timeoutMs: 15_000 });
+      expect(nc.stats().outMsgs).toBe(sent);
       expect((await rawInitialize(lone.url, { Authorization: headers.Authorization, Host: target.host })).status).toBe(
         200,
       );

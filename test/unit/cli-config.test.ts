@@ -76,6 +76,15 @@ describe('CLI configuration: flags over environment over defaults', () => {
     });
   });
 
+  it("reads a principal's share of the trail and the overflow's size, and refuses a share that is not a whole number", () => {
+    const env = { MATRIX_AUDIT_SHARE: '0', MATRIX_AUDIT_OVERFLOW_BYTES: '512' };
+    expect(serveConfig(serveFlags(), env)).toMatchObject({ auditShare: 0, audit: { overflowBytes: 512 } });
+    expect(serveConfig(serveFlags(), {}).auditShare).toBeUndefined();
+    expect(() => serveConfig(serveFlags(), { MATRIX_AUDIT_SHARE: 'half' })).toThrow(
+      /MATRIX_AUDIT_SHARE must be a whole number/,
+    );
+  });
+
   it('takes an empty variable for unset', () => {
     expect(serveConfig(serveFlags(), { MATRIX_TOOLS_BUCKET: '', NATS_URL: '' })).toMatchObject({
       bucket: 'matrix-tool-contexts',
