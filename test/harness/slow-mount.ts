@@ -3,8 +3,19 @@
  * reports progress after each step, stops when its signal fires, and counts what it did, so a
  * test can prove that a call ran once, ran again, or was stopped.
  */
+import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { BusClient } from '../../src/bus/client.js';
 import { Mount, type OpContext } from '../../src/bus/mount.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
+import type { IdentityGate } from '../../src/identity/gate.js';
+import type { ToolContextSpec } from '../../src/registry/types.js';
+import { TaskRunner, type TaskRunnerOptions } from '../../src/tasks/runner.js';
+import { TaskStore } from '../../src/tasks/store.js';
+import { tasksMount } from '../../src/tasks/system-tasks.js';
+import { testConnection } from './bus.js';
+import { staticRegistry, uniqueBucket } from './registry.js';
 
 /** What the slow mount did. */
 export interface SlowMount {
@@ -111,5 +122,53 @@ export function slowContext(key: string, target: string) {
       },
     ],
     permissions: { approval: 'never' as const },
+  };
+}
+
+/** A tasks test's bus: its context registered, its slow mount, and system.dispatcher and system.tasks on a bucket of its own. */
+export interface TaskBus {
+  nc: NatsConnection;
+  slow: SlowMount;
+  runner: TaskRunner;
+  /** A client on `nc` (timeout 10 s unless told). */
+  client: BusClient;
+  bucket: string;
+  /** Stops all of it and destroys the bucket. */
+  stop(): Promise<void>;
+}
+
+/** Starts a {@link TaskBus}: `spec` in a static registry, the slow mount `slowName`, and the task runner (with `identity` on both mounts when given). */
+export async function startTaskBus(
+  slowName: string,
+  spec: ToolContextSpec,
+  options: { identity?: IdentityGate; runner?: TaskRunnerOptions; timeoutMs?: number } = {},
+): Promise<TaskBus> {
+  const { identity } = options;
+  const nc = await testConnection();
+  const bucket = uniqueBucket();
+  const registry = await staticRegistry(nc, spec);
+  const slow = await startSlowMount(nc, slowName);
+  const dispatcher = new Dispatcher(nc);
+  const runner = new TaskRunner(dispatcher, await TaskStore.open(nc, { bucket }), options.runner).start();
+  const mounts = [
+    await dispatcherMount(nc, { dispatcher, tasks: runner, identity }).start(),
+    await tasksMount(nc, { runner, identity }).start(),
+  ];
+  const client = new BusClient(nc, { timeoutMs: options.timeoutMs ?? 10_000 });
+  return {
+    nc,
+    slow,
+    runner,
+    client,
+    bucket,
+    stop: async () => {
+      client.close();
+      for (const m of mounts) await m.stop();
+      runner.close();
+      dispatcher.close();
+      await slow.stop();
+      await registry.stop();
+      await (await new Kvm(nc).open(bucket)).destroy();
+    },
   };
 }

@@ -4,26 +4,18 @@
  * refused `wrong_holder` on every `system.tasks` op and cancels nothing; the holder reads and
  * cancels as before.
  */
-import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import type { Mount } from '../../src/bus/mount.js';
-import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { IdentityGate } from '../../src/identity/gate.js';
 import { mintGrant } from '../../src/identity/mint.js';
-import { TaskRunner } from '../../src/tasks/runner.js';
-import { TaskStore } from '../../src/tasks/store.js';
-import { tasksMount } from '../../src/tasks/system-tasks.js';
 import type { Task } from '../../src/tasks/types.js';
-import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNats, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
-import { staticRegistry, uniqueBucket } from '../harness/registry.js';
-import { type SlowMount, slowContext, startSlowMount } from '../harness/slow-mount.js';
+import { type SlowMount, slowContext, startTaskBus, type TaskBus } from '../harness/slow-mount.js';
 
 const SLOW = uniqueMount('slow');
 const spec = slowContext('tasks-holder', SLOW);
@@ -32,16 +24,11 @@ const HOLDER_INBOX = `_INBOX_hana${process.pid}`;
 const wrongHolder = { code: 'forbidden', details: { grant: 'wrong_holder' } };
 
 describe('a grant bound to its holder, on tasks and cancels', () => {
-  let nc: NatsConnection;
-  let registry: Mount;
+  let bus: TaskBus;
   let slow: SlowMount;
-  let dispatcher: Dispatcher;
-  let runner: TaskRunner;
-  const mounts: Mount[] = [];
   const conns: NatsConnection[] = [];
   let holder: BusClient;
   let thief: BusClient;
-  const bucket = uniqueBucket();
   const issuer = createAccount();
   const grant = mintGrant(issuer, {
     principal: 'agent:hana',
@@ -57,27 +44,16 @@ describe('a grant bound to its holder, on tasks and cancels', () => {
   };
 
   beforeAll(async () => {
-    nc = await testConnection();
-    registry = await staticRegistry(nc, spec);
-    slow = await startSlowMount(nc, SLOW);
-    dispatcher = new Dispatcher(nc);
-    const identity = IdentityGate.forIssuers([issuer.getPublicKey()]);
-    runner = new TaskRunner(dispatcher, await TaskStore.open(nc, { bucket })).start();
-    mounts.push(await dispatcherMount(nc, { dispatcher, tasks: runner, identity }).start());
-    mounts.push(await tasksMount(nc, { runner, identity }).start());
+    bus = await startTaskBus(SLOW, spec, { identity: IdentityGate.forIssuers([issuer.getPublicKey()]) });
+    slow = bus.slow;
     holder = await client(HOLDER_INBOX, 10_000);
     thief = await client(`_INBOX_thief${process.pid}`, 1_000);
   });
   afterAll(async () => {
     holder.close();
     thief.close();
-    for (const m of mounts) await m.stop();
-    runner.close();
-    dispatcher.close();
     for (const conn of conns) await conn.close();
-    await slow.stop();
-    await registry.stop();
-    await (await new Kvm(nc).open(bucket)).destroy();
+    await bus.stop();
   });
 
   it('refuses a copy of the grant on every system.tasks op (wrong_holder), and serves its holder', async () => {

@@ -3,36 +3,24 @@
  * (each is counted from its check on, not from its write), and `system.tasks.$list` answers from
  * the runner's index of the bucket, so listing many tasks reads nothing from JetStream.
  */
-import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BusClient } from '../../src/bus/client.js';
-import type { Mount } from '../../src/bus/mount.js';
-import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
+import type { BusClient } from '../../src/bus/client.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
-import { TaskRunner } from '../../src/tasks/runner.js';
-import { TaskStore } from '../../src/tasks/store.js';
-import { tasksMount } from '../../src/tasks/system-tasks.js';
 import type { Task, TaskListReply } from '../../src/tasks/types.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
-import { staticRegistry, uniqueBucket } from '../harness/registry.js';
-import { type SlowMount, slowContext, startSlowMount } from '../harness/slow-mount.js';
+import { slowContext, startTaskBus, type TaskBus } from '../harness/slow-mount.js';
 
 const SLOW = uniqueMount('slow');
 const session = { profile: 'default', toolContextRefs: ['tasks-limits'] };
 const CAP = 4;
 
 describe('the cost of one caller’s tasks', () => {
+  let bus: TaskBus;
   let nc: NatsConnection;
-  let registry: Mount;
-  let slow: SlowMount;
-  let dispatcher: Dispatcher;
-  let runner: TaskRunner;
-  const mounts: Mount[] = [];
   let client: BusClient;
-  const bucket = uniqueBucket();
+  let bucket: string;
 
   const call = (id: string, args: Record<string, unknown>, who: { principal: string; session: string }) =>
     client.request<{ task: Task } | ToolResult>(
@@ -43,25 +31,13 @@ describe('the cost of one caller’s tasks', () => {
     );
 
   beforeAll(async () => {
-    nc = await testConnection();
-    registry = await staticRegistry(nc, slowContext('tasks-limits', SLOW));
-    slow = await startSlowMount(nc, SLOW);
-    dispatcher = new Dispatcher(nc);
-    const store = await TaskStore.open(nc, { bucket });
-    runner = new TaskRunner(dispatcher, store, { maxLivePerPrincipal: CAP }).start();
-    mounts.push(await dispatcherMount(nc, { dispatcher, tasks: runner }).start());
-    mounts.push(await tasksMount(nc, { runner }).start());
-    client = new BusClient(nc, { timeoutMs: 20_000 });
+    bus = await startTaskBus(SLOW, slowContext('tasks-limits', SLOW), {
+      runner: { maxLivePerPrincipal: CAP },
+      timeoutMs: 20_000,
+    });
+    ({ nc, client, bucket } = bus);
   });
-  afterAll(async () => {
-    client.close();
-    for (const m of mounts) await m.stop();
-    runner.close();
-    dispatcher.close();
-    await slow.stop();
-    await registry.stop();
-    await (await new Kvm(nc).open(bucket)).destroy();
-  });
+  afterAll(() => bus.stop());
 
   it('makes at most the cap of live tasks from a burst of concurrent calls, and refuses the rest', async () => {
     const who = { principal: 'agent:burst', session: 's-burst' };

@@ -1,11 +1,6 @@
-import { Kvm } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BusClient } from '../../src/bus/client.js';
+import type { BusClient } from '../../src/bus/client.js';
 import { BadRequestError, NotFoundError } from '../../src/bus/errors.js';
-import type { Mount } from '../../src/bus/mount.js';
-import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { McpTool } from '../../src/registry/provider-tools.js';
 import type {
@@ -14,14 +9,11 @@ import type {
   ResolveRequest,
   ToolContextSpec,
 } from '../../src/registry/types.js';
-import { TaskRunner } from '../../src/tasks/runner.js';
-import { TaskStore } from '../../src/tasks/store.js';
-import { tasksMount } from '../../src/tasks/system-tasks.js';
+import type { TaskRunner } from '../../src/tasks/runner.js';
 import type { Task, TaskListReply } from '../../src/tasks/types.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
-import { staticRegistry, uniqueBucket } from '../harness/registry.js';
-import { type SlowMount, startSlowMount } from '../harness/slow-mount.js';
+import { type SlowMount, startTaskBus, type TaskBus } from '../harness/slow-mount.js';
 
 const SLOW = uniqueMount('slow');
 const tool = (name: string, op: string, extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
@@ -55,14 +47,10 @@ const alice = { principal: 'alice', session: 's-alice' };
 const bob = { principal: 'bob', session: 's-bob' };
 
 describe('tool calls as tasks (system.tasks)', () => {
-  let nc: NatsConnection;
-  let registry: Mount;
+  let bus: TaskBus;
   let slow: SlowMount;
-  let dispatcher: Dispatcher;
   let runner: TaskRunner;
-  const mounts: Mount[] = [];
   let client: BusClient;
-  let bucket: string;
 
   const call = (name: string, args: Record<string, unknown>, who = alice, task: Record<string, unknown> | null = {}) =>
     client.request<{ task: Task } | ToolResult>(
@@ -82,26 +70,11 @@ describe('tool calls as tasks (system.tasks)', () => {
     client.request<T>('system.tasks', op, body, { ...who, timeoutMs: 40_000 });
 
   beforeAll(async () => {
-    nc = await testConnection();
-    bucket = uniqueBucket();
-    registry = await staticRegistry(nc, spec);
-    slow = await startSlowMount(nc, SLOW);
-    dispatcher = new Dispatcher(nc);
-    runner = new TaskRunner(dispatcher, await TaskStore.open(nc, { bucket }), { maxLivePerPrincipal: 4 }).start();
-    mounts.push(await dispatcherMount(nc, { dispatcher, tasks: runner }).start());
-    mounts.push(await tasksMount(nc, { runner }).start());
-    client = new BusClient(nc, { timeoutMs: 10_000 });
+    bus = await startTaskBus(SLOW, spec, { runner: { maxLivePerPrincipal: 4 } });
+    ({ slow, runner, client } = bus);
   });
 
-  afterAll(async () => {
-    client.close();
-    for (const m of mounts) await m.stop();
-    runner.close();
-    dispatcher.close();
-    await slow.stop();
-    await registry.stop();
-    await (await new Kvm(nc).open(bucket)).destroy();
-  });
+  afterAll(() => bus.stop());
 
   it('answers a $call with task at once with {task}, then $result gives the ToolResult once it ends', async () => {
     const before = slow.started;
