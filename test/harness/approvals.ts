@@ -15,6 +15,7 @@ import { builtinContexts } from '../../src/registry/builtins.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import type { ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
+import { testConnection } from './bus.js';
 import { eventually } from './eventually.js';
 import { startTarget, type Target } from './targets.js';
 
@@ -97,4 +98,43 @@ export class ApprovalsClient {
   close(): void {
     this.client.close();
   }
+}
+
+/** An approvals test's world: the deploy target, `system.approvals` on the test's bucket, a gated dispatcher asking it, and a person's client. */
+export interface ApprovalsWorld {
+  nc: NatsConnection;
+  target: Target;
+  /** The approvals mount; a test that restarts it puts the new one here, and `stop()` stops that one. */
+  approvals: Mount;
+  dispatcher: Dispatcher;
+  person: ApprovalsClient;
+  /** Closes the dispatcher and the client, stops the target and the approvals mount (the bucket stays). */
+  stop(): Promise<void>;
+}
+
+/** Starts an {@link ApprovalsWorld}: the target `app`, approvals on `bucket` (with `approvals` options), a dispatcher (with `dispatcher` options) waiting on `bucket`. */
+export async function startApprovalsWorld(
+  app: string,
+  bucket: string,
+  options: { approvals?: ApprovalsMountOptions; dispatcher?: DispatcherOptions } = {},
+): Promise<ApprovalsWorld> {
+  const nc = await testConnection();
+  const target = await deployTarget(nc, app);
+  const approvals = await startApprovals(nc, bucket, options.approvals);
+  const dispatcher = gatedDispatcher(nc, app, { ...options.dispatcher, approvalsBucket: bucket });
+  const person = new ApprovalsClient(nc);
+  const world: ApprovalsWorld = {
+    nc,
+    target,
+    approvals,
+    dispatcher,
+    person,
+    stop: async () => {
+      dispatcher.close();
+      person.close();
+      target.stop();
+      await world.approvals.stop();
+    },
+  };
+  return world;
 }

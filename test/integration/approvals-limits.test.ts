@@ -4,28 +4,24 @@
  * with a reason naming the bound, while another principal's gated call still waits for a
  * person and runs once approved. The whole bucket keeps its own bound as a backstop.
  */
-import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApprovalDecision } from '../../src/approvals/types.js';
 import { BusClient } from '../../src/bus/client.js';
-import type { Mount } from '../../src/bus/mount.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import {
-  ApprovalsClient,
-  deployTarget,
-  gatedDispatcher,
+  type ApprovalsClient,
+  type ApprovalsWorld,
   gatedSession,
-  startApprovals,
+  startApprovalsWorld,
   uniqueApprovalsBucket,
 } from '../harness/approvals.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import type { Target } from '../harness/targets.js';
 
 describe('live approvals bounded per principal and per session', () => {
-  let nc: NatsConnection;
+  let world: ApprovalsWorld;
   let target: Target;
-  let approvals: Mount;
   let dispatcher: Dispatcher;
   let person: ApprovalsClient;
   let bus: BusClient;
@@ -44,22 +40,19 @@ describe('live approvals bounded per principal and per session', () => {
     });
 
   beforeAll(async () => {
-    nc = await testConnection();
-    bus = new BusClient(nc, { timeoutMs: 5_000 });
-    target = await deployTarget(nc, app);
-    approvals = await startApprovals(nc, bucket, {
-      policy: { default: 'ask', maxPendingPerPrincipal: 5, maxPendingPerSession: 3 },
-      limits: { total: 17 },
+    world = await startApprovalsWorld(app, bucket, {
+      approvals: {
+        policy: { default: 'ask', maxPendingPerPrincipal: 5, maxPendingPerSession: 3 },
+        limits: { total: 17 },
+      },
+      dispatcher: { approvalTimeoutMs: 20_000 },
     });
-    dispatcher = gatedDispatcher(nc, app, { approvalTimeoutMs: 20_000, approvalsBucket: bucket });
-    person = new ApprovalsClient(nc);
+    ({ target, dispatcher, person } = world);
+    bus = new BusClient(world.nc, { timeoutMs: 5_000 });
   });
   afterAll(async () => {
-    dispatcher.close();
-    person.close();
     bus.close();
-    target.stop();
-    await approvals.stop();
+    await world.stop();
   });
 
   it('holds the bound against calls that arrive together, before the watch hears any of them', async () => {

@@ -12,17 +12,18 @@ import { watchCalls } from '../../src/audit/log.js';
 import type { CallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
-import type { Mount } from '../../src/bus/mount.js';
 import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';
 import {
   ApprovalsClient,
+  type ApprovalsWorld,
   deployTarget,
   gatedDispatcher,
   gatedSession,
   startApprovals,
+  startApprovalsWorld,
   uniqueApprovalsBucket,
 } from '../harness/approvals.js';
 import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
@@ -30,9 +31,9 @@ import { eventually } from '../harness/eventually.js';
 import type { Target } from '../harness/targets.js';
 
 describe('a gated call that a person answers', () => {
+  let world: ApprovalsWorld;
   let nc: NatsConnection;
   let target: Target;
-  let approvals: Mount;
   let dispatcher: Dispatcher;
   let person: ApprovalsClient;
   const app = uniqueMount('app');
@@ -46,18 +47,13 @@ describe('a gated call that a person answers', () => {
     );
 
   beforeAll(async () => {
-    nc = await testConnection();
-    target = await deployTarget(nc, app);
-    approvals = await startApprovals(nc, bucket, { policy: { default: 'ask' } });
-    dispatcher = gatedDispatcher(nc, app, { approvalTimeoutMs: 20_000, approvalsBucket: bucket });
-    person = new ApprovalsClient(nc);
+    world = await startApprovalsWorld(app, bucket, {
+      approvals: { policy: { default: 'ask' } },
+      dispatcher: { approvalTimeoutMs: 20_000 },
+    });
+    ({ nc, target, dispatcher, person } = world);
   });
-  afterAll(async () => {
-    dispatcher.close();
-    person.close();
-    target.stop();
-    await approvals.stop();
-  });
+  afterAll(() => world.stop());
 
   it('waits as a pending approval, listed with its arguments, and runs once when approved', async () => {
     const running = call({ service: 'billing' }, 'deploy-1');
@@ -150,7 +146,7 @@ describe('a gated call that a person answers', () => {
   it('expires an approval at the policy’s askTimeoutMs even with the caller willing to wait longer', async () => {
     const short = uniqueApprovalsBucket();
     const other = await startApprovals(nc, short, { policy: { default: 'ask', askTimeoutMs: 1_000 } });
-    await approvals.stop(); // only the short-lived policy answers now
+    await world.approvals.stop(); // only the short-lived policy answers now
     try {
       const shortDispatcher = gatedDispatcher(nc, app, { approvalsBucket: short });
       const result = await shortDispatcher.call(
@@ -163,7 +159,7 @@ describe('a gated call that a person answers', () => {
       expect(result.durationMs).toBeLessThan(5_000);
     } finally {
       await other.stop();
-      approvals = await startApprovals(nc, bucket, { policy: { default: 'ask' } });
+      world.approvals = await startApprovals(nc, bucket, { policy: { default: 'ask' } });
     }
   });
 

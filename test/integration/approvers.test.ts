@@ -7,25 +7,23 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalStore } from '../../src/approvals/store.js';
-import type { Mount } from '../../src/bus/mount.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { IdentityGate } from '../../src/identity/gate.js';
 import { type GrantSpec, mintGrant } from '../../src/identity/mint.js';
 import {
-  ApprovalsClient,
-  deployTarget,
-  gatedDispatcher,
+  type ApprovalsClient,
+  type ApprovalsWorld,
   gatedSession,
-  startApprovals,
+  startApprovalsWorld,
   uniqueApprovalsBucket,
 } from '../harness/approvals.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
+import { uniqueMount } from '../harness/bus.js';
 import type { Target } from '../harness/targets.js';
 
 describe('approver grants', () => {
+  let world: ApprovalsWorld;
   let nc: NatsConnection;
   let target: Target;
-  let approvals: Mount;
   let dispatcher: Dispatcher;
   let person: ApprovalsClient;
   const issuer = createAccount();
@@ -56,18 +54,12 @@ describe('approver grants', () => {
   };
 
   beforeAll(async () => {
-    nc = await testConnection();
-    target = await deployTarget(nc, app);
-    approvals = await startApprovals(nc, bucket, { identity: IdentityGate.forIssuers([issuer.getPublicKey()]) });
-    dispatcher = gatedDispatcher(nc, app, { approvalsBucket: bucket });
-    person = new ApprovalsClient(nc);
+    world = await startApprovalsWorld(app, bucket, {
+      approvals: { identity: IdentityGate.forIssuers([issuer.getPublicKey()]) },
+    });
+    ({ nc, target, dispatcher, person } = world);
   });
-  afterAll(async () => {
-    dispatcher.close();
-    person.close();
-    target.stop();
-    await approvals.stop();
-  });
+  afterAll(() => world.stop());
 
   it('refuses $pending and $answer without a grant, with one from another issuer, or without nats.approve', async () => {
     const approvalId = await waiting();

@@ -8,26 +8,22 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Mount } from '../../src/bus/mount.js';
 import { type RunningConsole, startConsole } from '../../src/console/server.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { IdentityGate } from '../../src/identity/gate.js';
 import { mintGrant } from '../../src/identity/mint.js';
 import {
-  ApprovalsClient,
-  deployTarget,
-  gatedDispatcher,
+  type ApprovalsClient,
+  type ApprovalsWorld,
   gatedSession,
-  startApprovals,
+  startApprovalsWorld,
   uniqueApprovalsBucket,
 } from '../harness/approvals.js';
-import { testConnection, uniqueMount } from '../harness/bus.js';
-import type { Target } from '../harness/targets.js';
+import { uniqueMount } from '../harness/bus.js';
 
 describe('the console’s Approvals page with trusted issuers', () => {
+  let world: ApprovalsWorld;
   let nc: NatsConnection;
-  let target: Target;
-  let approvals: Mount;
   let dispatcher: Dispatcher;
   let person: ApprovalsClient;
   let consoleApp: RunningConsole;
@@ -57,19 +53,15 @@ describe('the console’s Approvals page with trusted issuers', () => {
   };
 
   beforeAll(async () => {
-    nc = await testConnection();
-    target = await deployTarget(nc, app);
-    approvals = await startApprovals(nc, bucket, { identity: IdentityGate.forIssuers([issuer.getPublicKey()]) });
-    dispatcher = gatedDispatcher(nc, app, { approvalsBucket: bucket });
-    person = new ApprovalsClient(nc);
+    world = await startApprovalsWorld(app, bucket, {
+      approvals: { identity: IdentityGate.forIssuers([issuer.getPublicKey()]) },
+    });
+    ({ nc, dispatcher, person } = world);
     consoleApp = await startConsole(nc, { port: 0, allowWrites: true, token });
   });
   afterAll(async () => {
     await consoleApp.close();
-    dispatcher.close();
-    person.close();
-    target.stop();
-    await approvals.stop();
+    await world.stop();
   });
 
   it('says it has no approver grant, and the service refuses it the list', async () => {

@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { Mount } from '../../src/bus/mount.js';
-import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { TaskRunner } from '../../src/tasks/runner.js';
@@ -17,14 +16,14 @@ import { TaskStore } from '../../src/tasks/store.js';
 import { tasksMount } from '../../src/tasks/system-tasks.js';
 import type { Task } from '../../src/tasks/types.js';
 import {
-  ApprovalsClient,
-  deployTarget,
+  type ApprovalsClient,
+  type ApprovalsWorld,
   gatedDispatcher,
   gatedSession,
-  startApprovals,
+  startApprovalsWorld,
   uniqueApprovalsBucket,
 } from '../harness/approvals.js';
-import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNats, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { uniqueBucket } from '../harness/registry.js';
 import type { Target } from '../harness/targets.js';
@@ -33,38 +32,35 @@ const owner = { principal: 'agent:frank', session: 's-frank' };
 const timing = { leaseMs: 1_000, tickMs: 200, sweepMs: 200 };
 
 describe('a gated task', () => {
-  let nc: NatsConnection;
+  let world: ApprovalsWorld;
   let target: Target;
-  let approvals: Mount;
   let person: ApprovalsClient;
-  let b: { dispatcher: Dispatcher; runner: TaskRunner; mount: Mount };
+  let b: { runner: TaskRunner; mount: Mount };
   let client: BusClient;
   const app = uniqueMount('app');
   const approvalsBucket = uniqueApprovalsBucket();
   const tasksBucket = uniqueBucket();
-  const dispatcherOf = (conn: NatsConnection) =>
-    gatedDispatcher(conn, app, { approvalTimeoutMs: 60_000, approvalsBucket });
+  const approvalWait = { approvalTimeoutMs: 60_000 };
+  const dispatcherOf = (conn: NatsConnection) => gatedDispatcher(conn, app, { ...approvalWait, approvalsBucket });
 
   beforeAll(async () => {
-    nc = await testConnection();
-    target = await deployTarget(nc, app);
-    approvals = await startApprovals(nc, approvalsBucket, { policy: { default: 'ask' } });
-    person = new ApprovalsClient(nc);
-    const dispatcher = dispatcherOf(nc);
+    world = await startApprovalsWorld(app, approvalsBucket, {
+      approvals: { policy: { default: 'ask' } },
+      dispatcher: approvalWait,
+    });
+    const { nc, dispatcher } = world;
+    ({ target, person } = world);
     const runner = new TaskRunner(dispatcher, await TaskStore.open(nc, { bucket: tasksBucket }), timing).start();
-    b = { dispatcher, runner, mount: await tasksMount(nc, { runner }).start() };
+    b = { runner, mount: await tasksMount(nc, { runner }).start() };
     client = new BusClient(nc, { timeoutMs: 40_000 });
   });
 
   afterAll(async () => {
     client.close();
-    person.close();
     await b.mount.stop();
     b.runner.close();
-    b.dispatcher.close();
-    target.stop();
-    await approvals.stop();
-    await (await new Kvm(nc).open(tasksBucket)).destroy();
+    await world.stop();
+    await (await new Kvm(world.nc).open(tasksBucket)).destroy();
   });
 
   it('is input_required naming its approval, survives its instance, and runs once when approved', async () => {

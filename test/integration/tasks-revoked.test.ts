@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { Mount } from '../../src/bus/mount.js';
-import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import { IdentityGate } from '../../src/identity/gate.js';
 import { readGrantClaims } from '../../src/identity/granted.js';
@@ -21,24 +20,23 @@ import { TaskStore } from '../../src/tasks/store.js';
 import { tasksMount } from '../../src/tasks/system-tasks.js';
 import type { Task } from '../../src/tasks/types.js';
 import {
-  ApprovalsClient,
-  deployTarget,
+  type ApprovalsClient,
+  type ApprovalsWorld,
   gatedDispatcher,
   gatedSession,
-  startApprovals,
+  startApprovalsWorld,
   uniqueApprovalsBucket,
 } from '../harness/approvals.js';
-import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
+import { sharedNats, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { uniqueBucket } from '../harness/registry.js';
 import type { Target } from '../harness/targets.js';
 
 describe('a task and the grant it was made under', () => {
+  let world: ApprovalsWorld;
   let nc: NatsConnection;
   let target: Target;
-  let approvals: Mount;
   let person: ApprovalsClient;
-  let dispatcher: Dispatcher;
   let runner: TaskRunner;
   const mounts: Mount[] = [];
   let client: BusClient;
@@ -66,11 +64,12 @@ describe('a task and the grant it was made under', () => {
     });
 
   beforeAll(async () => {
-    nc = await testConnection();
-    target = await deployTarget(nc, app);
-    approvals = await startApprovals(nc, approvalsBucket, { policy: { default: 'ask' } });
-    person = new ApprovalsClient(nc);
-    dispatcher = gatedDispatcher(nc, app, { approvalTimeoutMs: 60_000, approvalsBucket });
+    world = await startApprovalsWorld(app, approvalsBucket, {
+      approvals: { policy: { default: 'ask' } },
+      dispatcher: { approvalTimeoutMs: 60_000 },
+    });
+    ({ nc, target, person } = world);
+    const { dispatcher } = world;
     const identity = IdentityGate.forIssuers([issuer.getPublicKey()], { revocations });
     const store = await TaskStore.open(nc, { bucket: tasksBucket });
     runner = new TaskRunner(dispatcher, store, { identity, revocations }).start();
@@ -80,12 +79,9 @@ describe('a task and the grant it was made under', () => {
   });
   afterAll(async () => {
     client.close();
-    person.close();
     for (const m of mounts) await m.stop();
     runner.close();
-    dispatcher.close();
-    target.stop();
-    await approvals.stop();
+    await world.stop();
     await (await new Kvm(nc).open(tasksBucket)).destroy();
   });
 
