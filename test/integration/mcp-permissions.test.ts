@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -9,6 +8,7 @@ import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { eventually } from '../harness/eventually.js';
 import { CLI_MAIN } from '../harness/mcp.js';
+import { deployConf } from '../harness/nats-conf.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { type ServiceProcess, startScript } from '../harness/service.js';
 import { startTarget, type Target } from '../harness/targets.js';
@@ -20,7 +20,7 @@ describe("the MCP bridge as the agent user of docker-compose's nats.conf", () =>
   let target: Target;
 
   beforeAll(async () => {
-    server = await startNatsProcess(['-c', fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url))]);
+    server = await startNatsProcess(['-c', deployConf]);
     service = await startScript(
       'dist/src/cli/main.js',
       server.url,

@@ -44,7 +44,7 @@ describe('tasks under grants', () => {
     await expect(get({ grant: grant('agent:ivan', 's-hana') })).rejects.toThrow(NotFoundError);
     await expect(get({ grant: grant('agent:hana', 's-other') })).rejects.toThrow(NotFoundError);
     await expect(get({ principal: 'agent:hana', session: 's-hana' })).rejects.toThrow(ForbiddenError);
-    await expect(get({ grant: mine.slice(0, -4) + 'AAAA' })).rejects.toThrow(ForbiddenError);
+    await expect(get({ grant: `${mine.slice(0, -4)}AAAA` })).rejects.toThrow(ForbiddenError);
     // A grant bound to another NATS user's inbox prefix is not its holder's here (wrong_holder).
     const bound = mintGrant(issuer, {
       principal: 'agent:hana',

@@ -6,11 +6,11 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { eventually } from '../harness/eventually.js';
+import { deployConf } from '../harness/nats-conf.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { cli, type ServiceProcess, startScript } from '../harness/service.js';
 
@@ -27,7 +27,7 @@ describe('matrix-tools approvals / approve / reject, as a new user runs them', (
   });
 
   it('lists a waiting call with its arguments, approves it once, and the agent may not answer', async () => {
-    server = await startNatsProcess(['-c', fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url))]);
+    server = await startNatsProcess(['-c', deployConf]);
     const seed = join(dir, 'issuer.nk');
     const issuer = (await cli(server.url, 'keys', '--out', seed)).stdout.trim();
     const policy = join(dir, 'policy.json');

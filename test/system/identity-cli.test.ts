@@ -6,6 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sharedNatsUrl } from '../harness/bus.js';
+import { deployConf } from '../harness/nats-conf.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { cli, runScript, type ServiceProcess, startScript } from '../harness/service.js';
 
@@ -21,7 +22,7 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
   });
 
   it('calls a tool as the agent with a grant, and not without one', async () => {
-    server = await startNatsProcess(['-c', fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url))]);
+    server = await startNatsProcess(['-c', deployConf]);
     const seedFile = join(dir, 'issuer.nk');
     const keys = await cli(server.url, 'keys', '--out', seedFile);
     expect(keys.code).toBe(0);

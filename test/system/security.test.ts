@@ -1,7 +1,6 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { encodeAccount, encodeOperator, encodeUser, fmtCreds } from '@nats-io/jwt';
 import { createAccount, createOperator, createUser } from '@nats-io/nkeys';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,6 +15,7 @@ import { registryMount } from '../../src/registry/system-tools.js';
 import { sharedNats } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { prng } from '../harness/fuzz.js';
+import { deployConf } from '../harness/nats-conf.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec } from '../harness/registry.js';
 import { cli, type ServiceProcess, startScript } from '../harness/service.js';
@@ -147,7 +147,7 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
   });
 
   it('lets only the operator register, and keeps agents off the KV bucket and the events', async () => {
-    const conf = fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url));
+    const conf = deployConf;
     server = await startNatsProcess(['-c', conf]);
     service = await startScript(
       'dist/src/cli/main.js',
