@@ -121,7 +121,8 @@ export const CLIENT_SCRIPT = `(() => {
       const token = sessionStorage.getItem(KEY);
       if (token) headers['X-Console-Token'] = token;
       const res = await fetch(location.href, { headers, signal: controller.signal });
-      if (res.ok) {
+      // A 401 is the page saying the token is missing or wrong: that, too, is shown.
+      if (res.ok || res.status === 401) {
         // What the reader opened stays open: a refresh replaces the markup, not the reading.
         const details = [...live.querySelectorAll('details')];
         const open = details.map((d) => d.open);
@@ -189,7 +190,19 @@ export const CLIENT_SCRIPT = `(() => {
       if (needsToken) schedule();
     });
   }
-  if (needsToken && sessionStorage.getItem(KEY)) schedule();
+  // A page rendered without the token (a link, a reload, the redirect after Approve) says it
+  // needs one; holding one, the script shows the region loading instead, then fetches it.
+  if (needsToken && sessionStorage.getItem(KEY)) {
+    if (live && live.hasAttribute('data-without-token')) {
+      const loading = document.createElement('div');
+      loading.className = 'notice info';
+      loading.setAttribute('aria-busy', 'true');
+      loading.textContent = 'Loading with your token…';
+      live.replaceChildren(loading);
+      live.removeAttribute('data-without-token');
+    }
+    schedule();
+  }
   document.addEventListener('submit', (event) => {
     const form = event.target;
     if (!(form instanceof HTMLFormElement) || !form.hasAttribute('data-write')) return;

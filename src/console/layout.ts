@@ -41,7 +41,7 @@ ${token}
 <h1>${page.title}</h1>
 ${page.lead ? html`<p class="lead">${page.lead}</p>` : ''}
 ${page.head ?? ''}
-<div id="live">${page.live}</div>
+<div id="live"${page.withoutToken ? html` data-without-token` : ''}>${page.live}</div>
 </main>
 </body>
 </html>

@@ -28,6 +28,8 @@ export interface Page {
   status?: number;
   /** `live` is served only with the token (`X-Console-Token`): the script fetches it at once when it holds one. */
   needsToken?: boolean;
+  /** `live` was rendered without the token and says so: a script holding one shows it loading instead. */
+  withoutToken?: boolean;
 }
 
 /** A redirect after a write (303 See Other). */

@@ -70,9 +70,10 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
  * listed only to whoever holds the token the console printed (a read-only console has none, and
  * lists none), never to anyone who can merely reach the port.
  */
-function tokenNeeded(writes: boolean): Pick<Page, 'live' | 'status'> {
+function tokenNeeded(writes: boolean): Pick<Page, 'live' | 'status' | 'withoutToken'> {
   return {
     status: 401,
+    withoutToken: true,
     live: writes
       ? notice(
           'info',

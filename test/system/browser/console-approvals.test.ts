@@ -58,11 +58,20 @@ describe.skipIf(!chromiumAvailable())('the Approvals page, in Chromium', () => {
     expect(await row.locator('pre').textContent()).toContain('"city": "Bergen"');
     await screenshot(page, 'approvals', 700);
 
+    // The redirect after Approve renders the page without the token; holding one, the script
+    // shows the list loading, never the plea to paste a token the operator already pasted.
+    await page.addInitScript(
+      "document.addEventListener('DOMContentLoaded', () => { window.liveAtReady = document.getElementById('live').textContent; })",
+    );
     await row.locator('button:has-text("Approve")').click();
     const result = await waiting;
     expect(result).toMatchObject({ isError: false, structured: { city: 'Bergen', days: 2 } });
-    await row.waitFor({ state: 'detached', timeout: 10_000 });
-    expect(await page.locator('#live').textContent()).toContain('Approved');
+    await page.waitForURL(/answered=/, { waitUntil: 'domcontentloaded' });
+    const atReady = (await page.evaluate('window.liveAtReady')) as string;
+    expect(atReady).toContain('Loading with your token');
+    expect(atReady).not.toContain('Paste the token');
+    await page.locator('#live :text("Approved")').waitFor({ timeout: 10_000 });
+    expect(await page.locator('[data-approval-id]').count()).toBe(0);
 
     await page.goto(`${stack.base}calls`);
     await page
