@@ -5,8 +5,8 @@
  */
 export * from './approvals/mod.js';
 export * from './audit/mod.js';
+export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './bus/contracts.js';
 export * from './bus/mod.js';
-export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './contracts/schemas.js';
 export * from './dispatcher/mod.js';
 export { MAX_SESSION_REQUEST_CHARS, sessionKey, sha256Hex } from './hashing.js';
 export * from './identity/mod.js';

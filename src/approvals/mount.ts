@@ -7,11 +7,11 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody } from '../bus/codec.js';
 import type { CallContext } from '../bus/context.js';
+import { SchemaId } from '../bus/contracts.js';
 import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../bus/errors.js';
 import { type Logger, silentLogger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
-import { SchemaId } from '../contracts/schemas.js';
 import { IdentityGate } from '../identity/gate.js';
 import { approverOf, covered, isOwn, mayAnswer } from './approvers.js';
 import type { Asker } from './asker.js';

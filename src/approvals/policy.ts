@@ -3,9 +3,9 @@
  * `allow`, `deny`, or `ask` a person (a pending approval, answered where people work).
  */
 import { readFileSync } from 'node:fs';
+import { contracts, SchemaId } from '../bus/contracts.js';
 import { BadRequestError } from '../bus/errors.js';
 import { subjectMatches } from '../bus/subjects.js';
-import { contracts, SchemaId } from '../contracts/schemas.js';
 import { MAX_PENDING_MS } from './store.js';
 import type { ApprovalRequest } from './types.js';
 

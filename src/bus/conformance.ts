@@ -6,12 +6,12 @@
  * (`decodeReply`). `matrix-tools check` prints it.
  */
 import { createInbox, type Msg, type NatsConnection, headers as natsHeaders, nuid } from '@nats-io/nats-core';
-import { describeViolations } from '../contracts/compiler.js';
-import { contracts, SchemaId } from '../contracts/schemas.js';
 import { decodeBody, decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { Header } from './context.js';
+import { contracts, SchemaId } from './contracts.js';
 import { discoverService, type Verb } from './discovery.js';
 import { ErrorCode, errorStatus } from './errors.js';
+import { describeViolations } from './schema-compiler.js';
 import { mountReplyPrefix, opSubject, serviceName } from './subjects.js';
 
 /** One check: what was asked, whether the mount did what the protocol says, and what it did. */

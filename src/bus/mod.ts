@@ -1,3 +1,4 @@
+export { BoundedCache, type CacheBounds } from './bounded-cache.js';
 export { BusClient, type BusClientOptions, type RawReply, type RequestOptions } from './client.js';
 export {
   decodeBody,

@@ -7,11 +7,10 @@
  */
 
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
-import { describeViolations, violationDetails } from '../contracts/compiler.js';
-import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from '../contracts/schemas.js';
 import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, Header, OutgoingHeaders, requestHeadersOf } from './context.js';
+import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from './contracts.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import {
   BadRequestError,
@@ -24,6 +23,7 @@ import {
 } from './errors.js';
 import { type Logger, silentLogger } from './log.js';
 import { CancelledError, type OpContext, RequestContext } from './op-context.js';
+import { describeViolations, violationDetails } from './schema-compiler.js';
 import { closedTopLevel } from './shape.js';
 import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 

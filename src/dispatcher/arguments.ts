@@ -7,8 +7,8 @@
  */
 import type { CallEvent } from '../audit/types.js';
 import { MAX_DEPTH } from '../bus/codec.js';
+import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';
 import { jsonShapeViolation, REQUEST_SHAPE, type ShapeViolation } from '../bus/shape.js';
-import { type Check, Dialect, SchemaCompiler } from '../contracts/compiler.js';
 import { sha256Hex } from '../hashing.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { argumentName, failure } from './results.js';

@@ -4,7 +4,7 @@
  * they are all written here, so they read alike and change in one place.
  */
 import { ErrorCode, MatrixError, NoRespondersError, UnsendableRequestError, type Violation } from '../bus/errors.js';
-import { describeViolations } from '../contracts/compiler.js';
+import { describeViolations } from '../bus/schema-compiler.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
 import type { ToolErrorCode, ToolResult } from './types.js';
 

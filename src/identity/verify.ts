@@ -5,8 +5,8 @@
  * ones by the hash of their text, so a refused text sent again pays a hash, not a signature check.
  */
 import { type KeyObject, verify } from 'node:crypto';
-import { describeViolations } from '../contracts/compiler.js';
-import { contracts, SchemaId } from '../contracts/schemas.js';
+import { contracts, SchemaId } from '../bus/contracts.js';
+import { describeViolations } from '../bus/schema-compiler.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
 import { GrantError } from './errors.js';

@@ -12,11 +12,11 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
+import { SchemaId } from '../bus/contracts.js';
 import { discoverByName, mountOf, type ServiceInfo, serviceInfoOf } from '../bus/discovery.js';
 import { NotFoundError } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts, mountReplyPrefix, serviceName } from '../bus/subjects.js';
-import { SchemaId } from '../contracts/schemas.js';
 import type { IntrospectReply } from '../registry/types.js';
 
 /** One mount as `system.agents` describes it. */

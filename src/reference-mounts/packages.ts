@@ -3,10 +3,10 @@
  * violation. Target of the built-in `package_validate`.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { SchemaId } from '../bus/contracts.js';
 import type { Violation } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
-import { SchemaId } from '../contracts/schemas.js';
 import type { ToolContextSpec } from '../registry/types.js';
 import { forbiddenParts, schemaCompiler, specViolations } from '../registry/validate.js';
 

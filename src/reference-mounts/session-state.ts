@@ -5,11 +5,11 @@
  * session of its own reads it and those its grant lists, and writes only its own (`session-scope.ts`).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { SchemaId } from '../bus/contracts.js';
 import { BadRequestError, ConflictError } from '../bus/errors.js';
 import { Bucket } from '../bus/kv.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
-import { SchemaId } from '../contracts/schemas.js';
 import { sessionInScope } from './session-scope.js';
 
 /** Default bucket of session state (`MATRIX_SESSIONS_BUCKET`). */

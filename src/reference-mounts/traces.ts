@@ -17,10 +17,10 @@ import {
 } from '../audit/query.js';
 import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
 import type { CallEvent } from '../audit/types.js';
+import { SchemaId } from '../bus/contracts.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
-import { SchemaId } from '../contracts/schemas.js';
 import { sessionInScope } from './session-scope.js';
 
 export type { TraceQuery, TraceQueryReply } from '../audit/query.js';

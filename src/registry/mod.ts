@@ -1,4 +1,3 @@
-export { BoundedCache, type CacheBounds } from './bounded-cache.js';
 export { BUILTIN_TOOL_NAMES, BuiltinKey, builtinContexts, builtinRefsFor, MATRIX_INVOKE } from './builtins.js';
 export { canonicalJson, digestOf } from './canonical.js';
 export { CHANGED_EVENTS, watchRegistry } from './events.js';

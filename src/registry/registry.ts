@@ -2,11 +2,12 @@
  * The registry: resolves, lists and registers tool contexts over a store, caching
  * resolutions per registry revision so that a warm `$resolve` costs a map lookup.
  */
+
+import { BoundedCache, type CacheBounds } from '../bus/bounded-cache.js';
 import { Encoding, encodedOnce } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
 import { sessionKey } from '../hashing.js';
 import { cacheLookups } from '../telemetry/caches.js';
-import { BoundedCache, type CacheBounds } from './bounded-cache.js';
 import { OFF_LOOP_BYTES, registrationChecker } from './checker.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';

@@ -5,11 +5,11 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody, encodedOnce } from '../bus/codec.js';
+import { SchemaId } from '../bus/contracts.js';
 import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type MountOptions, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
-import { SchemaId } from '../contracts/schemas.js';
 import { IdentityGate } from '../identity/gate.js';
 import type { RevocationStore, RevokeRequest } from '../identity/revocations.js';
 import { traceResolve } from '../telemetry/calls.js';

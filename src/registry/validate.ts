@@ -4,6 +4,8 @@
  * that exist; no built-in key, no target on a reserved subject, no built-in tool's name; and
  * a resolution that fits in a reply.
  */
+
+import { contracts, SchemaId } from '../bus/contracts.js';
 import {
   BadRequestError,
   ForbiddenError,
@@ -11,9 +13,8 @@ import {
   PayloadTooLargeError,
   type Violation,
 } from '../bus/errors.js';
+import { Dialect, describeViolations, SchemaCompiler, violationDetails } from '../bus/schema-compiler.js';
 import { isReservedSubject, opSubject } from '../bus/subjects.js';
-import { Dialect, describeViolations, SchemaCompiler, violationDetails } from '../contracts/compiler.js';
-import { contracts, SchemaId } from '../contracts/schemas.js';
 import { BUILTIN_TOOL_NAMES, builtinContexts } from './builtins.js';
 import { resolutionOverflow } from './fit.js';
 import type { ToolContextSpec } from './types.js';

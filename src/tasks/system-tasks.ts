@@ -7,11 +7,11 @@
  * sent by another NATS user is refused `wrong_holder` before its body is read.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { SchemaId } from '../bus/contracts.js';
 import { NotFoundError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
-import { SchemaId } from '../contracts/schemas.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import { IdentityGate } from '../identity/gate.js';
 import type { TaskRunner } from './runner.js';

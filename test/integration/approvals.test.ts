@@ -12,7 +12,7 @@ import { watchCalls } from '../../src/audit/log.js';
 import type { CallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
-import { contracts, SchemaId } from '../../src/contracts/schemas.js';
+import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import type { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';

@@ -1,8 +1,8 @@
 import { decode, encode } from '@msgpack/msgpack';
 import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import type { Mount } from '../../src/bus/mount.js';
-import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { registryMount } from '../../src/registry/system-tools.js';
 import { testConnection } from '../harness/bus.js';
 

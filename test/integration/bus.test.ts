@@ -3,6 +3,7 @@ import { Svcm } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { type CallContext, newTraceparent } from '../../src/bus/context.js';
+import { SchemaId } from '../../src/bus/contracts.js';
 import {
   InternalError,
   NotFoundError,
@@ -11,7 +12,6 @@ import {
   UnavailableError,
 } from '../../src/bus/errors.js';
 import { Mount, type OpContext } from '../../src/bus/mount.js';
-import { SchemaId } from '../../src/contracts/schemas.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { guarded } from '../harness/callbacks.js';
 import { eventually } from '../harness/eventually.js';

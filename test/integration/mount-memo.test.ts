@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
+import { SchemaId } from '../../src/bus/contracts.js';
 import { BadRequestError } from '../../src/bus/errors.js';
 import { Mount } from '../../src/bus/mount.js';
-import { SchemaId } from '../../src/contracts/schemas.js';
 import type { ResolveRequest } from '../../src/registry/types.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 

@@ -1,9 +1,9 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
+import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import { NotFoundError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
-import { contracts, SchemaId } from '../../src/contracts/schemas.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';

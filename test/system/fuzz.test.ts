@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { decode } from '@msgpack/msgpack';
 import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { contracts, SchemaId } from '../../src/contracts/schemas.js';
+import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import { sharedNatsUrl, testConnection } from '../harness/bus.js';
 import { type FuzzCase, fuzzCase, prng } from '../harness/fuzz.js';
 import { type ServiceProcess, startScript } from '../harness/service.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
+import { BoundedCache } from '../../src/bus/bounded-cache.js';
 import { PayloadTooLargeError } from '../../src/bus/errors.js';
 import { SessionCache, type ToolSource } from '../../src/dispatcher/session-cache.js';
-import { BoundedCache } from '../../src/registry/bounded-cache.js';
 import type { StoreChange } from '../../src/registry/store.js';
 import type { ResolvedToolContext, ResolveRequest } from '../../src/registry/types.js';
 

@@ -1,12 +1,12 @@
 /**
- * The JSON Schemas of `contracts/` by `$id`, compiled once by the strict compiler of `compiler.ts`.
+ * The JSON Schemas of `contracts/` by `$id`, compiled once by the strict compiler of `schema-compiler.ts`.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Check, Dialect, SchemaCompiler } from './compiler.js';
+import { type Check, Dialect, SchemaCompiler } from './schema-compiler.js';
 
-export { type Check, violationsOf } from './compiler.js';
+export { type Check, violationsOf } from './schema-compiler.js';
 
 const base = 'https://matrix.invalid/contracts/v1/';
 
@@ -81,7 +81,7 @@ export function loadContracts(dir = contractsDir()): Array<Record<string, unknow
 }
 
 /**
- * The contracts, compiled by one strict compiler (`compiler.ts`). Validators are compiled on
+ * The contracts, compiled by one strict compiler (`schema-compiler.ts`). Validators are compiled on
  * first use and cached, so no request ever compiles a schema.
  */
 export class Contracts {

@@ -7,8 +7,8 @@
  * `MAX_LISTED_VIOLATIONS` are listed; `describeViolations` words a list the same way everywhere.
  */
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import type { Violation } from '../bus/errors.js';
-import { BoundedCache, type CacheBounds } from '../registry/bounded-cache.js';
+import { BoundedCache, type CacheBounds } from './bounded-cache.js';
+import type { Violation } from './errors.js';
 
 /** Most violations a report lists; `details.moreViolations` counts the rest. */
 export const MAX_LISTED_VIOLATIONS = 10;
