@@ -8,7 +8,6 @@ export * from './audit/mod.js';
 export { type Check, Contracts, contracts, contractsDir, SchemaId, violationsOf } from './bus/contracts.js';
 export * from './bus/mod.js';
 export * from './dispatcher/mod.js';
-export { MAX_SESSION_REQUEST_CHARS, sessionKey, sha256Hex } from './hashing.js';
 export * from './identity/mod.js';
 export * from './oracle/mod.js';
 export * from './reference-mounts/mod.js';

@@ -12,8 +12,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { ConflictError, NotFoundError } from '../bus/errors.js';
+import { sha256Hex } from '../bus/hashing.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
-import { sha256Hex } from '../hashing.js';
 import {
   type Answer,
   type ApprovalRequest,

@@ -48,6 +48,7 @@ export {
   type Violation,
 } from './errors.js';
 export { subscribeEventData, subscribeEvents } from './events.js';
+export { MAX_SESSION_REQUEST_CHARS, sessionKey, sha256Hex } from './hashing.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { type Logger, silentLogger, stderrLogger } from './log.js';
 export { type AnyOpSpec, Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';

@@ -7,9 +7,9 @@
  */
 import type { CallEvent } from '../audit/types.js';
 import { MAX_DEPTH } from '../bus/codec.js';
+import { sha256Hex } from '../bus/hashing.js';
 import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';
 import { jsonShapeViolation, REQUEST_SHAPE, type ShapeViolation } from '../bus/shape.js';
-import { sha256Hex } from '../hashing.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { argumentName, failure } from './results.js';
 import type { ToolCall } from './types.js';

@@ -7,8 +7,8 @@
  */
 import type { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
+import { MAX_SESSION_REQUEST_CHARS, sessionKey } from '../bus/hashing.js';
 import { Mounts } from '../bus/subjects.js';
-import { MAX_SESSION_REQUEST_CHARS, sessionKey } from '../hashing.js';
 import type { Registry } from '../registry/registry.js';
 import type { StoreChange } from '../registry/store.js';
 import type { ResolvedTool, ResolvedToolContext, ResolveRequest } from '../registry/types.js';

@@ -8,8 +8,8 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BadRequestError } from '../bus/errors.js';
+import { sha256Hex } from '../bus/hashing.js';
 import { Bucket, type BucketWatch } from '../bus/kv.js';
-import { sha256Hex } from '../hashing.js';
 import type { GrantClaims } from './types.js';
 
 /** One revocation, as it is stored. */

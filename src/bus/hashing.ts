@@ -3,7 +3,7 @@
  * cache key of a session request.
  */
 import { hash } from 'node:crypto';
-import { PayloadTooLargeError } from './bus/errors.js';
+import { PayloadTooLargeError } from './errors.js';
 
 /** SHA-256, hex, of a string (one-shot: no Hash object). */
 export function sha256Hex(text: string): string {
