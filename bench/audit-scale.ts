@@ -11,12 +11,12 @@
 
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import type { CallEvent } from '../src/audit/events.js';
 import { MERGE_AT, mergeShard } from '../src/audit/indexer.js';
 import { AuditLog } from '../src/audit/log.js';
 import { queryBatches, type TraceQuery } from '../src/audit/query.js';
 import { SHARDS, Shards } from '../src/audit/shards.js';
 import { AuditStream } from '../src/audit/stream.js';
-import type { CallEvent } from '../src/audit/types.js';
 import { connectBus } from '../src/bus/connect.js';
 import { StreamStore } from '../src/bus/stream-store.js';
 import { StreamWriter } from '../src/bus/stream-writer.js';

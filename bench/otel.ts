@@ -18,8 +18,8 @@
 import { metrics, trace } from '@opentelemetry/api';
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
+import type { CallEvent } from '../src/audit/events.js';
 import { type CallObserver, callObservers } from '../src/audit/log.js';
-import type { CallEvent } from '../src/audit/types.js';
 import { newTraceparent } from '../src/bus/context.js';
 
 /** The three modes, in the order (a), (b), (c). */

@@ -16,8 +16,8 @@ export type {
   PendingReply,
   Verdict,
 } from './approvals/types.js';
+export type { CallEvent, RefusalSummary } from './audit/events.js';
 export type { RefusalBudgetOptions } from './audit/refusals.js';
-export type { CallEvent, RefusalSummary } from './audit/types.js';
 // The bus: connecting, calling ops, mounting them.
 export { BusClient, type BusClientOptions, type RequestOptions } from './bus/client.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv } from './bus/connect.js';

@@ -16,7 +16,7 @@ import type { Logger } from '../bus/log.js';
 import type { ConsumerMessages, JsMsg, StreamStore } from '../bus/stream-store.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
 import { indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
-import { traceIdsOfBatch } from './codec.js';
+import { traceIdsOfBatch } from './events.js';
 import { encodeEntries, mergeEntries, PendingEntries } from './index-entries.js';
 import { SHARDS, type Shards } from './shards.js';
 

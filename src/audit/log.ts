@@ -8,9 +8,8 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { subscribeEventData } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
 import { observeCall } from '../telemetry/calls.js';
-import { decodeCallEvents, encodeCallEvents } from './codec.js';
+import { type CallEvent, decodeCallEvents, encodeCallEvents } from './events.js';
 import { TrailShare, type TrailShareOptions } from './share.js';
-import type { CallEvent } from './types.js';
 
 /** Subject of the audit events. */
 export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');

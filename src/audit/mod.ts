@@ -1,5 +1,13 @@
 /** The audit trail: every call's event, written, stored in JetStream, indexed by trace id and queried. */
-export { decodeCallEvents, encodeCallEvents, eventsIn, traceIdsOfBatch } from './codec.js';
+export {
+  type CallEvent,
+  decodeCallEvents,
+  encodeCallEvents,
+  eventsIn,
+  newCallEvent,
+  type RefusalSummary,
+  traceIdsOfBatch,
+} from './events.js';
 export { encodeEntries, mergeEntries, PendingEntries, seqsIn } from './index-entries.js';
 export { ensureIndexer, INDEXER, MERGE_AT, mergeShard, TraceIndexer, type TraceIndexerOptions } from './indexer.js';
 export { AuditLog, CALL_EVENTS, type CallObserver, callObservers, isoNow, watchCalls } from './log.js';
@@ -15,4 +23,3 @@ export {
 export { type IndexMessage, readShard, readTraceIndex } from './shard-reader.js';
 export { isTraceId, SHARDS, Shards } from './shards.js';
 export { AuditStream, type AuditStreamOptions, type StoredBatch } from './stream.js';
-export { type CallEvent, newCallEvent, type RefusalSummary } from './types.js';

@@ -5,8 +5,8 @@
  * the `until` time, found by bisection). Either reads a bounded number of batches per page.
  */
 import { traceIdOf } from '../bus/context.js';
+import type { CallEvent } from './events.js';
 import type { StoredBatch } from './stream.js';
-import type { CallEvent } from './types.js';
 
 /** A `$query` request. */
 export interface TraceQuery {

@@ -10,8 +10,8 @@
  * `RefusalAudit` is the one door through which every refusal reaches the trail.
  */
 import { randomUUID } from 'node:crypto';
+import { type CallEvent, newCallEvent, type RefusalSummary } from './events.js';
 import { type AuditLog, isoNow } from './log.js';
-import { type CallEvent, newCallEvent, type RefusalSummary } from './types.js';
 
 /** How many refusals without a valid grant are stored one by one; every field has a default. */
 export interface RefusalBudgetOptions {

@@ -11,13 +11,12 @@ import type { Logger } from '../bus/log.js';
 import { type StreamLimits, StreamStore } from '../bus/stream-store.js';
 import { StreamWriter } from '../bus/stream-writer.js';
 import { indexStreamName, indexSubjects } from '../bus/subjects.js';
-import { decodeCallEvents } from './codec.js';
+import { type CallEvent, decodeCallEvents } from './events.js';
 import { ensureIndexer, INDEXER, TraceIndexer } from './indexer.js';
 import { CALL_EVENTS, OVERFLOW_CALL_EVENTS } from './log.js';
 import type { BatchSource } from './query.js';
 import { readTraceIndex } from './shard-reader.js';
 import { Shards } from './shards.js';
-import type { CallEvent } from './types.js';
 
 /** Where and how long the trail is kept. */
 export interface AuditStreamOptions {

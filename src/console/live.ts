@@ -7,8 +7,8 @@
 import type { ServerResponse } from 'node:http';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { type ApprovalEvent, DECIDED_EVENTS, PENDING_EVENTS } from '../approvals/types.js';
+import type { CallEvent } from '../audit/events.js';
 import { watchCalls } from '../audit/log.js';
-import type { CallEvent } from '../audit/types.js';
 import { subscribeEvents } from '../bus/events.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ContextIndex } from './contexts-index.js';

@@ -5,7 +5,7 @@
  * OpenAI strict mode sends for optional properties, and validated against the tool's
  * `inputSchema` by a validator compiled once per schema.
  */
-import type { CallEvent } from '../audit/types.js';
+import type { CallEvent } from '../audit/events.js';
 import { MAX_DEPTH } from '../bus/codec.js';
 import { sha256Hex } from '../bus/hashing.js';
 import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';

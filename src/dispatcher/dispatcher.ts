@@ -18,10 +18,10 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { ServiceStopping, withdrawApproval } from '../approvals/gate.js';
 import { DEFAULT_APPROVALS_BUCKET } from '../approvals/types.js';
+import { type CallEvent, newCallEvent } from '../audit/events.js';
 import { AuditLog, isoNow } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import type { TrailShareOptions } from '../audit/share.js';
-import { type CallEvent, newCallEvent } from '../audit/types.js';
 import { BusClient } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';

@@ -9,7 +9,7 @@
  * approved call).
  */
 
-import type { CallEvent } from '../audit/types.js';
+import type { CallEvent } from '../audit/events.js';
 import { ErrorCode, MatrixError, NoRespondersError } from '../bus/errors.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import type { ResolvedTool } from '../registry/types.js';

@@ -5,7 +5,7 @@
  * heard, kept in memory. Target of the built-in `trace_query`.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { decodeCallEvents, eventsIn } from '../audit/codec.js';
+import { type CallEvent, decodeCallEvents, eventsIn } from '../audit/events.js';
 import { watchCallBatches } from '../audit/log.js';
 import {
   filterOf,
@@ -16,7 +16,6 @@ import {
   type TraceQueryReply,
 } from '../audit/query.js';
 import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
-import type { CallEvent } from '../audit/types.js';
 import { SchemaId } from '../bus/contracts.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';

@@ -7,8 +7,8 @@
 import { encode } from '@msgpack/msgpack';
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { AuditLog, watchCalls } from '../../src/audit/log.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { BadRequestError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';

@@ -8,10 +8,10 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newCallEvent } from '../../src/audit/events.js';
 import { AuditLog } from '../../src/audit/log.js';
 import { Shards } from '../../src/audit/shards.js';
 import { AuditStream } from '../../src/audit/stream.js';
-import { newCallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { StreamStore } from '../../src/bus/stream-store.js';
 import { indexShardSubject, indexStreamName } from '../../src/bus/subjects.js';

@@ -1,11 +1,11 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { INDEXER } from '../../src/audit/indexer.js';
 import { AuditLog } from '../../src/audit/log.js';
 import { queryBatches, TRACE_BUDGET, type TraceQuery, type TraceQueryReply } from '../../src/audit/query.js';
 import { AuditStream } from '../../src/audit/stream.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import { UnavailableError } from '../../src/bus/errors.js';

@@ -5,11 +5,11 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { watchCalls } from '../../src/audit/log.js';
 import { queryBatches } from '../../src/audit/query.js';
 import { trailShareOf } from '../../src/audit/share.js';
 import type { AuditStream } from '../../src/audit/stream.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';

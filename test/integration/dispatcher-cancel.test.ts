@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { CALL_EVENTS } from '../../src/audit/log.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { decodeBody, Encoding } from '../../src/bus/codec.js';
 import { Header, newTraceparent } from '../../src/bus/context.js';

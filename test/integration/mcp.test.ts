@@ -4,8 +4,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { watchCalls } from '../../src/audit/log.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';

@@ -8,8 +8,8 @@
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { AuditStream } from '../../src/audit/stream.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { Header } from '../../src/bus/context.js';

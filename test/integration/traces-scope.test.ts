@@ -5,9 +5,9 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { AuditLog } from '../../src/audit/log.js';
 import type { TraceQueryReply } from '../../src/audit/query.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';

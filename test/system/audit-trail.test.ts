@@ -1,13 +1,13 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { MERGE_AT, mergeShard } from '../../src/audit/indexer.js';
 import { AuditLog } from '../../src/audit/log.js';
 import { queryBatches, type TraceQuery, type TraceQueryReply } from '../../src/audit/query.js';
 import { readShard } from '../../src/audit/shard-reader.js';
 import { Shards } from '../../src/audit/shards.js';
 import type { AuditStream } from '../../src/audit/stream.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';

@@ -1,11 +1,9 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { headers, PermissionViolationError } from '@nats-io/nats-core';
+import { headers, type NatsConnection, PermissionViolationError } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { encodeCallEvents } from '../../src/audit/codec.js';
+import { type CallEvent, encodeCallEvents } from '../../src/audit/events.js';
 import { watchCalls } from '../../src/audit/log.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';

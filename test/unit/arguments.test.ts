@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { CallEvent } from '../../src/audit/types.js';
+import type { CallEvent } from '../../src/audit/events.js';
 import { ArgumentValidators, acceptsNull, readArguments, withoutStrictNulls } from '../../src/dispatcher/arguments.js';
 import { CallFailure } from '../../src/dispatcher/results.js';
 import { builtinContexts } from '../../src/registry/builtins.js';

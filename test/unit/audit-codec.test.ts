@@ -1,7 +1,6 @@
 import { decode, encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { encodeCallEvents } from '../../src/audit/codec.js';
-import type { CallEvent } from '../../src/audit/types.js';
+import { type CallEvent, encodeCallEvents } from '../../src/audit/events.js';
 
 // Required<>: a field added to CallEvent must be added here, and then the encoder must write it.
 const full: Required<CallEvent> = {

@@ -1,9 +1,8 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { encodeCallEvents, traceIdsOfBatch } from '../../src/audit/codec.js';
+import { type CallEvent, encodeCallEvents, traceIdsOfBatch } from '../../src/audit/events.js';
 import { encodeEntries, mergeEntries, PendingEntries, seqsIn } from '../../src/audit/index-entries.js';
 import { isTraceId, SHARDS, Shards } from '../../src/audit/shards.js';
-import type { CallEvent } from '../../src/audit/types.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import { indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
 import { type BatchSource, queryBatches, SCAN_BUDGET, TRACE_BUDGET, type TraceQuery } from '../../src/audit/query.js';
 import type { StoredBatch } from '../../src/audit/stream.js';
-import type { CallEvent } from '../../src/audit/types.js';
 
 const T0 = Date.parse('2026-03-01T00:00:00Z');
 const trace = (n: number) => n.toString(16).padStart(32, '0');

@@ -1,8 +1,7 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { decideByPolicy, loadPolicy } from '../../src/approvals/policy.js';
-import { eventsIn } from '../../src/audit/codec.js';
-import type { CallEvent } from '../../src/audit/types.js';
+import { type CallEvent, eventsIn } from '../../src/audit/events.js';
 import { describeMounts } from '../../src/reference-mounts/agents.js';
 import { validateSpecs } from '../../src/reference-mounts/packages.js';
 import { TraceBuffer } from '../../src/reference-mounts/traces.js';

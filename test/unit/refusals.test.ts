@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { RefusalSummary } from '../../src/audit/events.js';
 import { RefusalBudget } from '../../src/audit/refusals.js';
-import type { RefusalSummary } from '../../src/audit/types.js';
 
 describe('the budget of refusals without a valid grant', () => {
   let clock = 0;

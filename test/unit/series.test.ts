@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { CallEvent } from '../../src/audit/types.js';
+import type { CallEvent } from '../../src/audit/events.js';
 import { Attr, callAttributes } from '../../src/telemetry/calls.js';
 import { OVERFLOW_TOOL, SeriesBound, UNKNOWN_TOOL, UNVERIFIED_TOOL } from '../../src/telemetry/series.js';
 

@@ -4,7 +4,7 @@
  * traces mount keeps), searched by trace, session, principal, tool, outcome and time.
  */
 
-import type { CallEvent } from '../../audit/types.js';
+import type { CallEvent } from '../../audit/events.js';
 import { traceIdOf } from '../../bus/context.js';
 import { Mounts } from '../../bus/subjects.js';
 import type { TraceQuery } from '../../reference-mounts/traces.js';
