@@ -432,6 +432,11 @@ export function randomId(): string {
   return randomBase64url(12);
 }
 
+/** A `Matrix-Call-Id` of one request to a target (PROTOCOL 10): 96 random bits, 16 base64url characters. */
+export function newCallId(): string {
+  return randomId();
+}
+
 /** Random bytes, refilled a few KiB at a time: a reply token costs no syscall. */
 const randomPool = Buffer.alloc(4096);
 let randomAt = randomPool.length;

@@ -1,15 +1,14 @@
 /**
  * What a caller may hear of a call while it runs and do to it (PROTOCOL 10): the target's
  * progress, a cancel, the approval's wait, the moment it is sent. A plain `$call` has none; a
- * task and the MCP bridge's calls do. Also the two bus acts they need: the `Matrix-Call-Id` of
- * a request to a target, and the `<target>.$cancel {callId}` sent once when its caller stops.
+ * task and the MCP bridge's calls do (`system-dispatcher.ts` relays a `$call` caller's). Also the
+ * bus act they need: the `<target>.$cancel {callId}` sent once when its caller stops.
  */
 
 import { approvalGate, awaitDecision, type Verdict } from '../approvals/gate.js';
 import type { BusClient } from '../bus/client.js';
-import { randomId } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
-import type { OpContext, Progress } from '../bus/op-context.js';
+import type { Progress } from '../bus/op-context.js';
 import { CANCEL_OP } from '../bus/subjects.js';
 import { countCancel } from '../telemetry/calls.js';
 import type { ApprovalRequest } from './types.js';
@@ -44,11 +43,6 @@ export interface CallHooks {
 
 /** How long the dispatcher waits for a target's `{cancelled: true}`, in ms: only for the log, never retried. */
 const CANCEL_WAIT_MS = 2_000;
-
-/** A `Matrix-Call-Id`: 96 random bits, 16 base64url characters. */
-export function newCallId(): string {
-  return randomId();
-}
 
 /**
  * Sends `<target>.$cancel {callId}` once, with the call's context headers. A mount that holds
@@ -101,53 +95,4 @@ export function waitForApproval(
   const options = { deadlineMs, signal, bucket: wait.bucket, windowMs };
   if (hooks?.approvalId !== undefined) return awaitDecision(client, hooks.approvalId, options);
   return approvalGate(client, request, ctx, { ...options, onPending: hooks?.onPending });
-}
-
-/** Shortest time between two progress reports passed on to one caller, in ms: a target's flood is thinned to this. */
-export const PROGRESS_RELAY_MS = 100;
-
-/** A progress relay that thins a flood: `report` at most once per interval, and `flush` for the latest held back. */
-export interface ThrottledProgress {
-  (progress: Progress): void;
-  /** Sends the latest report held back, if any: call it before the reply, so the last one is never lost. */
-  flush(): void;
-}
-
-/**
- * `report`, called at most once per `everyMs`: a report within the interval is held back, and
- * replaced by any later one, until the next report past the interval or `flush()`.
- */
-export function throttled(report: (progress: Progress) => void, everyMs = PROGRESS_RELAY_MS): ThrottledProgress {
-  let last = 0;
-  let held: Progress | undefined;
-  const relay = ((progress: Progress) => {
-    const now = Date.now();
-    if (now - last < everyMs) {
-      held = progress;
-      return;
-    }
-    last = now;
-    held = undefined;
-    report(progress);
-  }) as ThrottledProgress;
-  relay.flush = () => {
-    if (held === undefined) return;
-    const progress = held;
-    held = undefined;
-    report(progress);
-  };
-  return relay;
-}
-
-/**
- * The hooks of a `$call` whose caller takes progress (`Matrix-Progress: 1`) or may cancel it (it
- * sent a `Matrix-Call-Id`: `system.dispatcher.$cancel {callId}` fires its signal); undefined for a
- * plain call, which then builds nothing.
- */
-export function relayHooks(ctx: OpContext): (CallHooks & { onProgress?: ThrottledProgress }) | undefined {
-  if (!ctx.wantsProgress && ctx.callId === undefined) return undefined;
-  const hooks: CallHooks & { onProgress?: ThrottledProgress } = {};
-  if (ctx.wantsProgress) hooks.onProgress = throttled((p) => ctx.progress(p.progress, p.total, p.message));
-  if (ctx.callId !== undefined) hooks.signal = ctx.signal;
-  return hooks;
 }

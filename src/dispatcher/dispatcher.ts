@@ -22,7 +22,7 @@ import { type CallEvent, newCallEvent } from '../audit/events.js';
 import { AuditLog, isoNow } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import type { TrailShareOptions } from '../audit/share.js';
-import { BusClient } from '../bus/client.js';
+import { BusClient, newCallId } from '../bus/client.js';
 import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
 import { CancelledError } from '../bus/op-context.js';
@@ -31,7 +31,7 @@ import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight } from '../telemetry/instruments.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
-import { type CallHooks, cancelTarget, newCallId, waitForApproval } from './call-hooks.js';
+import { type CallHooks, cancelTarget, waitForApproval } from './call-hooks.js';
 import { CallFailure, errorResult, failure, targetFailed } from './results.js';
 import { type Route, retryDelay, route, TargetSlots } from './route.js';
 import {

@@ -1,10 +1,14 @@
-/** `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`). */
+/**
+ * `system.dispatcher`: the dispatcher as a mount, answering `$call` (and `$introspect`): the
+ * grant, then the pipeline; a caller that takes progress or may cancel gets its hooks relayed.
+ */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { decodeMap, Encoding } from '../bus/codec.js';
 import type { CallContext } from '../bus/context.js';
 import { SchemaId } from '../bus/contracts.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
+import type { Progress } from '../bus/op-context.js';
 import { Mounts } from '../bus/subjects.js';
 import { GrantError } from '../identity/errors.js';
 import { IdentityGate } from '../identity/gate.js';
@@ -12,7 +16,7 @@ import { GrantFailure } from '../identity/types.js';
 import type { ResolveRequest } from '../registry/types.js';
 import type { TaskRunner } from '../tasks/runner.js';
 import type { Task, TaskRequest } from '../tasks/types.js';
-import { relayHooks } from './call-hooks.js';
+import type { CallHooks } from './call-hooks.js';
 import { Dispatcher, type EarlyRefusal } from './dispatcher.js';
 import { errorResult, failure } from './results.js';
 import type { CallRequest, ToolCall, ToolResult } from './types.js';
@@ -142,4 +146,53 @@ function callIn(data: Uint8Array): ToolCall {
     return typeof value === 'string' && value.length <= 256 ? value : '(unreadable)';
   };
   return { id: field('id'), name: field('name'), arguments: {} };
+}
+
+/** Shortest time between two progress reports passed on to one caller, in ms: a target's flood is thinned to this. */
+export const PROGRESS_RELAY_MS = 100;
+
+/** A progress relay that thins a flood: `report` at most once per interval, and `flush` for the latest held back. */
+export interface ThrottledProgress {
+  (progress: Progress): void;
+  /** Sends the latest report held back, if any: call it before the reply, so the last one is never lost. */
+  flush(): void;
+}
+
+/**
+ * `report`, called at most once per `everyMs`: a report within the interval is held back, and
+ * replaced by any later one, until the next report past the interval or `flush()`.
+ */
+export function throttled(report: (progress: Progress) => void, everyMs = PROGRESS_RELAY_MS): ThrottledProgress {
+  let last = 0;
+  let held: Progress | undefined;
+  const relay = ((progress: Progress) => {
+    const now = Date.now();
+    if (now - last < everyMs) {
+      held = progress;
+      return;
+    }
+    last = now;
+    held = undefined;
+    report(progress);
+  }) as ThrottledProgress;
+  relay.flush = () => {
+    if (held === undefined) return;
+    const progress = held;
+    held = undefined;
+    report(progress);
+  };
+  return relay;
+}
+
+/**
+ * The hooks of a `$call` whose caller takes progress (`Matrix-Progress: 1`) or may cancel it (it
+ * sent a `Matrix-Call-Id`: `system.dispatcher.$cancel {callId}` fires its signal); undefined for a
+ * plain call, which then builds nothing.
+ */
+export function relayHooks(ctx: OpContext): (CallHooks & { onProgress?: ThrottledProgress }) | undefined {
+  if (!ctx.wantsProgress && ctx.callId === undefined) return undefined;
+  const hooks: CallHooks & { onProgress?: ThrottledProgress } = {};
+  if (ctx.wantsProgress) hooks.onProgress = throttled((p) => ctx.progress(p.progress, p.total, p.message));
+  if (ctx.callId !== undefined) hooks.signal = ctx.signal;
+  return hooks;
 }

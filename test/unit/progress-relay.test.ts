@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Progress } from '../../src/bus/op-context.js';
-import { throttled } from '../../src/dispatcher/call-hooks.js';
+import { throttled } from '../../src/dispatcher/system-dispatcher.js';
 
 describe('the progress relay of a $call', () => {
   it('passes one report per interval, holds back the latest of the rest, and flushes it before the reply', () => {
