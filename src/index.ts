@@ -21,7 +21,7 @@ export type { RefusalBudgetOptions } from './audit/refusals.js';
 // The bus: connecting, calling ops, mounting them.
 export { BusClient, type BusClientOptions, type RequestOptions } from './bus/client.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv } from './bus/connect.js';
-export type { CallContext } from './bus/context.js';
+export { type CallContext, CancelledError, type Progress } from './bus/context.js';
 export {
   BadRequestError,
   ConflictError,
@@ -38,7 +38,6 @@ export {
 } from './bus/errors.js';
 export type { Logger } from './bus/log.js';
 export { Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './bus/mount.js';
-export { CancelledError, type Progress } from './bus/op-context.js';
 export { Mounts } from './bus/subjects.js';
 // The dispatcher: runs an LLM's tool calls, as a library or as system.dispatcher.
 export { Dispatcher, type DispatcherOptions } from './dispatcher/dispatcher.js';

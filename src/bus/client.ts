@@ -21,8 +21,10 @@ import { guarded } from './callbacks.js';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import {
   type CallContext,
+  CancelledError,
   deadlineOf,
   Header,
+  type Progress,
   putHeader,
   type ReplyHeaders,
   replyHeadersOf,
@@ -43,7 +45,6 @@ import {
   UnsendableRequestError,
 } from './errors.js';
 import { type Logger, silentLogger } from './log.js';
-import { CancelledError, type Progress } from './op-context.js';
 import { opSubject } from './subjects.js';
 
 /** How one request is made. */

@@ -17,10 +17,13 @@ export { type CheckOptions, type CheckOutcome, checkConformance } from './confor
 export { type ConnectOptions, connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL } from './connect.js';
 export {
   type CallContext,
+  CancelledError,
   deadlineOf,
   Header,
   newTraceparent,
   OutgoingHeaders,
+  type Progress,
+  RequestContext,
   type RequestHeaders,
   readContext,
   readRequestHeaders,
@@ -52,7 +55,6 @@ export { MAX_SESSION_REQUEST_CHARS, sessionKey, sha256Hex } from './hashing.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { type Logger, silentLogger, stderrLogger } from './log.js';
 export { type AnyOpSpec, Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
-export { CancelledError, type Progress, RequestContext } from './op-context.js';
 export {
   type DurableOptions,
   type StreamLimits,

@@ -9,7 +9,15 @@
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
 import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, Header, OutgoingHeaders, requestHeadersOf } from './context.js';
+import {
+  type CallContext,
+  CancelledError,
+  Header,
+  type OpContext,
+  OutgoingHeaders,
+  RequestContext,
+  requestHeadersOf,
+} from './context.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from './contracts.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import {
@@ -22,12 +30,11 @@ import {
   UnavailableError,
 } from './errors.js';
 import { type Logger, silentLogger } from './log.js';
-import { CancelledError, type OpContext, RequestContext } from './op-context.js';
 import { describeViolations, violationDetails } from './schema-compiler.js';
 import { closedTopLevel } from './shape.js';
 import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
-export type { OpContext } from './op-context.js';
+export type { OpContext } from './context.js';
 
 /** A schema: the `$id` of one in `contracts/`, or the schema itself. */
 export type SchemaRef = string | Record<string, unknown>;

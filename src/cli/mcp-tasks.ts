@@ -12,9 +12,8 @@ import {
   type ServerNotification,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { BusClient } from '../bus/client.js';
-import type { CallContext } from '../bus/context.js';
+import type { CallContext, Progress } from '../bus/context.js';
 import { MatrixError, NotFoundError } from '../bus/errors.js';
-import type { Progress } from '../bus/op-context.js';
 import { CANCEL_OP, Mounts } from '../bus/subjects.js';
 import { failure } from '../dispatcher/results.js';
 import { structuredObject } from '../dispatcher/shape.js';

@@ -7,8 +7,7 @@
 
 import { approvalGate, awaitDecision, type Verdict } from '../approvals/gate.js';
 import type { BusClient } from '../bus/client.js';
-import type { CallContext } from '../bus/context.js';
-import type { Progress } from '../bus/op-context.js';
+import type { CallContext, Progress } from '../bus/context.js';
 import { CANCEL_OP } from '../bus/subjects.js';
 import { countCancel } from '../telemetry/calls.js';
 import type { ApprovalRequest } from './types.js';

@@ -23,9 +23,8 @@ import { AuditLog, isoNow } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import type { TrailShareOptions } from '../audit/share.js';
 import { BusClient, newCallId } from '../bus/client.js';
-import { type CallContext, deadlineOf, newTraceparent } from '../bus/context.js';
+import { type CallContext, CancelledError, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
-import { CancelledError } from '../bus/op-context.js';
 import { mountReplyPrefix } from '../bus/subjects.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
@@ -502,7 +501,7 @@ function member(session: Session, run: CallRun): ResolvedTool {
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
   // Field by field, not a spread: every call's context has one shape (as `RequestContext`
-  // in bus/op-context.ts).
+  // in bus/context.ts).
   const context: CallContext = {
     traceparent: ctx.traceparent ?? newTraceparent(),
     deadline: ctx.deadline,

@@ -4,11 +4,10 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { decodeMap, Encoding } from '../bus/codec.js';
-import type { CallContext } from '../bus/context.js';
+import type { CallContext, Progress } from '../bus/context.js';
 import { SchemaId } from '../bus/contracts.js';
 import type { Logger } from '../bus/log.js';
 import { Mount, type OpContext } from '../bus/mount.js';
-import type { Progress } from '../bus/op-context.js';
 import { Mounts } from '../bus/subjects.js';
 import { GrantError } from '../identity/errors.js';
 import { IdentityGate } from '../identity/gate.js';

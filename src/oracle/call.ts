@@ -5,8 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { BusClient } from '../bus/client.js';
-import type { CallContext } from '../bus/context.js';
-import type { Progress } from '../bus/op-context.js';
+import type { CallContext, Progress } from '../bus/context.js';
 import { CANCEL_OP, Mounts } from '../bus/subjects.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';

@@ -6,9 +6,8 @@
  * run" unless its tool is idempotent (then it is sent again). Every change is compare-and-set,
  * and a terminal task never changes again, so no task reaches its target twice otherwise.
  */
-import type { CallContext } from '../bus/context.js';
+import type { CallContext, Progress } from '../bus/context.js';
 import { type Logger, silentLogger } from '../bus/log.js';
-import type { Progress } from '../bus/op-context.js';
 import type { CallHooks, PendingApproval } from '../dispatcher/call-hooks.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import { type CallFailure, errorResult, failure } from '../dispatcher/results.js';

@@ -1,5 +1,5 @@
 /** The data shapes of tasks (PROTOCOL 9); the wire ones mirror `contracts/task.json` and `contracts/tasks.*.json`. */
-import type { Progress } from '../bus/op-context.js';
+import type { Progress } from '../bus/context.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolveRequest } from '../registry/types.js';
 

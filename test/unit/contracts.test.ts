@@ -13,9 +13,9 @@ import type {
   PendingReply,
   PendingRequest,
 } from '../../src/approvals/types.js';
+import type { Progress } from '../../src/bus/context.js';
 import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import type { ErrorBody } from '../../src/bus/errors.js';
-import type { Progress } from '../../src/bus/op-context.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import type {
   IntrospectReply,

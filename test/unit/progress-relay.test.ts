@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Progress } from '../../src/bus/op-context.js';
+import type { Progress } from '../../src/bus/context.js';
 import { throttled } from '../../src/dispatcher/system-dispatcher.js';
 
 describe('the progress relay of a $call', () => {
