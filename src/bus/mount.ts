@@ -8,7 +8,7 @@
 
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
-import { decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
+import { closedTopLevel, decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import {
   type CallContext,
   CancelledError,
@@ -31,7 +31,6 @@ import {
 } from './errors.js';
 import { type Logger, silentLogger } from './log.js';
 import { describeViolations, violationDetails } from './schema-compiler.js';
-import { closedTopLevel } from './shape.js';
 import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
 export type { OpContext } from './context.js';

@@ -7,7 +7,7 @@
 import { Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { JSONRPCMessageSchema, ErrorCode as JsonRpcError } from '@modelcontextprotocol/sdk/types.js';
-import { jsonShapeViolation, REQUEST_SHAPE } from '../bus/shape.js';
+import { jsonShapeViolation, REQUEST_SHAPE } from '../bus/codec.js';
 
 /** A JSON-RPC error response. */
 export interface JsonRpcErrorResponse {

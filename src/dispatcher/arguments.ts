@@ -6,10 +6,9 @@
  * `inputSchema` by a validator compiled once per schema.
  */
 import type { CallEvent } from '../audit/events.js';
-import { MAX_DEPTH } from '../bus/codec.js';
+import { jsonShapeViolation, MAX_DEPTH, REQUEST_SHAPE, type ShapeViolation } from '../bus/codec.js';
 import { sha256Hex } from '../bus/hashing.js';
 import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';
-import { jsonShapeViolation, REQUEST_SHAPE, type ShapeViolation } from '../bus/shape.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { argumentName, failure } from './results.js';
 import type { ToolCall } from './types.js';

@@ -1,15 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { decodeMap, Encoding, encodeBody } from '../../src/bus/codec.js';
-import { contracts, SchemaId } from '../../src/bus/contracts.js';
-import { BadRequestError } from '../../src/bus/errors.js';
-import { describeViolations, violationDetails } from '../../src/bus/schema-compiler.js';
 import {
   closedTopLevel,
+  decodeMap,
+  Encoding,
+  encodeBody,
   jsonShapeViolation,
   msgPackShapeViolation,
   REQUEST_SHAPE,
   type ShapeBounds,
-} from '../../src/bus/shape.js';
+} from '../../src/bus/codec.js';
+import { contracts, SchemaId } from '../../src/bus/contracts.js';
+import { BadRequestError } from '../../src/bus/errors.js';
+import { describeViolations, violationDetails } from '../../src/bus/schema-compiler.js';
 
 const small: ShapeBounds = { maxDepth: 4, maxMapEntries: 3, maxArrayItems: 5, maxValues: 30 };
 const known = new Set(['session', 'call']);
