@@ -73,7 +73,11 @@ describe('a grant bound to its holder, on tasks and cancels', () => {
     const listed = await holder.request<{ tasks: Task[] }>('system.tasks', '$list', {}, { grant });
     expect(listed.tasks.map((t) => t.taskId)).toEqual([task.taskId]);
     expect((await holder.request<Task>('system.tasks', '$get', ref, { grant })).status).toBe('working');
+    const stoppedBefore = slow.stopped.length;
     expect((await holder.request<Task>('system.tasks', '$cancel', ref, { grant })).status).toBe('cancelled');
+    // The target hears its $cancel after the task reads cancelled: wait for it, so that the next
+    // test counts only the stops of its own call.
+    await eventually(() => expect(slow.stopped.slice(stoppedBefore)).toEqual(['CancelledError']));
   });
 
   it("cancels a call in flight for its holder only: a copy of the grant's $cancel stops nothing", async () => {
