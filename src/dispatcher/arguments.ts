@@ -3,10 +3,11 @@
  * text), bounded before anything parses or walks them (64 levels, PROTOCOL section 2), checked
  * for what no mount can receive, recorded in the audit event as a digest, freed of the nulls
  * OpenAI strict mode sends for optional properties, and validated against the tool's
- * `inputSchema` by a validator compiled once per schema.
+ * `inputSchema` by a validator compiled once per schema (a large one off the event loop).
  */
 import type { CallEvent } from '../audit/events.js';
 import { jsonShapeViolation, MAX_DEPTH, REQUEST_SHAPE, type ShapeViolation } from '../bus/codec.js';
+import { UnavailableError } from '../bus/errors.js';
 import { sha256Hex } from '../bus/hashing.js';
 import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';
 import type { JsonSchemaObject } from '../registry/types.js';
@@ -18,14 +19,15 @@ export { argumentName, argumentsMessage } from './results.js';
 /**
  * The arguments of a call, ready to send; throws `CallFailure` (`bad_request`, or `internal`
  * for a schema that does not compile). With `event`, records the arguments' digest and size
- * on it, whatever the outcome.
+ * on it, whatever the outcome. A promise only while the tool's large schema is compiled off the
+ * event loop (its first calls); then it rejects with the `CallFailure`.
  */
 export function readArguments(
   call: ToolCall,
   schema: JsonSchemaObject,
   validators: ArgumentValidators,
   event?: CallEvent,
-): Record<string, unknown> {
+): Record<string, unknown> | Promise<Record<string, unknown>> {
   const raw = call.arguments;
   // JSON text is bounded before it is parsed (an object came inside a request the mount bounded).
   const shape = typeof raw === 'string' ? jsonShapeViolation(raw, REQUEST_SHAPE) : undefined;
@@ -44,18 +46,26 @@ export function readArguments(
   if (event !== undefined)
     recordDigest(event, problem === undefined ? args : typeof raw === 'string' ? raw : undefined);
   if (problem !== undefined) throw failure.refusedArguments(call.name, problem);
-  let check: Check;
+  let check: Check | Promise<Check>;
   try {
-    check = validators.check(schema);
+    check = validators.checkSoon(schema);
   } catch (err) {
     throw failure.schemaBroken(call.name, err);
   }
   const value = withoutStrictNulls(schema, args) as Record<string, unknown>;
   // Every violation of small arguments; large ones stop at their first (the bound of the report).
   const bytes = typeof raw === 'string' ? raw.length : (event?.argumentsBytes ?? Number.POSITIVE_INFINITY);
-  const violations = check(value, { bytes });
-  if (violations !== undefined) throw failure.invalidArguments(call.name, violations);
-  return value;
+  const validated = (c: Check): Record<string, unknown> => {
+    const violations = c(value, { bytes });
+    if (violations !== undefined) throw failure.invalidArguments(call.name, violations);
+    return value;
+  };
+  if (!(check instanceof Promise)) return validated(check);
+  return check.then(validated, (err: unknown) => {
+    throw err instanceof UnavailableError
+      ? failure.schemaCompiling(call.name, err)
+      : failure.schemaBroken(call.name, err);
+  });
 }
 
 /** Are arguments sendable: within the depth bound, no `__proto__` key? (`unsendable` says why not.) */
@@ -155,6 +165,11 @@ export class ArgumentValidators {
   /** The check of a schema; throws if the schema does not compile. */
   check(schema: JsonSchemaObject): Check {
     return this.compiler.check(schema);
+  }
+
+  /** The check of a schema, or while a large one is compiled off the event loop, a promise of it (`SchemaCompiler.checkSoon`). */
+  checkSoon(schema: JsonSchemaObject): Check | Promise<Check> {
+    return this.compiler.checkSoon(schema);
   }
 }
 

@@ -13,7 +13,8 @@
  * and its message is written); the pipeline turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
- * published: the steps before `forward` are synchronous.
+ * published: the steps before `forward` are synchronous (but for the first calls of a tool with
+ * a large schema, which wait for it to be compiled off the event loop).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { ServiceStopping, withdrawApproval } from '../approvals/gate.js';
@@ -196,12 +197,13 @@ export class Dispatcher {
       const found = this.session(sessionRequest, run);
       const session = found instanceof Promise ? await found : found;
       const tool = member(session, run);
-      const args = readArguments(
+      const read = readArguments(
         toolCall,
         tool.inputSchema,
         this.validators,
         this.options.audit ? run.event : undefined,
       );
+      const args = read instanceof Promise ? await read : read;
       const to = route(tool, args, session.resolved.timeoutMs, run.event);
       if (tool.execution?.taskSupport === 'required' && hooks?.asTask !== true) throw failure.taskRequired(tool.name);
       if (to.gated) await this.approve(to, args, run);
@@ -225,7 +227,8 @@ export class Dispatcher {
       const found = this.session(sessionRequest, run);
       const session = found instanceof Promise ? await found : found;
       const tool = member(session, run);
-      const args = readArguments(toolCall, tool.inputSchema, this.validators, undefined);
+      const read = readArguments(toolCall, tool.inputSchema, this.validators, undefined);
+      const args = read instanceof Promise ? await read : read;
       const to = route(tool, args, session.resolved.timeoutMs, run.event);
       if (tool.execution?.taskSupport === 'forbidden') throw failure.taskForbidden(tool.name);
       return to;

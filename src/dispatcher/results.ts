@@ -91,6 +91,12 @@ export const failure = {
       'internal',
       `"${tool}" cannot be called: its input schema does not compile (${(err as Error).message}). Use another tool; the context's owner must fix it.`,
     ),
+  /** Arguments: the tool's schema waits to be compiled behind as many others as the compiler thread holds. */
+  schemaCompiling: (tool: string, err: unknown) =>
+    new CallFailure(
+      'unavailable',
+      `"${tool}" cannot be checked yet: ${(err as Error).message}. Call it again in a moment.`,
+    ),
 
   /** Route: `matrix_invoke` towards a reserved subject. */
   reservedTarget: (subject: string, target: string) =>

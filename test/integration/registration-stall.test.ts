@@ -16,23 +16,7 @@ import type { MatrixToolProjection, RegisterReply, ToolContextSpec } from '../..
 import { MAX_INPUT_SCHEMA_CHARS } from '../../src/registry/validate.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
-
-/** An input schema of objects within objects, just under `chars` characters of JSON: what costs Ajv most per character. */
-function heavySchema(salt: string, chars: number): MatrixToolProjection['inputSchema'] {
-  const properties: Record<string, unknown> = {};
-  for (let i = 0; ; i++) {
-    const field = {
-      type: 'object',
-      properties: { a: { type: 'string', maxLength: 40 }, b: { type: 'integer', minimum: 0 } },
-      required: ['a'],
-    };
-    properties[`${salt}_${i}`] = field;
-    if (JSON.stringify({ type: 'object', properties }).length > chars) {
-      delete properties[`${salt}_${i}`];
-      return { type: 'object', properties };
-    }
-  }
-}
+import { heavySchema, percentile } from '../harness/schemas.js';
 
 function worstCaseSpec(key: string, tools: number, target: string): ToolContextSpec {
   const matrixTools: MatrixToolProjection[] = Array.from({ length: tools }, (_, i) => ({
@@ -49,10 +33,6 @@ function worstCaseSpec(key: string, tools: number, target: string): ToolContextS
     matrixTools,
     permissions: { approval: 'never' },
   };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? Number.NaN;
 }
 
 describe('a worst-case $register', () => {
