@@ -245,6 +245,40 @@ const LONGEST_KEY = 256;
 const keyUtf8 = new TextDecoder('utf-8');
 
 /**
+ * Scratch of the shape checks' per-level counters, shared: a check runs to its end without
+ * calling out, so no two use it at once, and a request costs no typed array of its own (one over
+ * 64 bytes is an off-heap allocation, freed by the next scavenge).
+ */
+let levelsScratch = new Float64Array(REQUEST_SHAPE.maxDepth + 2);
+let mapsScratch = new Uint8Array(REQUEST_SHAPE.maxDepth + 2);
+
+/** The shared per-level counters for `maxDepth`: a check sets each level as it enters it. */
+function levels(maxDepth: number): Float64Array {
+  if (levelsScratch.length < maxDepth + 2) levelsScratch = new Float64Array(maxDepth + 2);
+  return levelsScratch;
+}
+
+function maps(maxDepth: number): Uint8Array {
+  if (mapsScratch.length < maxDepth + 2) mapsScratch = new Uint8Array(maxDepth + 2);
+  return mapsScratch;
+}
+
+/** Longest key read a character a byte when it is ASCII, without a decoder (or a view to hand it). */
+const SHORT_KEY = 32;
+
+/** The top-level key of `length` bytes at `pos`, decoded. */
+function keyAt(data: Uint8Array, pos: number, length: number): string {
+  if (length > SHORT_KEY) return keyUtf8.decode(data.subarray(pos, pos + length));
+  let key = '';
+  for (let i = pos; i < pos + length; i++) {
+    const c = data[i] as number;
+    if (c >= 0x80) return keyUtf8.decode(data.subarray(pos, pos + length));
+    key += String.fromCharCode(c);
+  }
+  return key;
+}
+
+/**
  * The first way a MessagePack body breaks `bounds`, or undefined. `knownKeys`: the only
  * top-level keys the body may have (its schema closes its top level). Malformed bytes are left
  * to the decoder to report.
@@ -255,7 +289,7 @@ export function msgPackShapeViolation(
   knownKeys?: ReadonlySet<string>,
 ): ShapeViolation | undefined {
   // remaining[d]: values still to read at level d (a map counts its keys and its values).
-  const remaining = new Float64Array(bounds.maxDepth + 2);
+  const remaining = levels(bounds.maxDepth);
   let topIsMap = false;
   let depth = 0;
   let values = 0;
@@ -265,7 +299,7 @@ export function msgPackShapeViolation(
   for (;;) {
     while (depth >= 0 && remaining[depth] === 0) depth--;
     if (depth < 0 || pos >= length) return undefined;
-    const isTopKey = depth === 1 && topIsMap && (remaining[1] as number) % 2 === 0;
+    const isTopKey = depth === 1 && topIsMap && ((remaining[1] as number) & 1) === 0;
     remaining[depth] = (remaining[depth] as number) - 1;
     if (++values > bounds.maxValues) return tooLarge(bounds.maxValues);
     const b = data[pos++] as number;
@@ -365,7 +399,7 @@ export function msgPackShapeViolation(
     }
     if (strLength >= 0) {
       if (isTopKey && knownKeys !== undefined) {
-        const key = strLength <= LONGEST_KEY ? keyUtf8.decode(data.subarray(pos, pos + strLength)) : '';
+        const key = strLength <= LONGEST_KEY ? keyAt(data, pos, strLength) : '';
         if (!knownKeys.has(key)) return unknownField(strLength <= LONGEST_KEY ? key : '(a long key)', knownKeys);
       }
       pos += strLength;
@@ -413,8 +447,9 @@ export function jsonShapeViolation(
   const length = text.length;
   const at = isString ? (i: number) => text.charCodeAt(i) : (i: number) => text[i] as number;
   // entries[d]: commas seen at level d; isMap[d]: level d is an object.
-  const entries = new Float64Array(bounds.maxDepth + 2);
-  const isMap = new Uint8Array(bounds.maxDepth + 2);
+  const entries = levels(bounds.maxDepth);
+  const isMap = maps(bounds.maxDepth);
+  entries[0] = 0;
   let depth = 0;
   let values = 1;
   let expectTopKey = false;

@@ -87,6 +87,26 @@ describe('the shape of a body, judged from its bytes', () => {
     );
   });
 
+  it('carries nothing from one body to the next, whatever bounds came before', () => {
+    // Each check starts afresh: a refused deep or wide body leaves no count behind.
+    expect(both({ a: { b: { c: [[1]] } } })).toMatchObject({ keyword: 'maxDepth' });
+    expect(both({ a: [1, 2, 3, 4, 5, 6] })).toMatchObject({ keyword: 'maxEntries' });
+    expect(both({ a: [1, 2, 3, 4, 5] })).toBeUndefined();
+    const deeper: ShapeBounds = { ...REQUEST_SHAPE, maxDepth: 96 };
+    expect(msgPackShapeViolation(encodeBody(nest(90)), deeper)).toBeUndefined();
+    expect(jsonShapeViolation(JSON.stringify(nest(90)), deeper)).toBeUndefined();
+    expect(both({ a: { b: { c: [1] } } })).toBeUndefined();
+    // Commas outside any container (malformed text, for the parser to report) count afresh each time.
+    for (let i = 0; i < 3; i++) expect(jsonShapeViolation('1,2,3', small)).toBeUndefined();
+  });
+
+  it('compares top-level keys outside ASCII and of any length by their text', () => {
+    const keys = new Set(['séance', 'k'.repeat(40)]);
+    expect(both({ séance: 1, ['k'.repeat(40)]: 2 }, keys)).toBeUndefined();
+    expect(both({ seance: 1 }, keys)).toMatchObject({ keyword: 'unknownField', path: '/seance' });
+    expect(both({ ['k'.repeat(41)]: 1 }, keys)).toMatchObject({ keyword: 'unknownField' });
+  });
+
   it('knows the top level of a closed schema only', () => {
     expect(closedTopLevel(contracts().schema(SchemaId.CallRequest))).toEqual(new Set(['session', 'call', 'task']));
     expect(closedTopLevel({ type: 'object', properties: { a: {} } })).toBeUndefined();
@@ -114,3 +134,10 @@ describe('a list of violations', () => {
     expect(check(value, { bytes: 1024 * 1024 })?.length).toBe(1);
   });
 });
+
+/** A value `levels` maps deep. */
+function nest(levels: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < levels; i++) value = { a: value };
+  return value;
+}
