@@ -128,20 +128,42 @@ export function emptyRequestHeaders(): RequestHeaders {
 }
 
 /**
+ * The names `readHeader` reads, by their lower-case spelling and as the protocol spells them (what
+ * this package and most callers send): those two are found without lower-casing the name.
+ */
+const READ_NAMES = new Map<string, string>(
+  Object.values(lower).flatMap((key) => {
+    const spelt = Object.values(Header).find((name) => name.toLowerCase() === key) ?? key;
+    return [
+      [key, key],
+      [spelt, key],
+    ];
+  }),
+);
+
+/**
  * Lengths of the names `readHeader` reads: any other name is passed over without lower-casing it.
  */
 const READ_NAME_LENGTHS = new Set(Object.values(lower).map((name) => name.length));
 
+/** The lower-case name of a header `readHeader` reads, or undefined for any other. */
+function readName(name: string): string | undefined {
+  const key = READ_NAMES.get(name);
+  if (key !== undefined || !READ_NAME_LENGTHS.has(name.length)) return key;
+  return READ_NAMES.get(name.toLowerCase());
+}
+
 /** Takes one header line (`name: value`, value trimmed) into what a request's headers say. */
 export function readHeader(read: RequestHeaders, name: string, value: string): void {
-  if (!value || !READ_NAME_LENGTHS.has(name.length)) return;
-  const key = name.toLowerCase();
+  if (!value) return;
+  const key = readName(name);
+  if (key === undefined) return;
   const limit = HEADER_LIMITS[key as keyof typeof HEADER_LIMITS];
   if (limit !== undefined && value.length > limit) throw headerTooLong(name, limit);
   const context = read.context;
   switch (key) {
     case lower.TraceParent:
-      if (traceparentPattern.test(value)) context.traceparent ??= value;
+      if (context.traceparent === undefined && traceparentPattern.test(value)) context.traceparent = value;
       break;
     case lower.Session:
       context.session ??= value;
@@ -324,19 +346,24 @@ export function readHeaderBlock(block: string): RequestHeaders {
   for (at += 2; at < block.length; ) {
     let end = block.indexOf('\r\n', at);
     if (end < 0) end = block.length;
-    if (end > at) readLine(read, block.slice(at, end));
+    if (end > at) readLine(read, block, at, end);
     at = end + 2;
   }
   return read;
 }
 
-function readLine(read: RequestHeaders, line: string): void {
-  const colon = line.indexOf(':');
-  if (colon < 0) return;
-  if (line.includes('\n') || line.includes('\r')) throw unreadable('values cannot contain \\r or \\n');
-  const name = line.slice(0, colon);
-  if (!HEADER_NAME.test(name)) throw unreadable(`'${name.slice(0, 64)}' is not a valid header name`);
-  readHeader(read, name, line.slice(colon + 1).trim());
+/** Reads the line `block[at, end)` in place: only its name and value are sliced out. */
+function readLine(read: RequestHeaders, block: string, at: number, end: number): void {
+  const colon = block.indexOf(':', at);
+  if (colon < 0 || colon >= end) return;
+  // The next CR or LF is the line's own end unless the line holds a lone one.
+  const cr = block.indexOf('\r', at);
+  const lf = block.indexOf('\n', at);
+  if ((cr >= 0 && cr < end) || (lf >= 0 && lf < end)) throw unreadable('values cannot contain \\r or \\n');
+  const name = block.slice(at, colon);
+  if (!READ_NAMES.has(name) && !HEADER_NAME.test(name))
+    throw unreadable(`'${name.slice(0, 64)}' is not a valid header name`);
+  readHeader(read, name, block.slice(colon + 1, end).trim());
 }
 
 function unreadable(why: string): BadRequestError {
