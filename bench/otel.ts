@@ -1,8 +1,8 @@
 /**
  * What OpenTelemetry costs a tool call, in three modes of one in-process dispatcher:
  *
- *   (a) no observer: the dispatcher's call observers removed (no telemetry hook runs);
- *   (b) as shipped, no SDK registered: the hook runs and finds no provider;
+ *   (a) no observer: no telemetry hook runs (as shipped with no SDK registered);
+ *   (b) the telemetry hook on (`telemetry: true`), no SDK registered: it runs and finds no provider;
  *   (c) the Node SDK registered (tracer and meter providers, a batching span processor and a
  *       metric reader that export nowhere): every call builds its span and metric points.
  *
@@ -21,13 +21,10 @@ import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, TracerProvide
 import type { CallEvent } from '../src/audit/events.js';
 import { type CallObserver, callObservers } from '../src/audit/log.js';
 import { newTraceparent } from '../src/bus/context.js';
+import { observeCall } from '../src/telemetry/calls.js';
 
 /** The three modes, in the order (a), (b), (c). */
-export const OTEL_MODES = [
-  'no observer (hooks off)',
-  'OTel API, no SDK (as shipped)',
-  'OTel Node SDK registered',
-] as const;
+export const OTEL_MODES = ['no observer (hooks off)', 'OTel hook on, no SDK', 'OTel Node SDK registered'] as const;
 
 /** What the OpenTelemetry rows measured. */
 export interface OtelFigures {
@@ -58,9 +55,9 @@ class IdleReader extends MetricReader {
   protected async onShutdown(): Promise<void> {}
 }
 
-/** Switches the process between the modes; `restore` leaves it as shipped with no SDK. */
+/** Switches the process between the modes; `restore` leaves it as shipped with no SDK (no hook). */
 function modeSwitch(): { set(mode: number): void; restore(): Promise<void> } {
-  const shipped: CallObserver[] = [...callObservers];
+  const shipped: CallObserver[] = [observeCall];
   const tracerProvider = new TracerProvider({
     spanProcessors: [new BatchSpanProcessor({ exporter: new DroppingExporter() })],
   });
@@ -77,7 +74,7 @@ function modeSwitch(): { set(mode: number): void; restore(): Promise<void> } {
   return {
     set,
     restore: async () => {
-      set(1);
+      set(0);
       await Promise.allSettled([tracerProvider.shutdown(), meterProvider.shutdown()]);
     },
   };
@@ -220,7 +217,7 @@ export function otelSection(f: OtelFigures, inFlight: number, seconds: number): 
   return [
     `## OpenTelemetry cost (in-process dispatch, audit on, ${inFlight} in flight)`,
     '',
-    `CPU of the bench process (caller + dispatcher) per completed call. (a) and (b) alternate a-b-b-a in slices of ${seconds.toFixed(2)} s over ${f.rounds} rounds, then (a) and (c) likewise in a third as many; CPU and req/s are medians over the slices, the ratio the median over each a-m-m-a quartet of the mode's CPU ÷ (a)'s, with the lowest and highest quartet beside it. (a) is the dispatcher with its call observers removed; (b) as shipped, no SDK; (c) the tracer and meter providers of the SDK registered, spans batched to an exporter that drops them. The last column times the call observers alone on one event.`,
+    `CPU of the bench process (caller + dispatcher) per completed call. (a) and (b) alternate a-b-b-a in slices of ${seconds.toFixed(2)} s over ${f.rounds} rounds, then (a) and (c) likewise in a third as many; CPU and req/s are medians over the slices, the ratio the median over each a-m-m-a quartet of the mode's CPU ÷ (a)'s, with the lowest and highest quartet beside it. (a) is the dispatcher with no call observer (as shipped with no SDK); (b) the telemetry hook on, no SDK; (c) the tracer and meter providers of the SDK registered, spans batched to an exporter that drops them. The last column times the call observers alone on one event.`,
     '',
     '| mode | CPU µs per call | req/s | CPU ÷ (a) | lowest–highest | observer ns per call |',
     '|---|---|---|---|---|---|',

@@ -30,10 +30,16 @@ const FLUSH_MS = 20;
 export type CallObserver = (event: CallEvent) => void;
 
 /**
- * What sees each call event in process: the OpenTelemetry span and metrics (a no-op while no
- * SDK is registered). Add to it to watch calls without a subscription.
+ * What sees each call event in process: none until telemetry is on (`observeWithTelemetry`,
+ * which a dispatcher runs when an OpenTelemetry SDK is registered as it is made). Add to it to
+ * watch calls without a subscription.
  */
-export const callObservers: CallObserver[] = [observeCall];
+export const callObservers: CallObserver[] = [];
+
+/** Tells every call's event to its OpenTelemetry span and metrics from now on (once, however often called). */
+export function observeWithTelemetry(): void {
+  if (!callObservers.includes(observeCall)) callObservers.push(observeCall);
+}
 
 /** Buffers events for a few ms, then publishes them as one array. */
 export class AuditLog {

@@ -10,7 +10,15 @@ export {
 } from './events.js';
 export { encodeEntries, mergeEntries, PendingEntries, seqsIn } from './index-entries.js';
 export { ensureIndexer, INDEXER, MERGE_AT, mergeShard, TraceIndexer, type TraceIndexerOptions } from './indexer.js';
-export { AuditLog, CALL_EVENTS, type CallObserver, callObservers, isoNow, watchCalls } from './log.js';
+export {
+  AuditLog,
+  CALL_EVENTS,
+  type CallObserver,
+  callObservers,
+  isoNow,
+  observeWithTelemetry,
+  watchCalls,
+} from './log.js';
 export { type BatchSource, queryBatches, type TraceQueryReply } from './query.js';
 export {
   DEFAULT_REFUSAL_BURST,

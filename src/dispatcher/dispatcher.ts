@@ -20,7 +20,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { ServiceStopping, withdrawApproval } from '../approvals/gate.js';
 import { DEFAULT_APPROVALS_BUCKET } from '../approvals/types.js';
 import { type CallEvent, newCallEvent } from '../audit/events.js';
-import { AuditLog, isoNow } from '../audit/log.js';
+import { AuditLog, isoNow, observeWithTelemetry } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import type { TrailShareOptions } from '../audit/share.js';
 import { BusClient, newCallId } from '../bus/client.js';
@@ -29,7 +29,7 @@ import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
 import { mountReplyPrefix } from '../bus/subjects.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
-import { observeInFlight } from '../telemetry/instruments.js';
+import { observeInFlight, telemetryRegistered } from '../telemetry/instruments.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { type CallHooks, cancelTarget, waitForApproval } from './call-hooks.js';
 import { CallFailure, errorResult, failure, targetFailed } from './results.js';
@@ -79,6 +79,12 @@ export interface DispatcherOptions {
   refusals?: RefusalBudgetOptions;
   /** Each principal's share of the trail's bytes; past it its events go to the overflow stream. None: no share. */
   trailShare?: TrailShareOptions;
+  /**
+   * Tell each call to OpenTelemetry (its `execute_tool` span and the call metrics). Default: when
+   * an SDK is registered as the dispatcher is made (OpenTelemetry's set-up registers it before
+   * the code it observes); with none, a call runs no telemetry code.
+   */
+  telemetry?: boolean;
 }
 
 /**
@@ -143,6 +149,7 @@ export class Dispatcher {
       | 'refusals'
       | 'approvalsBucket'
       | 'trailShare'
+      | 'telemetry'
     >
   >;
   private readonly approvalsBucket: string | undefined;
@@ -177,6 +184,7 @@ export class Dispatcher {
     this.approvalsBucket = options.approvalsBucket;
     this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
     this.stopObserving = observeInFlight(() => this.slots.all());
+    if (options.telemetry ?? telemetryRegistered()) observeWithTelemetry();
   }
 
   /**

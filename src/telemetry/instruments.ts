@@ -98,6 +98,11 @@ function inFlightByTarget(): Map<string, number> {
   return counts;
 }
 
+/** Is an SDK registered now: a tracer provider or a meter provider other than the API's no-op one? */
+export function telemetryRegistered(): boolean {
+  return activeTracer() !== undefined || activeInstruments() !== undefined;
+}
+
 let instrumentsOf: unknown;
 let instruments: Instruments | undefined;
 /** The instruments made for each meter provider seen (none for a no-op one), so re-registering one adds no second callback. */

@@ -7,5 +7,6 @@ export {
   MetricName,
   observeInFlight,
   SCOPE,
+  telemetryRegistered,
 } from './instruments.js';
 export { startTelemetry, type Telemetry, type TelemetryOptions } from './sdk.js';

@@ -109,13 +109,15 @@ describe('OpenTelemetry with the SDK in memory', () => {
   const reader = new CollectingReader();
 
   beforeAll(async () => {
-    world = await startWorld();
+    // Registered before the dispatcher is made, as serve does it: a dispatcher observes its
+    // calls when an SDK is registered as it is made.
     trace.setGlobalTracerProvider(
       new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }),
     );
     metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
     // As startTelemetry does: the instruments exist before the first call.
     activeInstruments();
+    world = await startWorld();
   });
   afterAll(async () => {
     trace.disable();
@@ -283,9 +285,11 @@ describe('OpenTelemetry with no SDK, and over OTLP', () => {
   it('sends the execute_tool span to an OTLP/HTTP receiver when an endpoint is set', async () => {
     const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
     const telemetry = await startTelemetry({ otlpEndpoint: endpoint, exportIntervalMs: 100 });
+    // Made after the SDK, as serve makes its own.
+    const observed = new Dispatcher(world.nc, { source: localToolSource(world.registry) });
     try {
       const traceparent = newTraceparent();
-      await world.dispatcher.call(session, { id: 'otlp-call', name: 'echo' }, { traceparent });
+      await observed.call(session, { id: 'otlp-call', name: 'echo' }, { traceparent });
       const sent = await eventually(
         () => received.find((r) => r.path === '/v1/traces' && r.body.includes('otlp-call')) ?? false,
       );
@@ -298,6 +302,7 @@ describe('OpenTelemetry with no SDK, and over OTLP', () => {
       expect(span?.parentSpanId).toBe(traceparent.slice(36, 52));
       expect(span?.attributes).toContainEqual({ key: 'gen_ai.tool.call.id', value: { stringValue: 'otlp-call' } });
     } finally {
+      observed.close();
       await telemetry?.shutdown();
     }
   });
