@@ -23,6 +23,8 @@ export const Header = {
   ContentType: 'Content-Type',
   ServiceErrorCode: 'Nats-Service-Error-Code',
   ServiceError: 'Nats-Service-Error',
+  /** What nats-server attests of a request's sender across a service import with `share: true` (ClientInfo JSON). */
+  RequestInfo: 'Nats-Request-Info',
 } as const;
 
 /** What a request carries besides its body; every field optional. */
@@ -65,6 +67,7 @@ const lower = {
   CallId: Header.CallId.toLowerCase(),
   Progress: Header.Progress.toLowerCase(),
   ContentType: Header.ContentType.toLowerCase(),
+  RequestInfo: Header.RequestInfo.toLowerCase(),
 };
 
 /**
@@ -76,6 +79,12 @@ export interface RequestHeaders {
   json: boolean;
   /** `Matrix-Progress: 1` on a request: its caller takes progress reports (PROTOCOL 10). */
   progress: boolean;
+  /**
+   * The last `Nats-Request-Info` value, unparsed: the one nats-server appended where the request
+   * crossed a service import (it drops the first a client set and appends its own). Inside one
+   * account it is whatever the sender set: only a grant check that expects it reads it.
+   */
+  requestInfo: string | undefined;
 }
 
 /** Longest `Matrix-Grant` a request may carry, in characters (a grant is a few hundred). */
@@ -98,7 +107,8 @@ export const HEADER_LIMITS = {
  * Reads the headers of a request in one pass, names in any case. A malformed `Matrix-Deadline`
  * or a context value over its limit is a bad request; a `traceparent` that is not W3C trace
  * context is ignored, as W3C says, and a new trace starts downstream. A name given more than
- * once: its first usable value counts. (A mount reads the raw block instead: `readHeaderBlock`.)
+ * once: its first usable value counts, but for `Nats-Request-Info`, whose last value is the
+ * server's. (A mount reads the raw block instead: `readHeaderBlock`.)
  */
 export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
   const read = emptyRequestHeaders();
@@ -124,6 +134,7 @@ export function emptyRequestHeaders(): RequestHeaders {
     },
     json: false,
     progress: false,
+    requestInfo: undefined,
   };
 }
 
@@ -188,6 +199,9 @@ export function readHeader(read: RequestHeaders, name: string, value: string): v
       break;
     case lower.Progress:
       read.progress ||= value === '1';
+      break;
+    case lower.RequestInfo:
+      read.requestInfo = value;
       break;
   }
 }

@@ -56,10 +56,11 @@ export interface OpSpec<Req = never, Rep = unknown> {
   sameBytesSameRequest?: boolean;
   /**
    * Checks the request's headers and reply subject before its body is read (a grant, where
-   * trusted issuers are set, and its holder): throwing a `MatrixError` refuses the request at the cost of one header read, its
+   * trusted issuers are set, and its holder: the reply subject, and the last `Nats-Request-Info`,
+   * unparsed): throwing a `MatrixError` refuses the request at the cost of one header read, its
    * body never decoded.
    */
-  beforeBody?: (ctx: CallContext, reply: string) => void;
+  beforeBody?: (ctx: CallContext, reply: string, requestInfo: string | undefined) => void;
 }
 
 /**
@@ -249,7 +250,7 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
-      bound.spec.beforeBody?.(read.context, msg.reply);
+      bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo);
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
@@ -322,16 +323,18 @@ export class Mount {
     let callId: unknown;
     let encoding: Encoding = Encoding.MsgPack;
     let by: CallContext;
+    let requestInfo: string | undefined;
     try {
       const read = requestHeadersOf(msg);
       by = read.context;
+      requestInfo = read.requestInfo;
       if (read.json) encoding = Encoding.Json;
       callId = (decodeMap(msg.data, encoding) as { callId?: unknown }).callId;
     } catch {
       return;
     }
     const ctx = typeof callId === 'string' ? this.calls.get(callId) : undefined;
-    if (ctx === undefined || !this.mayCancel(ctx, by, msg.reply)) return;
+    if (ctx === undefined || !this.mayCancel(ctx, by, msg.reply, requestInfo)) return;
     if (msg.reply && isInboxSubject(msg.reply))
       msg.respond(
         encodeBody({ cancelled: true }, encoding),
@@ -341,12 +344,17 @@ export class Mount {
 
   /**
    * Is `$cancel` from the call's own caller? Its headers must pass the call's op's own
-   * `beforeBody` (a grant bound to its holder holds only for that holder's replies), then name
-   * the same principal, session and grant: a copy of the grant text cancels nothing.
+   * `beforeBody` (a grant bound to its holder holds only for that holder), then name the same
+   * principal, session and grant: a copy of the grant text cancels nothing.
    */
-  private mayCancel(ctx: RequestContext, by: CallContext, reply: string | undefined): boolean {
+  private mayCancel(
+    ctx: RequestContext,
+    by: CallContext,
+    reply: string | undefined,
+    requestInfo: string | undefined,
+  ): boolean {
     try {
-      this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '');
+      this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '', requestInfo);
     } catch {
       return false;
     }

@@ -72,6 +72,8 @@ export const reservedPatterns: readonly string[] = [
   '$KV.>',
   '$SRV.>',
   '_INBOX.>',
+  // Reply subjects of requests that crossed a service import: answers to another account's caller.
+  '_R_.>',
   `${Mounts.Tools}`,
   `${Mounts.Tools}.>`,
   `${Mounts.Dispatcher}`,
@@ -114,13 +116,15 @@ export function isReservedSubject(subject: string): boolean {
   return reservedOthers.some((pattern) => subjectMatches(pattern, subject));
 }
 
-const INBOX = /^_INBOX[^.]*\.[^.]/;
+const INBOX = /^(?:_INBOX[^.]*|_R_)\.[^.]/;
 
 /**
  * Is `subject` an inbox (its first token starts with `_INBOX`: the NATS default, or a per-user
- * prefix such as `_INBOX_agent`)? Mounts answer only onto inboxes: a reply subject is the
- * requester's choice, and answering onto any other would publish with the service's rights
- * (onto a KV key, a JetStream API subject, a target) on the requester's behalf.
+ * prefix such as `_INBOX_agent`; or is `_R_`, the reply subject nats-server gives a request that
+ * crossed a service import, which routes the answer back to the importing account only)? Mounts
+ * answer only onto inboxes: a reply subject is the requester's choice, and answering onto any
+ * other would publish with the service's rights (onto a KV key, a JetStream API subject, a
+ * target) on the requester's behalf.
  */
 export function isInboxSubject(subject: string): boolean {
   return INBOX.test(subject);

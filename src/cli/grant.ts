@@ -7,7 +7,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { mintGrant, newIssuerKey, parseDuration, readIssuerSeed } from '../identity/mint.js';
 import { type ApproveClaim, AUTHORITY_FIELDS, type GrantAuthority } from '../identity/types.js';
-import { DEFAULT_GRANT_MAX_TTL_SECONDS, INBOX_PREFIX, SESSION_ID } from '../identity/verify.js';
+import { DEFAULT_GRANT_MAX_TTL_SECONDS, HOLDER_NAME, INBOX_PREFIX, SESSION_ID } from '../identity/verify.js';
 import { grantMaxTtlSeconds } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
 import { type SessionFlags, sessionRequest } from './session-flags.js';
@@ -24,6 +24,8 @@ interface GrantFlags extends SessionFlags {
   approveTargets?: string;
   approvePrincipals?: string;
   inbox?: string;
+  user?: string;
+  account: string;
   audience?: string;
 }
 
@@ -38,8 +40,13 @@ export function addIdentityCommands(program: Command, withSession: (cmd: Command
     .option('--ttl <duration>', 'how long it is valid: 90s, 15m, 1h, 7d', '1h')
     .option('--not-before <duration>', 'not valid until this long from now')
     .option(
+      '--user <name>',
+      "bind it to its holder: the holder's NATS user (e.g. agent), as nats-server attests it across the agents' account import; others are refused, blind requests too",
+    )
+    .option('--account <name>', "the NATS account of --user (deploy/nats.conf's AGENTS)", 'AGENTS')
+    .option(
       '--inbox <prefix>',
-      "bind it to its holder: the reply prefix of the holder's NATS user (e.g. _INBOX_agent); others are refused",
+      "bind its replies to its holder: the reply prefix of the holder's NATS user (e.g. _INBOX_agent), for a holder in the service's own account",
     )
     .option('--audience <aud>', 'the deployment it is for (aud), as the service names it in MATRIX_GRANT_AUDIENCE')
     .option('--read-sessions <ids>', 'other sessions whose state session_state_read may read, comma-separated')
@@ -101,12 +108,19 @@ export function grant(flags: GrantFlags, out: Output, env: NodeJS.ProcessEnv = p
     );
   if (flags.inbox !== undefined && !INBOX_PREFIX.test(flags.inbox))
     throw new UsageError('--inbox takes an inbox prefix: tokens of A-Z a-z 0-9 _ - joined by dots (e.g. _INBOX_agent)');
+  for (const [flag, name] of [
+    ['--user', flags.user],
+    ['--account', flags.account],
+  ] as const)
+    if (name !== undefined && !HOLDER_NAME.test(name))
+      throw new UsageError(`${flag} takes a NATS name: 1 to 128 of A-Z a-z 0-9 _ . @ : -`);
   const text = mintGrant(readIssuerSeed(flags.issuer), {
     principal: flags.principal,
     session: flags.session,
     resolve,
     ttlSeconds,
     ...(flags.inbox === undefined ? {} : { inbox: flags.inbox }),
+    ...(flags.user === undefined ? {} : { user: flags.user, account: flags.account }),
     ...(flags.audience === undefined ? {} : { audience: flags.audience }),
     ...(flags.notBefore === undefined ? {} : { notBeforeSeconds: parseDuration(flags.notBefore) }),
     ...(readSessions === undefined ? {} : { readSessions }),

@@ -5,7 +5,8 @@
 import type { Command } from 'commander';
 import { BusClient } from '../bus/client.js';
 import { connectBus } from '../bus/connect.js';
-import { loadGrant, readGrantClaims } from '../identity/granted.js';
+import { holderInbox, loadGrant, readGrantClaims } from '../identity/granted.js';
+import type { GrantClaims } from '../identity/types.js';
 import { connectConfig, type Flags, serversSource } from './config.js';
 import { ExitCode, type Output, processOutput, reportError } from './output.js';
 
@@ -51,9 +52,11 @@ export async function runVerb(
   callersGrant = true,
 ): Promise<number> {
   const options = connectConfig(args, env);
-  // A grant bound to its holder is answered only on its holder's inbox prefix: use that one.
-  const inbox = callersGrant ? grantInbox(args, env) : undefined;
-  if (inbox !== undefined) options.inboxPrefix = inbox;
+  // A grant bound to its holder's inbox is answered only on that prefix: use that one. One bound
+  // to its holder's user takes `_INBOX_<user>` (deploy/nats.conf's) unless a prefix was given.
+  const claims = callersGrant ? grantClaims(args, env) : undefined;
+  if (typeof claims?.nats?.inbox === 'string') options.inboxPrefix = claims.nats.inbox;
+  else options.inboxPrefix ??= holderInbox(claims);
   let client: BusClient;
   try {
     client = new BusClient(await connectBus(options));
@@ -73,13 +76,12 @@ export async function runVerb(
   }
 }
 
-/** The `nats.inbox` of the verb's grant (`--grant` / `MATRIX_GRANT`), when it has one and can be read. */
-function grantInbox(args: Flags, env: NodeJS.ProcessEnv): string | undefined {
+/** The claims of the verb's grant (`--grant` / `MATRIX_GRANT`), unverified, when it has one and can be read. */
+function grantClaims(args: Flags, env: NodeJS.ProcessEnv): Partial<GrantClaims> | undefined {
   const given = typeof args.grant === 'string' ? args.grant : env.MATRIX_GRANT;
   if (!given) return undefined;
   try {
-    const inbox = readGrantClaims(loadGrant(given)).nats?.inbox;
-    return typeof inbox === 'string' ? inbox : undefined;
+    return readGrantClaims(loadGrant(given));
   } catch {
     // An unreadable grant is the verb's to report.
     return undefined;

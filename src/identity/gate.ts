@@ -75,23 +75,21 @@ export class IdentityGate {
   /**
    * Refuses a request whose grant is missing or not valid (`GrantError`), from its headers
    * alone: run before its body is read, so a caller without a valid grant costs one header read
-   * and a cache lookup. A grant bound to its holder (`nats.inbox`) holds only for a request whose
-   * reply subject is under that prefix (`wrong_holder`). The verified grant stays cached for
-   * `admit`. A no-op when trusting callers.
+   * and a cache lookup. A grant bound to its holder holds only for that holder (`wrong_holder`):
+   * with `nats.user`, the sender nats-server attests in the last `Nats-Request-Info`
+   * (`requestInfo`, read only for such a grant); with only `nats.inbox`, a reply subject under
+   * that prefix. The verified grant stays cached for `admit`. A no-op when trusting callers.
    */
-  checkGrant(ctx: CallContext, reply: string | undefined): void {
+  checkGrant(ctx: CallContext, reply: string | undefined, requestInfo?: string): void {
     if (this.verifier === undefined) return;
     try {
       const grant = this.verifier.verify(ctx.grant);
-      const inbox = grant.claims.nats.inbox;
-      if (inbox !== undefined && !(reply?.startsWith(inbox) && reply[inbox.length] === '.')) {
-        throw signedFor(
-          new GrantError(
-            GrantFailure.WrongHolder,
-            `Matrix-Grant is bound to the NATS user whose replies come on ${inbox}: this request's do not, so it is not its holder's`,
-          ),
-          grant.claims,
-        );
+      const { user, account, inbox } = grant.claims.nats;
+      if (user !== undefined) {
+        if (!attests(requestInfo, user, account))
+          throw signedFor(notTheUser(user, account, attestedSender(requestInfo)), grant.claims);
+      } else if (inbox !== undefined && !(reply?.startsWith(inbox) && reply[inbox.length] === '.')) {
+        throw signedFor(notTheInbox(inbox, reply), grant.claims);
       }
     } catch (err) {
       throw failClosed(err);
@@ -138,6 +136,68 @@ export class IdentityGate {
       throw err instanceof GrantError ? signedFor(err, grant.claims) : err;
     }
   }
+}
+
+/** Longest `Nats-Request-Info` read, in characters: nats-server's ClientInfo is a few hundred. */
+const MAX_REQUEST_INFO = 4_096;
+
+/**
+ * Does a `Nats-Request-Info` value name `user` (and `account`, where given)? It is nats-server's
+ * ClientInfo as Go's encoding/json writes it: compact, each key once, and every `"` inside a
+ * string a client chose (its connection's name, language, version) escaped, so an unescaped
+ * `"user":"` is that key and nothing else. Read in place, without parsing or allocating: this
+ * runs on every call of a grant bound to its user.
+ */
+export function attests(requestInfo: string | undefined, user: string, account: string | undefined): boolean {
+  if (requestInfo === undefined || requestInfo.length > MAX_REQUEST_INFO) return false;
+  if (requestInfo[0] !== '{' || requestInfo[requestInfo.length - 1] !== '}') return false;
+  return isField(requestInfo, '"user":"', user) && (account === undefined || isField(requestInfo, '"acc":"', account));
+}
+
+/** Is the string value after `key` (`"name":"`) exactly `value`? */
+function isField(json: string, key: string, value: string): boolean {
+  const at = json.indexOf(key);
+  if (at < 0) return false;
+  const start = at + key.length;
+  return json.startsWith(value, start) && json[start + value.length] === '"';
+}
+
+/** The account and user a `Nats-Request-Info` value names, for a refusal's message; undefined when unreadable. */
+function attestedSender(requestInfo: string | undefined): { acc?: string; user?: string } | undefined {
+  if (requestInfo === undefined || requestInfo.length > MAX_REQUEST_INFO) return undefined;
+  try {
+    const info: unknown = JSON.parse(requestInfo);
+    if (info === null || typeof info !== 'object') return undefined;
+    const { acc, user } = info as { acc?: unknown; user?: unknown };
+    return { acc: typeof acc === 'string' ? acc : undefined, user: typeof user === 'string' ? user : undefined };
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a name the sender chose looks like in a refusal: short, quoted. */
+const shown = (name: string | undefined) => JSON.stringify((name ?? '').slice(0, 64));
+
+function notTheUser(user: string, account: string | undefined, sender: { acc?: string; user?: string } | undefined) {
+  const holder = account === undefined ? `NATS user ${user}` : `NATS user ${user} of account ${account}`;
+  const why =
+    sender === undefined
+      ? 'nats-server attests no sender on this request (it names one only on a request that crossed a service import with share: true, as the agents account of deploy/nats.conf does)'
+      : `this request's sender is user ${shown(sender.user)} of account ${shown(sender.acc)}, as nats-server attests it`;
+  return new GrantError(
+    GrantFailure.WrongHolder,
+    `Matrix-Grant is bound to ${holder}: ${why}, so it is not its holder's`,
+  );
+}
+
+function notTheInbox(inbox: string, reply: string | undefined) {
+  const imported = reply?.startsWith('_R_.')
+    ? ' (the request crossed an account import, whose reply subjects the server rewrites: bind the grant with nats.user, --user)'
+    : '';
+  return new GrantError(
+    GrantFailure.WrongHolder,
+    `Matrix-Grant is bound to the NATS user whose replies come on ${inbox}: this request's do not${imported}, so it is not its holder's`,
+  );
 }
 
 /** Fail closed: whatever went wrong admitting a call, it is refused, and told. */

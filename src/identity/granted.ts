@@ -13,7 +13,7 @@ import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { splitGrant } from './jwt.js';
 import type { GrantClaims } from './types.js';
-import type { GrantVerifier } from './verify.js';
+import { type GrantVerifier, INBOX_PREFIX } from './verify.js';
 
 /** How the session's tools are presented (the caller's to choose). */
 export type Presentation = Pick<ResolveRequest, 'format' | 'strict' | 'onlyAvailable'>;
@@ -21,6 +21,18 @@ export type Presentation = Pick<ResolveRequest, 'format' | 'strict' | 'onlyAvail
 /** The claims of a grant, unverified (for showing, and for building the request it allows). */
 export function readGrantClaims(grant: string): GrantClaims {
   return splitGrant(grant.trim()).claims as unknown as GrantClaims;
+}
+
+/**
+ * The inbox prefix a grant's holder takes replies on: its `nats.inbox`, else `_INBOX_<nats.user>`
+ * (deploy/nats.conf gives each agent user that prefix); undefined for an unbound grant or claims
+ * that cannot say.
+ */
+export function holderInbox(claims: Partial<GrantClaims> | undefined): string | undefined {
+  const nats = claims?.nats as { inbox?: unknown; user?: unknown } | undefined;
+  if (typeof nats?.inbox === 'string') return nats.inbox;
+  const inbox = typeof nats?.user === 'string' ? `_INBOX_${nats.user}` : undefined;
+  return inbox !== undefined && INBOX_PREFIX.test(inbox) ? inbox : undefined;
 }
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;

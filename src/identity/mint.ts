@@ -20,8 +20,12 @@ export interface GrantSpec {
   readSessions?: string[];
   /** Which pending approvals the holder may list and answer (`nats.approve`). */
   approve?: ApproveClaim;
-  /** The reply prefix of its holder's NATS user (`nats.inbox`, e.g. `_INBOX_agent`): binds the grant to that user. */
+  /** The reply prefix of its holder's NATS user (`nats.inbox`, e.g. `_INBOX_agent`): binds its replies to that user. */
   inbox?: string;
+  /** Its holder's NATS user (`nats.user`), as nats-server attests it across the agents' account import: binds its requests. */
+  user?: string;
+  /** The account of that user (`nats.account`, e.g. `AGENTS`). */
+  account?: string;
   /** The deployment it is for (`aud`), as `MATRIX_GRANT_AUDIENCE` names it. */
   audience?: string;
 }
@@ -42,6 +46,8 @@ export function mintGrant(issuer: KeyPair, spec: GrantSpec, now = Date.now()): s
         ...(spec.readSessions === undefined ? {} : { readSessions: spec.readSessions }),
         ...(spec.approve === undefined ? {} : { approve: spec.approve }),
         ...(spec.inbox === undefined ? {} : { inbox: spec.inbox }),
+        ...(spec.user === undefined ? {} : { user: spec.user }),
+        ...(spec.account === undefined ? {} : { account: spec.account }),
       },
     },
     issuer,

@@ -30,10 +30,20 @@ export interface GrantNatsClaim {
   approve?: ApproveClaim;
   /**
    * The reply prefix of its holder's NATS user (e.g. `_INBOX_agent`, as deploy/nats.conf gives
-   * each agent its own): a request whose reply subject is not under it is refused
-   * (`wrong_holder`), so a copied grant is useless to another user; absent = any holder.
+   * each agent its own): where the grant names no `user`, a request whose reply subject is not
+   * under it is refused (`wrong_holder`), so a copy gets no replies elsewhere; absent = any reply.
    */
   inbox?: string;
+  /**
+   * Its holder's NATS user, as nats-server attests it: a request is served under the grant only
+   * when the last `Nats-Request-Info` it carries names this user (and `account`), which the
+   * server appends to a request crossing a service import with `share: true`. A copy sent by
+   * another user is refused (`wrong_holder`), blind requests included. Supersedes `inbox` as
+   * the service's check (across an import the reply subject is the server's, `_R_.…`).
+   */
+  user?: string;
+  /** The account `user` is in (the `acc` of `Nats-Request-Info`, e.g. `AGENTS`); absent = the user alone. */
+  account?: string;
 }
 
 /**
@@ -87,7 +97,10 @@ export const GrantFailure = {
   Expired: 'expired',
   NotYetValid: 'not_yet_valid',
   Authority: 'authority_mismatch',
-  /** Its `nats.inbox` is not the reply prefix of the request that carried it. */
+  /**
+   * Not its holder's request: the sender nats-server attests is not its `nats.user` (or none is
+   * attested), or, with only `nats.inbox`, the reply subject is not under that prefix.
+   */
   WrongHolder: 'wrong_holder',
   /** Its `aud` does not name this deployment's `MATRIX_GRANT_AUDIENCE`. */
   AudienceMismatch: 'audience_mismatch',

@@ -49,6 +49,9 @@ export const DEFAULT_GRANT_MAX_TTL_SECONDS = 86_400;
 /** A grant's `nats.inbox`: a NATS subject of plain tokens (no wildcards), as an inbox prefix is. */
 export const INBOX_PREFIX = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 
+/** A grant's `nats.user` and `nats.account`: a NATS user or account name as nats-server attests it (an nkey too). */
+export const HOLDER_NAME = /^[A-Za-z0-9_.@:-]{1,128}$/;
+
 /** Session ids and the ids a grant lets it read: header-safe, no commas. */
 export const SESSION_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what a principal may not hold
@@ -243,6 +246,13 @@ function checkClaims(claims: Record<string, unknown>): GrantClaims {
     !(typeof nats.inbox === 'string' && nats.inbox.length <= 128 && INBOX_PREFIX.test(nats.inbox))
   )
     throw malformed('its nats.inbox must be an inbox prefix: tokens of A-Z a-z 0-9 _ - joined by dots, at most 128');
+  for (const field of ['user', 'account'] as const) {
+    const name = nats[field];
+    if (name !== undefined && !(typeof name === 'string' && HOLDER_NAME.test(name)))
+      throw malformed(`its nats.${field} must be a NATS ${field} name: 1 to 128 of A-Z a-z 0-9 _ . @ : -`);
+  }
+  if (nats.account !== undefined && nats.user === undefined)
+    throw malformed('its nats.account binds nothing without nats.user (the user in that account)');
   if (claims.nbf !== undefined && !Number.isSafeInteger(claims.nbf)) throw malformed('its nbf is not Unix seconds');
   const readSessions = nats.readSessions;
   if (

@@ -13,7 +13,7 @@ import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
 import { errorResult, failure } from '../dispatcher/results.js';
 import type { ToolResult } from '../dispatcher/types.js';
-import { GrantedSession, loadGrant, readGrantClaims } from '../identity/granted.js';
+import { GrantedSession, holderInbox, loadGrant, readGrantClaims } from '../identity/granted.js';
 import { recheckOnChange } from '../registry/events.js';
 import { providerToolsOf } from '../registry/provider-formats.js';
 import type { ProviderToolsByFormat } from '../registry/provider-tools.js';
@@ -26,7 +26,7 @@ export type SessionRequest = Omit<ResolveRequest, 'format' | 'strict' | 'onlyAva
 
 /**
  * How `openToolSession` opens a session. Connection fields not given come from the `NATS_*`
- * environment; the inbox prefix, when not given, from the grant's `nats.inbox`.
+ * environment; the inbox prefix, when not given, from the grant's holder (`nats.inbox`, else `_INBOX_<nats.user>`).
  */
 export interface ToolSessionOptions<F extends ProviderFormat = 'matrix'> extends ConnectOptions {
   /**
@@ -70,7 +70,7 @@ export async function openToolSession<F extends ProviderFormat = 'matrix'>(
     request = granted.request;
     ctx = granted.context();
     // A grant bound to its holder is answered only on its holder's inbox prefix: use that one.
-    inbox = readGrantClaims(grant).nats.inbox;
+    inbox = holderInbox(readGrantClaims(grant));
   } else if (options.session !== undefined) {
     request = { ...options.session, ...presentation };
   } else {

@@ -70,6 +70,21 @@ describe('the limits of a grant', () => {
       expect(failure(mintGrant(issuer, { ...spec, inbox }, now), verifier), inbox).toBe('malformed');
   });
 
+  it('refuses a nats.user or nats.account that is no NATS name, and an account without a user, as malformed', () => {
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
+    expect(failure(mintGrant(issuer, { ...spec, user: 'agent-2', account: 'AGENTS' }, now), verifier)).toBe('ok');
+    expect(
+      failure(
+        mintGrant(issuer, { ...spec, user: 'UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4' }, now),
+        verifier,
+      ),
+    ).toBe('ok');
+    for (const user of ['', 'a b', 'a"b', 'x'.repeat(129), 'agent\n'])
+      expect(failure(mintGrant(issuer, { ...spec, user }, now), verifier), JSON.stringify(user)).toBe('malformed');
+    expect(failure(mintGrant(issuer, { ...spec, user: 'agent', account: 'A B' }, now), verifier)).toBe('malformed');
+    expect(failure(mintGrant(issuer, { ...spec, account: 'AGENTS' }, now), verifier)).toBe('malformed');
+  });
+
   it('refuses a revoked grant, cached or not; by principal only those issued before the revocation', () => {
     let clock = now;
     const revocations = new Revocations(() => clock);

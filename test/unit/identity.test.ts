@@ -434,8 +434,8 @@ describe('grant durations', () => {
 });
 
 describe('reply subjects', () => {
-  it('are inboxes only: the default prefix and per-user ones', () => {
-    for (const inbox of ['_INBOX.abc', '_INBOX.abc.7', '_INBOX_agent.abc.1', '_INBOX_operator.x'])
+  it('are inboxes only: the default prefix, per-user ones, and an import’s reply subjects', () => {
+    for (const inbox of ['_INBOX.abc', '_INBOX.abc.7', '_INBOX_agent.abc.1', '_INBOX_operator.x', '_R_.Abc.xYz'])
       expect(isInboxSubject(inbox), inbox).toBe(true);
     for (const other of [
       '$KV.matrix-sessions.victim',
@@ -445,6 +445,9 @@ describe('reply subjects', () => {
       '_INBOX',
       '_INBOX.',
       'x._INBOX.y',
+      '_R_',
+      '_R_x.y',
+      '_R_.',
     ]) {
       expect(isInboxSubject(other), other).toBe(false);
     }
@@ -454,5 +457,6 @@ describe('reply subjects', () => {
     expect(isReservedSubject('_INBOX_operator.abc.$x')).toBe(true);
     expect(isReservedSubject('_INBOX.abc.$x')).toBe(true);
     expect(isReservedSubject('app.inbox.$x')).toBe(false);
+    expect(isReservedSubject('_R_.abc.$x')).toBe(true);
   });
 });

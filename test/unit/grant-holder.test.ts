@@ -1,0 +1,95 @@
+/**
+ * A grant bound to its holder's NATS user (`nats.user`, `nats.account`) holds only where the last
+ * `Nats-Request-Info` names that user in that account, as nats-server appends it to a request
+ * that crossed a service import with `share: true`; a grant bound by `nats.inbox` only holds for
+ * reply subjects under that prefix. Each refusal is `wrong_holder`; the check reads the headers
+ * only, and parses `Nats-Request-Info` only for a grant that names a user.
+ */
+import { createAccount } from '@nats-io/nkeys';
+import { describe, expect, it } from 'vitest';
+import { IdentityGate } from '../../src/identity/gate.js';
+import { mintGrant } from '../../src/identity/mint.js';
+
+const issuer = createAccount();
+const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
+const spec = { principal: 'agent:a', session: 's-1', resolve: { profile: 'default' }, ttlSeconds: 3600 };
+/** What nats-server 2.9.10 appends for user `agent` of account AGENTS (its bytes, as captured). */
+const info = (acc: string, user: string) =>
+  `{"start":"2026-12-02T01:10:43.748671376Z","host":"127.0.0.1","id":7,"acc":"${acc}","user":"${user}","name":"bridge","lang":"nats.js","ver":"3.4.0","rtt":1178734,"server":"NCXYED7AQMHP256GVSV3LPML3SYZLPHQUG6CFFMJTZOTHQA4MKT4ST6J","kind":"Client","client_type":"nats"}`;
+const REPLY = '_R_.pKiPSx.Graitl';
+
+/** What `checkGrant` says: 'ok', or the failure it names. */
+function check(grant: string, reply: string | undefined, requestInfo?: string): string {
+  try {
+    gate.checkGrant({ grant }, reply, requestInfo);
+    return 'ok';
+  } catch (err) {
+    return String((err as { details?: { grant?: string } }).details?.grant);
+  }
+}
+
+describe('a grant bound to its NATS user', () => {
+  const bound = mintGrant(issuer, { ...spec, user: 'agent', account: 'AGENTS' });
+
+  it('holds where the server attests its user in its account, whatever the reply subject', () => {
+    expect(check(bound, REPLY, info('AGENTS', 'agent'))).toBe('ok');
+    expect(check(bound, '_INBOX_whatever.x', info('AGENTS', 'agent'))).toBe('ok');
+  });
+
+  it('is refused (wrong_holder) to another user, another account, or where nothing is attested', () => {
+    expect(check(bound, REPLY, info('AGENTS', 'agent-2'))).toBe('wrong_holder');
+    expect(check(bound, REPLY, info('MATRIX', 'agent'))).toBe('wrong_holder');
+    expect(check(bound, REPLY, undefined)).toBe('wrong_holder');
+    expect(check(bound, '_INBOX_agent.x', undefined)).toBe('wrong_holder');
+    for (const unreadable of ['', 'not json', 'null', '"agent"', '[]', `${info('AGENTS', 'agent')}x`])
+      expect(check(bound, REPLY, unreadable), unreadable).toBe('wrong_holder');
+    // A name the client chose is escaped in the server's JSON: it cannot pose as the user field.
+    const posing = JSON.stringify({ acc: 'AGENTS', name: '","user":"agent","acc":"AGENTS', user: 'agent-2' });
+    expect(check(bound, REPLY, posing)).toBe('wrong_holder');
+    const prefix = JSON.stringify({ acc: 'AGENTS', user: 'agent-2x' });
+    expect(check(mintGrant(issuer, { ...spec, user: 'agent-2', account: 'AGENTS' }), REPLY, prefix)).toBe(
+      'wrong_holder',
+    );
+    // A ClientInfo past 4 KiB is none nats-server writes: not read at all.
+    const padded = info('AGENTS', 'agent').replace('"host"', `"pad":"${'x'.repeat(5_000)}","host"`);
+    expect(check(bound, REPLY, padded)).toBe('wrong_holder');
+  });
+
+  it('names the holder and the attested sender in its refusal, and the grant’s principal and session', () => {
+    let refusal: { message?: string; subject?: string; session?: string } = {};
+    try {
+      gate.checkGrant({ grant: bound }, REPLY, info('AGENTS', 'agent-2'));
+    } catch (err) {
+      refusal = err as typeof refusal;
+    }
+    expect(refusal.message).toContain('bound to NATS user agent of account AGENTS');
+    expect(refusal.message).toContain('sender is user "agent-2" of account "AGENTS"');
+    expect(refusal).toMatchObject({ subject: 'agent:a', session: 's-1' });
+  });
+
+  it('without an account, holds for that user in any account', () => {
+    const anyAccount = mintGrant(issuer, { ...spec, user: 'agent' });
+    expect(check(anyAccount, REPLY, info('OTHER', 'agent'))).toBe('ok');
+    expect(check(anyAccount, REPLY, info('OTHER', 'agent-2'))).toBe('wrong_holder');
+  });
+
+  it('checks the user, not the inbox, where it names both: across an import the reply subject is the server’s', () => {
+    const both = mintGrant(issuer, { ...spec, user: 'agent', account: 'AGENTS', inbox: '_INBOX_agent' });
+    expect(check(both, REPLY, info('AGENTS', 'agent'))).toBe('ok');
+    expect(check(both, '_INBOX_agent.x', info('AGENTS', 'agent-2'))).toBe('wrong_holder');
+  });
+});
+
+describe('a grant bound to an inbox prefix only', () => {
+  const inboxBound = mintGrant(issuer, { ...spec, inbox: '_INBOX_agent' });
+
+  it('holds for its replies, whatever Nats-Request-Info says, and says why an import’s reply fails', () => {
+    expect(check(inboxBound, '_INBOX_agent.abc', undefined)).toBe('ok');
+    expect(check(inboxBound, '_INBOX_agent-2.abc', info('AGENTS', 'agent'))).toBe('wrong_holder');
+    expect(() => gate.checkGrant({ grant: inboxBound }, REPLY, info('AGENTS', 'agent'))).toThrow(/--user/);
+  });
+
+  it('an unbound grant holds for any sender', () => {
+    expect(check(mintGrant(issuer, spec), REPLY, info('AGENTS', 'agent-2'))).toBe('ok');
+  });
+});
