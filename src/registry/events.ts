@@ -7,9 +7,25 @@ import type { ChangedEvent } from './types.js';
 /** Subject of the registry's change events. */
 export const CHANGED_EVENTS = eventSubject(Mounts.Tools, 'changed');
 
-/** Calls `onChange` for every change of the registry; returns a function that stops watching. */
+/**
+ * Calls `onChange` for every change of the registry; returns a function that stops watching.
+ * A message that is no `{key, change, revision}` is passed over: where agents import these events
+ * (deploy/nats.conf's AGENTS account), one agent may name this subject as the reply subject of its
+ * own request, and the service's answer lands here for every agent of that account.
+ */
 export function watchRegistry(nc: NatsConnection, onChange: (event: ChangedEvent) => void): () => void {
-  return subscribeEvents(nc, CHANGED_EVENTS, onChange);
+  return subscribeEvents<unknown>(nc, CHANGED_EVENTS, (event) => {
+    if (isChangedEvent(event)) onChange(event);
+  });
+}
+
+const CHANGES: ReadonlySet<unknown> = new Set<ChangedEvent['change']>(['registered', 'updated', 'unregistered']);
+
+/** Is it a change event, `{key: string, change, revision: number}`? */
+function isChangedEvent(event: unknown): event is ChangedEvent {
+  if (event === null || typeof event !== 'object') return false;
+  const { key, change, revision } = event as Record<string, unknown>;
+  return typeof key === 'string' && CHANGES.has(change) && Number.isSafeInteger(revision);
 }
 
 /**

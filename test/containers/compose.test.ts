@@ -28,14 +28,19 @@ function run(
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
 }
 
-/** The host's call as the `agent` of deploy/nats.conf: its own inbox prefix, and its grant when it has one. */
-function agentEnv(url: string, grant: string | undefined, password = 'agent-secret'): NodeJS.ProcessEnv {
+/** The host's call as an agent user of deploy/nats.conf (`agent` unless told): its own inbox prefix, and its grant when it has one. */
+function agentEnv(
+  url: string,
+  grant: string | undefined,
+  password = 'agent-secret',
+  user = 'agent',
+): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     NATS_URL: url,
-    NATS_USER: 'agent',
+    NATS_USER: user,
     NATS_PASSWORD: password,
-    NATS_INBOX_PREFIX: '_INBOX_agent',
+    NATS_INBOX_PREFIX: `_INBOX_${user}`,
   };
   delete env.MATRIX_GRANT;
   if (grant !== undefined) env.MATRIX_GRANT = grant;
@@ -48,7 +53,7 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
   let grant: string;
 
   beforeAll(async () => {
-    // The README's path: an issuer key, the stack trusting it, a grant minted for one session.
+    // The README's path: an issuer key, the stack trusting it, a grant minted for one session, bound to its NATS user.
     const seed = join(mkdtempSync(join(tmpdir(), 'compose-')), 'issuer.nk');
     const key = await run(process.execPath, ['dist/src/cli/main.js', 'keys', '--out', seed], process.env);
     if (key.code !== 0) throw new Error(`keys exited with ${key.code}: ${key.stderr}`);
@@ -67,6 +72,8 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
         'default',
         '--ttl',
         '15m',
+        '--user',
+        'agent',
       ],
       process.env,
     );
@@ -112,6 +119,17 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
     expect(result.isError).toBe(false);
     const mounts = (JSON.parse(result.content) as { mounts: { mount: string }[] }).mounts.map((m) => m.mount);
     expect(mounts).toEqual(expect.arrayContaining(['system.tools', 'system.dispatcher']));
+  });
+
+  it("refuses agent's grant to agent-2: the stack's NATS attests who sends each request", async () => {
+    const call = await run(
+      process.execPath,
+      ['dist/src/cli/main.js', 'call', 'matrix_introspect'],
+      agentEnv(url, grant, 'agent-2-secret', 'agent-2'),
+    );
+    expect(call.code).not.toBe(0);
+    expect(call.stderr).toMatch(/forbidden/);
+    expect(call.stderr).toMatch(/bound to NATS user agent of account AGENTS/);
   });
 
   it('refuses the same call without a grant: the stack trusts grants only', async () => {

@@ -97,6 +97,8 @@ export async function startSecuredBus(
     $read: () => ({ read: true }),
     // A reply a forger answering at once would beat.
     $slow: () => new Promise((resolve) => setTimeout(() => resolve({ ran: 'slowly' }), 300)),
+    // A call that is still running when a test cancels it (or a task, until cancelled).
+    $hold: () => new Promise((resolve) => setTimeout(() => resolve({ held: true }), 3_000)),
   });
   const secret = await startTarget(await connect('secret'), 'app.secret', { $run: () => ({ leaked: true }) });
   return {

@@ -1,7 +1,8 @@
 /**
  * Grants that hold only for their holder, under deploy/nats.conf with a service that trusts one
- * issuer and names its audience: a grant bound to `agent`'s inbox prefix is refused to
- * `agent-2` (`wrong_holder`); a grant for another audience (`audience_mismatch`) or living
+ * issuer and names its audience: a grant bound to NATS user `agent` is refused to `agent-2`
+ * (`wrong_holder`; blind requests: blind-requests.test.ts), and one bound to an inbox prefix
+ * holds only in the service's own account (an approver's); a grant for another audience (`audience_mismatch`) or living
  * longer than the service's maximum (`too_long`) is refused, and `matrix-tools grant` will not
  * mint one; a revoked grant is refused (`revoked`) by every instance within a second, by one
  * command, and an agent cannot revoke anything.
@@ -32,9 +33,9 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
   let operator: BusClient;
   const dir = mkdtempSync(join(tmpdir(), 'grant-binding-'));
 
-  /** A grant for this deployment, bound to `agent` unless told. */
+  /** A grant for this deployment, bound to NATS user `agent` unless told. */
   const grant = (more: Partial<GrantSpec> = {}) =>
-    bus.grant({ resolve: session, audience: AUDIENCE, inbox: users.agent.inboxPrefix, ...more });
+    bus.grant({ resolve: session, audience: AUDIENCE, user: users.agent.user, account: 'AGENTS', ...more });
   const call = (client: BusClient, grantText: string, id = 'c') =>
     client.request<ToolResult>(
       'system.dispatcher',
@@ -61,13 +62,36 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
     await expect(resolve(agent, bound)).resolves.toMatchObject({ matrixTools: expect.any(Array) });
     await expect(call(agent2, bound)).rejects.toMatchObject(reject('wrong_holder'));
     await expect(resolve(agent2, bound)).rejects.toMatchObject(reject('wrong_holder'));
+    // Bound to the user in another account: not this one.
+    await expect(call(agent, grant({ account: 'MATRIX' }))).rejects.toMatchObject(reject('wrong_holder'));
     // An unbound grant still serves whoever holds it (the README says to bind them).
-    const unbound = grant({ inbox: undefined });
+    const unbound = grant({ user: undefined, account: undefined });
     await expect(call(agent2, unbound)).resolves.toMatchObject({ isError: false });
   });
 
+  it("refuses an agent's grant bound by inbox prefix only: across the import the reply subject is the server's", async () => {
+    const inboxOnly = grant({ user: undefined, account: undefined, inbox: users.agent.inboxPrefix });
+    await expect(call(agent, inboxOnly)).rejects.toMatchObject(reject('wrong_holder'));
+    await expect(call(agent, inboxOnly)).rejects.toThrow(/--user/);
+  });
+
+  it('refuses a grant bound to a user where nothing is attested: inside the service’s own account', async () => {
+    const approver = grant({ principal: 'user:ops-ann', session: 'sess-ann', approve: {}, user: users.operator.user });
+    await expect(operator.request('system.approvals', '$pending', {}, { grant: approver })).rejects.toMatchObject(
+      reject('wrong_holder'),
+    );
+  });
+
   it("binds an approver's grant to its holder as well", async () => {
-    const approver = (inbox: string) => grant({ principal: 'user:ops-ann', session: 'sess-ann', approve: {}, inbox });
+    const approver = (inbox: string) =>
+      grant({
+        principal: 'user:ops-ann',
+        session: 'sess-ann',
+        approve: {},
+        user: undefined,
+        account: undefined,
+        inbox,
+      });
     await expect(
       operator.request('system.approvals', '$pending', {}, { grant: approver(users.operator.inboxPrefix) }),
     ).resolves.toMatchObject({ approvals: expect.any(Array) });
@@ -185,13 +209,13 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
     await expect(call(agent, mine)).resolves.toMatchObject({ isError: false });
   });
 
-  it('calls through the CLI with a bound grant on its inbox prefix, taken from the grant', async () => {
+  it('calls through the CLI with a grant bound to its user, on the inbox prefix it names (_INBOX_agent)', async () => {
     const bound = grant({ principal: 'agent:cli', session: 'sess-cli' });
     const { user, pass } = users.agent;
     const called = await cli(bus.server.url, 'call', 'spy_run', '--grant', bound, '--user', user, '--password', pass);
     expect(called.code, called.stderr).toBe(0);
     expect(called.stdout).toContain('ran');
-    // The same grant from agent-2's user is refused: the connection replies on _INBOX_agent, which agent-2 may not hear.
+    // The same grant from agent-2's user is refused: its connection would reply on _INBOX_agent, which agent-2 may not hear.
     const copied = await cli(
       bus.server.url,
       'call',

@@ -120,10 +120,11 @@ describe('openToolSession, as the agent user with a grant', () => {
     }
   });
 
-  it('takes its replies on the inbox prefix its grant is bound to', async () => {
+  it('takes its replies on the inbox prefix of the NATS user its grant is bound to (_INBOX_agent)', async () => {
     const { inboxPrefix: _given, ...withoutInbox } = options;
     const bound = bus.grant({
-      inbox: users.agent.inboxPrefix,
+      user: users.agent.user,
+      account: 'AGENTS',
       resolve: { profile: 'default', toolContextRefs: ['oracle-tools'] },
     });
     const session = await openToolSession({ ...withoutInbox, grant: bound });
