@@ -4,7 +4,8 @@ import LongestFirst from './test/harness/sequencer.js';
 
 /**
  * Three tiers (`npm test` runs them all); each can run alone:
- * - unit: no shared server, files in parallel (`npm run test:unit`, the inner loop);
+ * - unit: no shared server, files in parallel, sharing each worker's imports; unit-isolated: the
+ *   few that need a worker of their own (`npm run test:unit` runs both: the inner loop);
  * - integration: in-process mounts on a shared NATS server (each file mounts system.tools on it);
  * - system: built processes as a user runs them, killed servers, clusters, fuzzing; sized by
  *   env (FUZZ_ROUNDS, …) (`npm run test:system`, after a build).
@@ -16,6 +17,11 @@ import LongestFirst from './test/harness/sequencer.js';
  * alone, where a container engine answers: `npm run test:containers`.
  */
 const lanes = testLanes();
+/**
+ * Unit files that need a worker of their own: a module mock (`vi.mock`), and V8 coverage of
+ * the whole process (what another file left running would be counted).
+ */
+const OWN_WORKER = ['test/unit/grant-refusals.test.ts', 'test/unit/call-path.test.ts'];
 const laned = {
   globalSetup: ['test/harness/global-setup.ts'],
   setupFiles: ['test/harness/file-setup.ts'],
@@ -36,9 +42,17 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts', 'test/console/**/*.test.ts'],
+          exclude: OWN_WORKER,
+          // A worker imports the sources once for all its files (half the tier's CPU was imports):
+          // a unit file leaves no global state behind (timers, observers, providers restored).
+          isolate: false,
           maxWorkers: lanes,
           sequence: { groupOrder: 1 },
         },
+      },
+      {
+        extends: true,
+        test: { name: 'unit-isolated', include: OWN_WORKER, maxWorkers: lanes, sequence: { groupOrder: 1 } },
       },
       {
         extends: true,
