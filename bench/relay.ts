@@ -5,7 +5,7 @@
  */
 import { createInbox, type Msg } from '@nats-io/nats-core';
 import { connectBus, connectOptionsFromEnv } from '../src/bus/connect.js';
-import { readContext, writeContext } from '../src/bus/context.js';
+import { readContext, writeContext } from '../src/bus/headers.js';
 
 const nc = await connectBus({ ...connectOptionsFromEnv(), name: 'bench-relay' });
 const inbox = `${createInbox()}.`;

@@ -19,17 +19,7 @@ import {
 } from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import {
-  type CallContext,
-  CancelledError,
-  deadlineOf,
-  Header,
-  type Progress,
-  putHeader,
-  type ReplyHeaders,
-  replyHeadersOf,
-  writeContext,
-} from './context.js';
+import { type CallContext, CancelledError, deadlineOf, type Progress } from './context.js';
 import {
   codeOfStatus,
   type ErrorDetails,
@@ -44,6 +34,7 @@ import {
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
+import { Header, putHeader, type ReplyHeaders, replyHeadersOf, writeContext } from './headers.js';
 import { type Logger, silentLogger } from './log.js';
 import { opSubject } from './subjects.js';
 

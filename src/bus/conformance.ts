@@ -7,10 +7,10 @@
  */
 import { createInbox, type Msg, type NatsConnection, headers as natsHeaders, nuid } from '@nats-io/nats-core';
 import { decodeBody, decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { Header } from './context.js';
 import { contracts, SchemaId } from './contracts.js';
 import { discoverService, type Verb } from './discovery.js';
 import { ErrorCode, errorStatus } from './errors.js';
+import { Header } from './headers.js';
 import { describeViolations } from './schema-compiler.js';
 import { mountReplyPrefix, opSubject, serviceName } from './subjects.js';
 

@@ -19,16 +19,10 @@ export {
   type CallContext,
   CancelledError,
   deadlineOf,
-  Header,
   newTraceparent,
-  OutgoingHeaders,
   type Progress,
   RequestContext,
-  type RequestHeaders,
-  readContext,
-  readRequestHeaders,
   traceIdOf,
-  writeContext,
 } from './context.js';
 export { type EndpointStats, pingServices, type ServiceInfo } from './discovery.js';
 export {
@@ -52,6 +46,14 @@ export {
 } from './errors.js';
 export { subscribeEventData, subscribeEvents } from './events.js';
 export { MAX_SESSION_REQUEST_CHARS, sessionKey, sha256Hex } from './hashing.js';
+export {
+  Header,
+  OutgoingHeaders,
+  type RequestHeaders,
+  readContext,
+  readRequestHeaders,
+  writeContext,
+} from './headers.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { type Logger, silentLogger, stderrLogger } from './log.js';
 export { type AnyOpSpec, Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';

@@ -9,15 +9,7 @@
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
 import { guarded } from './callbacks.js';
 import { closedTopLevel, decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import {
-  type CallContext,
-  CancelledError,
-  Header,
-  type OpContext,
-  OutgoingHeaders,
-  RequestContext,
-  requestHeadersOf,
-} from './context.js';
+import { type CallContext, CancelledError, type OpContext, RequestContext } from './context.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from './contracts.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import {
@@ -29,6 +21,7 @@ import {
   TimeoutError,
   UnavailableError,
 } from './errors.js';
+import { Header, OutgoingHeaders, requestHeadersOf } from './headers.js';
 import { type Logger, silentLogger } from './log.js';
 import { describeViolations, violationDetails } from './schema-compiler.js';
 import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';

@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { KeyPair } from '@nats-io/nkeys';
-import { MAX_GRANT_LENGTH } from '../bus/context.js';
+import { MAX_GRANT_LENGTH } from '../bus/headers.js';
 import { GrantError } from './errors.js';
 import { GRANT_HEADER, GRANT_VERSION, type GrantClaims, GrantFailure } from './types.js';
 

@@ -12,7 +12,7 @@ import type { CallEvent } from '../../src/audit/events.js';
 import { AuditStream } from '../../src/audit/stream.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import { Header } from '../../src/bus/context.js';
+import { Header } from '../../src/bus/headers.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { localToolSource } from '../../src/dispatcher/session-cache.js';

@@ -17,7 +17,7 @@ import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { encodeBody } from '../../src/bus/codec.js';
-import { Header } from '../../src/bus/context.js';
+import { Header } from '../../src/bus/headers.js';
 import { tracked } from '../harness/children.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus, users } from '../harness/identity.js';

@@ -29,7 +29,7 @@ import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { startTarget, type Target } from '../harness/targets.js';
 
 /** The bound of issue 27 is 15 files in 4 folders; these are today's. */
-const MOST_FILES = 17;
+const MOST_FILES = 18;
 const MOST_FOLDERS = 4;
 /** What a call with a verified (cached) grant runs besides: the grant's check, all in src/identity. */
 const GRANT_ADDS = ['src/identity/authorize.ts', 'src/identity/cache.ts', 'src/identity/verify.ts'];

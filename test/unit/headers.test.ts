@@ -1,5 +1,6 @@
 import { headers, MsgHdrsImpl } from '@nats-io/nats-core';
 import { describe, expect, it } from 'vitest';
+import { BadRequestError } from '../../src/bus/errors.js';
 import {
   Header,
   OutgoingHeaders,
@@ -7,8 +8,7 @@ import {
   readReplyBlock,
   readRequestHeaders,
   writeContext,
-} from '../../src/bus/context.js';
-import { BadRequestError } from '../../src/bus/errors.js';
+} from '../../src/bus/headers.js';
 
 const context = {
   traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
