@@ -53,9 +53,11 @@ export interface RequestHeaders {
   /** `Matrix-Progress: 1` on a request: its caller takes progress reports (PROTOCOL 10). */
   progress: boolean;
   /**
-   * The last `Nats-Request-Info` value, unparsed: the one nats-server appended where the request
-   * crossed a service import (it drops the first a client set and appends its own). Inside one
-   * account it is whatever the sender set: only a grant check that expects it reads it.
+   * The `Nats-Request-Info` value of the block's last line, unparsed, and only when that line is
+   * one: where the request crossed a service import, nats-server appended it there (it drops the
+   * first such header a client set, and joins its own to a block a client left unterminated,
+   * which makes that line no ClientInfo). Inside one account it is whatever the sender set: only
+   * a grant check that expects it reads it. Undefined when read from a map of headers.
    */
   requestInfo: string | undefined;
 }
@@ -87,6 +89,8 @@ export function readRequestHeaders(h: MsgHdrs | undefined): RequestHeaders {
   const read = emptyRequestHeaders();
   if (h === undefined) return read;
   for (const [name, values] of h) for (const value of values) readHeader(read, name, value);
+  // A map of names keeps no line order: which value is the server's cannot be told here.
+  read.requestInfo = undefined;
   return read;
 }
 
@@ -310,6 +314,8 @@ export function readHeaderBlock(block: string): RequestHeaders {
 
 /** Reads the line `block[at, end)` in place: only its name and value are sliced out. */
 function readLine(read: RequestHeaders, block: string, at: number, end: number): void {
+  // Only the last line may be the server's Nats-Request-Info: any line after one unsets it.
+  read.requestInfo = undefined;
   const colon = block.indexOf(':', at);
   if (colon < 0 || colon >= end) return;
   // The next CR or LF is the line's own end unless the line holds a lone one.

@@ -76,8 +76,8 @@ export class IdentityGate {
    * Refuses a request whose grant is missing or not valid (`GrantError`), from its headers
    * alone: run before its body is read, so a caller without a valid grant costs one header read
    * and a cache lookup. A grant bound to its holder holds only for that holder (`wrong_holder`):
-   * with `nats.user`, the sender nats-server attests in the last `Nats-Request-Info`
-   * (`requestInfo`, read only for such a grant); with only `nats.inbox`, a reply subject under
+   * with `nats.user`, the sender nats-server attests in the `Nats-Request-Info` of the request's
+   * last header line (`requestInfo`, parsed only for such a grant); with only `nats.inbox`, a reply subject under
    * that prefix. The verified grant stays cached for `admit`. A no-op when trusting callers.
    */
   checkGrant(ctx: CallContext, reply: string | undefined, requestInfo?: string): void {
@@ -86,8 +86,9 @@ export class IdentityGate {
       const grant = this.verifier.verify(ctx.grant);
       const { user, account, inbox } = grant.claims.nats;
       if (user !== undefined) {
-        if (!attests(requestInfo, user, account))
-          throw signedFor(notTheUser(user, account, attestedSender(requestInfo)), grant.claims);
+        const sender = attestedSender(requestInfo);
+        if (sender === undefined || sender.user !== user || (account !== undefined && sender.acc !== account))
+          throw signedFor(notTheUser(user, account, sender), grant.claims);
       } else if (inbox !== undefined && !(reply?.startsWith(inbox) && reply[inbox.length] === '.')) {
         throw signedFor(notTheInbox(inbox, reply), grant.claims);
       }
@@ -142,32 +143,17 @@ export class IdentityGate {
 const MAX_REQUEST_INFO = 4_096;
 
 /**
- * Does a `Nats-Request-Info` value name `user` (and `account`, where given)? It is nats-server's
- * ClientInfo as Go's encoding/json writes it: compact, each key once, and every `"` inside a
- * string a client chose (its connection's name, language, version) escaped, so an unescaped
- * `"user":"` is that key and nothing else. Read in place, without parsing or allocating: this
- * runs on every call of a grant bound to its user.
+ * The account and user a `Nats-Request-Info` value names; undefined when it is absent or not one
+ * ClientInfo JSON object, as nats-server writes it. A value a client left unterminated, which the
+ * server's own is then joined to, is no JSON at all (and the request's reader keeps only the
+ * block's last line, the server's). Parsed (1.3-2.3 us for its ~280 characters) only for a grant
+ * bound to its user; nothing is kept.
  */
-export function attests(requestInfo: string | undefined, user: string, account: string | undefined): boolean {
-  if (requestInfo === undefined || requestInfo.length > MAX_REQUEST_INFO) return false;
-  if (requestInfo[0] !== '{' || requestInfo[requestInfo.length - 1] !== '}') return false;
-  return isField(requestInfo, '"user":"', user) && (account === undefined || isField(requestInfo, '"acc":"', account));
-}
-
-/** Is the string value after `key` (`"name":"`) exactly `value`? */
-function isField(json: string, key: string, value: string): boolean {
-  const at = json.indexOf(key);
-  if (at < 0) return false;
-  const start = at + key.length;
-  return json.startsWith(value, start) && json[start + value.length] === '"';
-}
-
-/** The account and user a `Nats-Request-Info` value names, for a refusal's message; undefined when unreadable. */
 function attestedSender(requestInfo: string | undefined): { acc?: string; user?: string } | undefined {
-  if (requestInfo === undefined || requestInfo.length > MAX_REQUEST_INFO) return undefined;
+  if (requestInfo === undefined || requestInfo.length > MAX_REQUEST_INFO || requestInfo[0] !== '{') return undefined;
   try {
     const info: unknown = JSON.parse(requestInfo);
-    if (info === null || typeof info !== 'object') return undefined;
+    if (info === null || typeof info !== 'object' || Array.isArray(info)) return undefined;
     const { acc, user } = info as { acc?: unknown; user?: unknown };
     return { acc: typeof acc === 'string' ? acc : undefined, user: typeof user === 'string' ? user : undefined };
   } catch {

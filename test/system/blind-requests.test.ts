@@ -6,9 +6,11 @@
  * `_INBOX_agent` (it cannot read the answer, but an unbound or inbox-bound grant would run as
  * `agent`): every one is refused `wrong_holder` (`agent` receives the refusal on its inbox), no
  * call reaches the target, no task is made or cancelled, no call in flight is cancelled; a
- * `Nats-Request-Info` the sender set itself changes nothing. `agent` with its own grant is served.
+ * `Nats-Request-Info` the sender set itself changes nothing, nor one the server's is joined to
+ * (a header block left unterminated). `agent` with its own grant is served.
  * An answer aimed at the change events every agent hears is not taken for a change.
  */
+import { connect } from 'node:net';
 import { decode, encode } from '@msgpack/msgpack';
 import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +19,7 @@ import type { ToolResult } from '../../src/dispatcher/types.js';
 import { watchRegistry } from '../../src/registry/events.js';
 import type { Task } from '../../src/tasks/types.js';
 import { eventually } from '../harness/eventually.js';
-import { oneToolContext, type SecuredBus, startSecuredBus } from '../harness/identity.js';
+import { oneToolContext, type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
 
 const session = { profile: 'default', toolContextRefs: ['spy-tools', 'blind-hold'] };
 const wrongHolder = { code: 'forbidden', details: { grant: 'wrong_holder' } };
@@ -143,6 +145,38 @@ describe('blind requests with a copy of a grant bound to its NATS user', () => {
     });
     expect((await call).error?.code).toBe('cancelled');
     await eventually(() => expect(bus.spy.count('$cancel')).toBe(cancels + 1));
+  });
+
+  it('refuses a blind $call whose header block, left unterminated, has the server join its header to a forged one', async () => {
+    const before = bus.spy.count('$run');
+    const forged = JSON.stringify({ acc: 'AGENTS', user: 'agent' });
+    const { user, pass } = users.agent2;
+    const url = new URL(bus.server.url);
+    const socket = connect(Number(url.port), url.hostname);
+    try {
+      await new Promise((resolve) => socket.once('data', resolve));
+      socket.write(`CONNECT ${JSON.stringify({ verbose: false, headers: true, protocol: 1, user, pass })}\r\n`);
+      const body = Buffer.from(encode(callBody('joined')));
+      // Ending in one CRLF: nats-server 2.9.10 strips two bytes and appends its own line, so its
+      // value is joined to the forged one, or the forged one is followed by another header's line.
+      const blocks = [
+        `NATS/1.0\r\nMatrix-Grant: ${grant}\r\nNats-Request-Info: ${forged}\r\n`,
+        `NATS/1.0\r\nMatrix-Grant: ${grant}\r\nNats-Request-Info: {}\r\nNats-Request-Info: ${forged}\r\nX-Mine: 1\r\n`,
+      ];
+      const replies = blocks.map(() => `_INBOX_agent.blind.${n++}`);
+      blocks.forEach((block, i) => {
+        const head = Buffer.from(block);
+        socket.write(`HPUB system.dispatcher.$call ${replies[i]} ${head.length} ${head.length + body.length}\r\n`);
+        socket.write(Buffer.concat([head, body, Buffer.from('\r\n')]));
+      });
+      for (const reply of replies) {
+        const msg = await eventually(() => arrived.get(reply) ?? expect.fail(`no answer on ${reply}`));
+        expect(decode(msg.data), reply).toMatchObject({ error: wrongHolder });
+      }
+      expect(bus.spy.count('$run')).toBe(before);
+    } finally {
+      socket.destroy();
+    }
   });
 
   it('lets no agent pass off an answer it aims at the change events as a registry change', async () => {

@@ -50,6 +50,10 @@ describe('a grant bound to its NATS user', () => {
     expect(check(mintGrant(issuer, { ...spec, user: 'agent-2', account: 'AGENTS' }), REPLY, prefix)).toBe(
       'wrong_holder',
     );
+    // What nats-server 2.9.10 makes of a block a client left unterminated: its own value joined
+    // to the client's last line (here a forged Nats-Request-Info), which is then no JSON.
+    const joined = `{"acc":"AGENTS","user":"agent"}Nats-Request-Info: ${info('AGENTS', 'agent-2')}`;
+    expect(check(bound, REPLY, joined)).toBe('wrong_holder');
     // A ClientInfo past 4 KiB is none nats-server writes: not read at all.
     const padded = info('AGENTS', 'agent').replace('"host"', `"pad":"${'x'.repeat(5_000)}","host"`);
     expect(check(bound, REPLY, padded)).toBe('wrong_holder');

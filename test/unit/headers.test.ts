@@ -97,6 +97,30 @@ describe('a raw header block', () => {
   });
 });
 
+describe("a request's Nats-Request-Info", () => {
+  const server = '{"acc":"AGENTS","user":"agent-2"}';
+  const forged = '{"acc":"AGENTS","user":"agent"}';
+
+  it('is the value of the block’s last line, and only when that line is one (where nats-server appends its own)', () => {
+    const last = (block: string) => readHeaderBlock(block).requestInfo;
+    expect(last(`NATS/1.0\r\nMatrix-Session: s\r\nNats-Request-Info: ${server}\r\n\r\n`)).toBe(server);
+    expect(last(`NATS/1.0\r\nNats-Request-Info: ${forged}\r\nnats-request-info: ${server}\r\n\r\n`)).toBe(server);
+    // nats-server 2.9.10 joins its own to a block a client left ending in one CRLF: the last line
+    // is then another header's, and the client's Nats-Request-Info before it is not taken.
+    expect(
+      last(`NATS/1.0\r\nNats-Request-Info: ${forged}\r\nX-Mine: 1Nats-Request-Info: ${server}\r\n\r\n`),
+    ).toBeUndefined();
+    expect(last(`NATS/1.0\r\nNats-Request-Info: ${forged}\r\nno colon\r\n\r\n`)).toBeUndefined();
+    expect(last('NATS/1.0\r\nMatrix-Session: s\r\n\r\n')).toBeUndefined();
+  });
+
+  it('is not read from a map of headers, which keeps no line order', () => {
+    const h = headers();
+    h.append('Nats-Request-Info', server);
+    expect(readRequestHeaders(h).requestInfo).toBeUndefined();
+  });
+});
+
 describe('a reply header block', () => {
   it('gives its status, the service error headers by exact name and Content-Type in any case, first value first', () => {
     expect(readReplyBlock('NATS/1.0 503\r\n\r\n')).toEqual({ code: 503 });
