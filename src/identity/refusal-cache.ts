@@ -43,6 +43,9 @@ export class RefusalCache {
   /** The text refused last, compared before hashing: a flood sends one text again and again. */
   private lastText: string | undefined;
   private lastRefusal: Refusal | undefined;
+  /** The text `get` hashed last and did not find, and its key: `set` after a miss hashes it once, not twice. */
+  private missedText: string | undefined;
+  private missedKey: string | undefined;
 
   constructor(
     readonly maxBytes = DEFAULT_REFUSAL_CACHE_BYTES,
@@ -57,9 +60,17 @@ export class RefusalCache {
       key = keyOf(text);
       refusal = this.entries.get(key);
     }
-    if (refusal === undefined) return undefined;
+    if (refusal === undefined) {
+      // Not found by key (found by `lastText` means found): `key` is defined here.
+      this.missedText = text;
+      this.missedKey = key;
+      return undefined;
+    }
     if (now >= refusal.untilMs) {
-      this.delete(key ?? keyOf(text), refusal);
+      key ??= keyOf(text);
+      this.delete(key, refusal);
+      this.missedText = text;
+      this.missedKey = key;
       return undefined;
     }
     this.lastText = text;
@@ -72,7 +83,7 @@ export class RefusalCache {
 
   /** Holds the refusal `err` of `text` from `now` for `ttlMs`, evicting the oldest until the cache fits its bound. */
   set(text: string, err: GrantError, now: number): void {
-    const key = keyOf(text);
+    const key = (text === this.missedText ? this.missedKey : undefined) ?? keyOf(text);
     if (this.entries.has(key)) return;
     const cost = (key.length + err.message.length) * 2 + ENTRY_OVERHEAD;
     if (cost > this.maxBytes) return;

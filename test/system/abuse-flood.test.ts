@@ -2,7 +2,9 @@
  * Requests that cost the service nothing: under deploy/nats.conf, with the service trusting one
  * grant issuer, an agent user floods `system.dispatcher.$call`, `system.tools.$resolve` and
  * `$list` with bodies built to be expensive (60,000 unknown keys, MessagePack 900,000 levels
- * deep, JSON `[` × 450,000, and with a valid grant tool arguments of 40,000 unknown keys). Each
+ * deep, JSON `[` × 450,000, and with a valid grant tool arguments of 40,000 unknown keys), and
+ * `$call` with a grant of its own each time, as long as a grant may be and signed by no one (no
+ * cache of refused grants holds one; each costs its decode and an ed25519 check). Each
  * is refused at a small, bounded cost, and another agent's calls keep their pace meanwhile:
  * the victim's median stays within 10× its idle figure. Registry, dispatcher and reference
  * mounts share one event loop, so every millisecond one refusal costs is a millisecond every
@@ -17,12 +19,16 @@ import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { encodeBody } from '../../src/bus/codec.js';
-import { Header } from '../../src/bus/headers.js';
+import { Header, MAX_GRANT_LENGTH } from '../../src/bus/headers.js';
+import { GRANT_SHAPE } from '../../src/identity/jwt.js';
+import { badGrants } from '../harness/bad-grants.js';
 import { tracked } from '../harness/children.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
 
 const flooderScript = fileURLToPath(new URL('../harness/flooder.mjs', import.meta.url));
+/** Grants as long as the header takes, of objects as wide as a grant's may be. */
+const badGrantShape = { chars: MAX_GRANT_LENGTH, entries: GRANT_SHAPE.maxMapEntries };
 
 /** A tool whose schema names its one field: any other key is a violation. */
 const strictContext = {
@@ -62,6 +68,10 @@ interface Flood {
   json?: boolean;
   /** Sent with the attacker's own valid grant. */
   granted?: boolean;
+  /** Each request with a grant of its own of the longest length taken, signed by no one. */
+  badGrants?: boolean;
+  /** Requests a second each lane sends at most; default 5. */
+  perSecond?: number;
 }
 
 function median(values: number[]): number {
@@ -76,6 +86,7 @@ describe('requests built to be expensive, from an agent user', () => {
   let victimGrant: string;
   let attackerGrant: string;
   let idleP50: number;
+  let badGrant: () => string;
 
   const floods: Flood[] = [
     {
@@ -102,6 +113,13 @@ describe('requests built to be expensive, from an agent user', () => {
       body: encodeBody({ session, call: { id: 'c', name: 'strict_run', arguments: unknownKeys(40_000) } }),
       granted: true,
     },
+    ...[5, 50].map((perSecond) => ({
+      name: `$call with a grant of its own each, ${MAX_GRANT_LENGTH} characters signed by no one, at ${perSecond}/s a lane`,
+      subject: 'system.dispatcher.$call',
+      body: encodeBody({ session, call: { id: 'c', name: 'spy_run', arguments: {} } }),
+      badGrants: true,
+      perSecond,
+    })),
   ];
 
   /** One request of a flood, its refusal awaited (whatever it is). */
@@ -109,6 +127,7 @@ describe('requests built to be expensive, from an agent user', () => {
     const h = headers();
     if (flood.json) h.set(Header.ContentType, 'application/json');
     if (flood.granted) h.set(Header.Grant, attackerGrant);
+    if (flood.badGrants) h.set(Header.Grant, badGrant());
     return attacker.request(flood.subject, flood.body, { timeout: 60_000, headers: h }).catch(() => undefined);
   }
 
@@ -129,7 +148,8 @@ describe('requests built to be expensive, from an agent user', () => {
       bodyFile,
       headers: h,
       lanes: 8,
-      perSecond: 5,
+      perSecond: flood.perSecond ?? 5,
+      badGrants: flood.badGrants ? { iss: bus.issuer.getPublicKey(), ...badGrantShape } : undefined,
     };
     const child = tracked(
       spawn(process.execPath, [flooderScript, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] }),
@@ -168,6 +188,7 @@ describe('requests built to be expensive, from an agent user', () => {
     attackerGrant = bus.grant({ principal: 'agent:flood', session: 'sess-flood', resolve: session });
     victim = new BusClient(await bus.connect('agent'), { timeoutMs: 60_000 });
     attacker = await bus.connect('agent2');
+    badGrant = badGrants(bus.issuer.getPublicKey(), badGrantShape.chars, badGrantShape.entries);
     for (let i = 0; i < 20; i++) await victimCall();
     const idle: number[] = [];
     for (let i = 0; i < 60; i++) idle.push(await victimCall());
@@ -201,7 +222,7 @@ describe('requests built to be expensive, from an agent user', () => {
       expect(sent).toBeGreaterThan(60);
       const p50 = median(underFlood);
       console.log(
-        `${flood.name} (${flood.body.length} bytes): refusal ${cost.toFixed(1)} ms idle; victim p50 ${p50.toFixed(2)} ms under 8 lanes at 5/s (${underFlood.length} calls in 3 s, ${sent} refusals)`,
+        `${flood.name} (${flood.body.length} bytes): refusal ${cost.toFixed(1)} ms idle; victim p50 ${p50.toFixed(2)} ms under 8 lanes at ${flood.perSecond ?? 5}/s (${underFlood.length} calls in 3 s, ${sent} refusals)`,
       );
       // Generous bounds (the machine is shared): a refusal costs a fraction of decoding the body
       // (0.4-1.2 s each before, measured by this test), and the victim waits at most 10× its idle median, never less than 25 ms.

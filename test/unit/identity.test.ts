@@ -8,7 +8,7 @@ import { GrantCache } from '../../src/identity/cache.js';
 import { GrantError } from '../../src/identity/errors.js';
 import { IdentityGate, parseIssuers } from '../../src/identity/gate.js';
 import { GrantedSession } from '../../src/identity/granted.js';
-import { claimsHash, encodeGrant, splitGrant } from '../../src/identity/jwt.js';
+import { claimsHash, encodeGrant, MAX_GRANT_LENGTH, splitGrant } from '../../src/identity/jwt.js';
 import { mintGrant, parseDuration } from '../../src/identity/mint.js';
 import { nkeyPublicKey } from '../../src/identity/nkey.js';
 import { GrantFailure, type VerifiedGrant } from '../../src/identity/types.js';
@@ -356,6 +356,27 @@ describe('whom a refused grant names', () => {
 });
 
 describe('grants built to break the verifier', () => {
+  it('refuses claims of an object wider than a grant has, as malformed, from their bytes', () => {
+    // 1,300 keys in one object (16 KiB): parsed, walked and hashed, ~1 ms a refusal; refused at the 33rd.
+    const wide: Record<string, unknown> = { iss: issuer.getPublicKey(), jti: 'x', sub: 'a' };
+    for (let i = 0; i < 1_300; i++) wide[`k${i}`] = 0;
+    const text = [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), JSON.stringify(wide)]
+      .map((p) => Buffer.from(p).toString('base64url'))
+      .concat(Buffer.alloc(64).toString('base64url'))
+      .join('.');
+    expect(text.length).toBeLessThan(MAX_GRANT_LENGTH);
+    const err = refusal(() => new GrantVerifier([issuer.getPublicKey()]).verify(text));
+    expect(err).toMatchObject({ failure: GrantFailure.Malformed });
+    expect(err.message).toContain('its claims hold a map of more than 32 entries');
+    // As wide as a grant may be, the same claims are read and refused for their signature.
+    const narrow = { ...wide };
+    for (let i = 29; i < 1_300; i++) delete narrow[`k${i}`];
+    const signedByNoOne = text.replace(/\.[^.]*\./, `.${Buffer.from(JSON.stringify(narrow)).toString('base64url')}.`);
+    expect(refusal(() => new GrantVerifier([issuer.getPublicKey()]).verify(signedByNoOne))).toMatchObject({
+      failure: GrantFailure.Tampered,
+    });
+  });
+
   it('refuses claims nested deeper than a grant has, as malformed, and tells the refusal to the audit', () => {
     // A trusted issuer's name, 64 zero bytes for a signature, and claims an array 6,000 deep:
     // hashing them to tell tampering from a bad signature overflowed the stack, a RangeError no
