@@ -6,22 +6,39 @@ import type { ListedContext, ListReply, ListRequest } from './types.js';
 /** Page size when the request names none. */
 export const DEFAULT_PAGE_SIZE = 100;
 
-/** One page of contexts after `cursor`, filtered by `keys` and `tool`. */
-export function listContexts(request: ListRequest, store: ToolContextStore): ListReply {
+/** Bytes a page leaves for the rest of its reply (`revision`, `nextCursor`, the envelope). */
+const REPLY_ENVELOPE_BYTES = 1024;
+
+/**
+ * One page of contexts after `cursor`, filtered by `keys` and `tool`: `limit` of them, or fewer
+ * where more would not fit in `maxReplyBytes` (the server's max_payload), each counted as its
+ * JSON's bytes (what MessagePack takes at most). 500 contexts of the largest a spec may have
+ * (an 8 KiB description, 256 tools, 64 capabilities each way) made a 16.7 MB reply: 87-259 ms
+ * to build and encode on the event loop, then refused as too large. A page stops where the
+ * reply is full, with a `nextCursor` past its last context; the first always goes in.
+ */
+export function listContexts(
+  request: ListRequest,
+  store: ToolContextStore,
+  maxReplyBytes = Number.POSITIVE_INFINITY,
+): ListReply {
   const limit = request.limit ?? DEFAULT_PAGE_SIZE;
   const after = request.cursor === undefined ? undefined : decodeCursor(request.cursor);
   const keys = request.keys === undefined ? store.keys() : [...new Set(request.keys)].sort();
   let i = after === undefined ? 0 : firstAfter(keys, after);
   const contexts: ListedContext[] = [];
   let nextCursor: string | undefined;
+  let room = maxReplyBytes - REPLY_ENVELOPE_BYTES;
   for (; i < keys.length; i++) {
     const stored = store.get(keys[i] as string);
     if (stored === undefined || !hasTool(stored, request.tool)) continue;
-    if (contexts.length === limit) {
+    const item = contexts.length === limit ? undefined : listed(stored);
+    if (item !== undefined && room !== Number.POSITIVE_INFINITY) room -= Buffer.byteLength(JSON.stringify(item));
+    if (item === undefined || (room < 0 && contexts.length > 0)) {
       nextCursor = encodeCursor((contexts[contexts.length - 1] as ListedContext).key);
       break;
     }
-    contexts.push(listed(stored));
+    contexts.push(item);
   }
   const reply: ListReply = { contexts, revision: store.revision };
   if (nextCursor !== undefined) reply.nextCursor = nextCursor;

@@ -78,9 +78,9 @@ export class Registry {
     return this.cached(key, request, {});
   }
 
-  /** `$list`. */
-  list(request: ListRequest): ListReply {
-    return listContexts(request, this.store);
+  /** `$list`; a page fits in `maxReplyBytes` (the server's max_payload). */
+  list(request: ListRequest, maxReplyBytes?: number): ListReply {
+    return listContexts(request, this.store, maxReplyBytes);
   }
 
   /**

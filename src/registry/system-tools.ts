@@ -147,7 +147,7 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           description: 'Lists tool contexts in key order, a page at a time.',
           request: SchemaId.ListRequest,
           response: SchemaId.ListReply,
-          handle: (request: ListRequest) => registry.list(request),
+          handle: (request: ListRequest) => registry.list(request, nc.info?.max_payload),
         },
         $resolve: {
           description: 'Resolves an agent profile, its skills and required capabilities into one tool context.',
