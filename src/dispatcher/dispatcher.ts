@@ -82,7 +82,8 @@ export interface DispatcherOptions {
   /**
    * Tell each call to OpenTelemetry (its `execute_tool` span and the call metrics). Default: when
    * an SDK is registered as the dispatcher is made (OpenTelemetry's set-up registers it before
-   * the code it observes); with none, a call runs no telemetry code.
+   * the code it observes); with none, a call runs no telemetry code. The observer is the
+   * process's (`callObservers`): once one dispatcher turns it on, every call is told.
    */
   telemetry?: boolean;
 }
