@@ -5,10 +5,17 @@
  * reply subjects under that prefix. Each refusal is `wrong_holder`; the check reads the headers
  * only, and parses `Nats-Request-Info` only for a grant that names a user.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createAccount } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
+import { grant as mint } from '../../src/cli/grant.js';
+import { UsageError } from '../../src/cli/output.js';
 import { IdentityGate } from '../../src/identity/gate.js';
+import { holderInbox, readGrantClaims } from '../../src/identity/granted.js';
 import { mintGrant } from '../../src/identity/mint.js';
+import { memoryOutput } from '../harness/cli.js';
 
 const issuer = createAccount();
 const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
@@ -95,5 +102,43 @@ describe('a grant bound to an inbox prefix only', () => {
 
   it('an unbound grant holds for any sender', () => {
     expect(check(mintGrant(issuer, spec), REPLY, info('AGENTS', 'agent-2'))).toBe('ok');
+  });
+});
+
+describe('matrix-tools grant --user', () => {
+  const seed = join(mkdtempSync(join(tmpdir(), 'grant-holder-')), 'issuer.nk');
+  writeFileSync(seed, `${new TextDecoder().decode(issuer.getSeed())}\n`);
+  const minted = (more: Record<string, string>) => {
+    const out = memoryOutput();
+    mint(
+      {
+        issuer: seed,
+        principal: 'agent:a',
+        session: 's-1',
+        ttl: '1h',
+        profile: 'default',
+        account: 'AGENTS',
+        ...more,
+      } as never,
+      out,
+      {},
+    );
+    return readGrantClaims(out.printed.join(''));
+  };
+
+  it('binds the grant to that user of account AGENTS (or --account), whose inbox prefix clients then take', () => {
+    const claims = minted({ user: 'agent' });
+    expect(claims.nats).toMatchObject({ user: 'agent', account: 'AGENTS' });
+    expect(claims.nats.inbox).toBeUndefined();
+    expect(holderInbox(claims)).toBe('_INBOX_agent');
+    expect(minted({ user: 'bot-7', account: 'BOTS' }).nats).toMatchObject({ user: 'bot-7', account: 'BOTS' });
+    expect(holderInbox(minted({ user: 'agent', inbox: '_INBOX_mine' }))).toBe('_INBOX_mine');
+    // Without --user, no account is written: it would bind nothing.
+    expect(minted({}).nats.account).toBeUndefined();
+  });
+
+  it('refuses a user or account that is no NATS name', () => {
+    expect(() => minted({ user: 'a b' })).toThrow(UsageError);
+    expect(() => minted({ user: 'agent', account: 'A"B' })).toThrow(UsageError);
   });
 });
