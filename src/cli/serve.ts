@@ -201,6 +201,7 @@ async function startMounts(
       refusals: options.refusals,
       approvalsBucket: options.approvalsBucket,
       trailShare: trailShareOfAudit(options),
+      identity,
     });
     const tasks = await startTasks(nc, dispatcher, options.replicas, { identity, revocations }, logger);
     running.stopping.push(() => {

@@ -27,6 +27,7 @@ import { BusClient, newCallId } from '../bus/client.js';
 import { type CallContext, CancelledError, deadlineOf, newTraceparent } from '../bus/context.js';
 import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
 import { mountReplyPrefix } from '../bus/subjects.js';
+import type { IdentityGate } from '../identity/gate.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight, telemetryRegistered } from '../telemetry/instruments.js';
@@ -86,6 +87,11 @@ export interface DispatcherOptions {
    * process's (`callObservers`): once one dispatcher turns it on, every call is told.
    */
   telemetry?: boolean;
+  /**
+   * The gate that admitted the calls (`system.dispatcher`'s): a call that waited for a person is
+   * sent only if its grant still holds then; revoked or expired meanwhile, it is refused unsent.
+   */
+  identity?: IdentityGate;
 }
 
 /**
@@ -151,9 +157,11 @@ export class Dispatcher {
       | 'approvalsBucket'
       | 'trailShare'
       | 'telemetry'
+      | 'identity'
     >
   >;
   private readonly approvalsBucket: string | undefined;
+  private readonly identity: IdentityGate | undefined;
   /**
    * Aborted when the service stops: calls waiting for a person stop waiting, their approvals kept.
    */
@@ -183,6 +191,7 @@ export class Dispatcher {
       audit: options.audit ?? true,
     };
     this.approvalsBucket = options.approvalsBucket;
+    this.identity = options.identity;
     this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
     this.stopObserving = observeInFlight(() => this.slots.all());
     if (options.telemetry ?? telemetryRegistered()) observeWithTelemetry();
@@ -355,6 +364,9 @@ export class Dispatcher {
       if (run.hooks?.signal?.aborted === true) throw failure.cancelled(call.name, false);
       throw failure.approvalDenied(call.name, verdict.reason);
     }
+    // A person may answer minutes later: the grant must hold when the call goes, not only when it came.
+    const lapsed = this.identity?.lapsed(context.grant);
+    if (lapsed !== undefined) throw failure.grantLapsed(call.name, lapsed.message);
   }
 
   /**

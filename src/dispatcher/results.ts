@@ -162,11 +162,11 @@ export const failure = {
       `You already have ${live} tasks running, the most one caller may have; "${tool}" was not started. Wait for some to finish (system.tasks.$list), or cancel one, then call again.`,
     ),
 
-  /** Tasks: the grant the task was made under was revoked or expired before it was sent. */
+  /** The grant the call was made under was revoked or expired before it was sent (it waited for approval, or as a task). */
   grantLapsed: (tool: string, why: string) =>
     new CallFailure(
       'forbidden',
-      `The grant this task was made under no longer holds (${why.slice(0, 300)}): "${tool}" was not sent; nothing ran. Ask for a new grant, then call again.`,
+      `The grant this call was made under no longer holds (${why.slice(0, 300)}): "${tool}" was not sent; nothing ran. Ask for a new grant, then call again.`,
     ),
 
   /** Tasks: the instance running it died after the request went to the target. */

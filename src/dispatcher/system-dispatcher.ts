@@ -41,8 +41,8 @@ export interface DispatcherMountOptions {
  * passed in belongs to the caller.
  */
 export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOptions = {}): Mount {
-  const dispatcher = options.dispatcher ?? new Dispatcher(nc);
   const identity = options.identity ?? IdentityGate.trustingCallers();
+  const dispatcher = options.dispatcher ?? new Dispatcher(nc, { identity });
   return new Mount(nc, {
     name: Mounts.Dispatcher,
     version: DISPATCHER_VERSION,

@@ -119,6 +119,21 @@ export class IdentityGate {
     return this.verifier?.verify(grant);
   }
 
+  /**
+   * Why a grant that held when its call was admitted no longer does (revoked or expired since),
+   * or undefined while it holds; always undefined when trusting callers.
+   */
+  lapsed(grant: string | undefined): GrantError | undefined {
+    if (this.verifier === undefined) return undefined;
+    try {
+      this.verifier.verify(grant);
+      return undefined;
+    } catch (err) {
+      if (err instanceof GrantError) return err;
+      throw err;
+    }
+  }
+
   private admitByGrant(verifier: GrantVerifier, body: ResolveRequest, ctx: CallContext): Admitted {
     const grant = verifier.verify(ctx.grant);
     const { sub, nats } = grant.claims;

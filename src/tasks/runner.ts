@@ -13,7 +13,7 @@ import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import { type CallFailure, errorResult, failure } from '../dispatcher/results.js';
 import type { Route } from '../dispatcher/route.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
-import { GrantError } from '../identity/errors.js';
+import type { GrantError } from '../identity/errors.js';
 import type { IdentityGate } from '../identity/gate.js';
 import type { Revocations } from '../identity/revocations.js';
 import type { ResolveRequest } from '../registry/types.js';
@@ -259,15 +259,7 @@ export class TaskRunner {
    * it does (or there are no grants to check).
    */
   private lapsed(r: TaskRecord): GrantError | undefined {
-    const identity = this.options.identity;
-    if (identity === undefined || identity.trusting) return undefined;
-    try {
-      identity.verify(r.context.grant);
-      return undefined;
-    } catch (err) {
-      if (err instanceof GrantError) return err;
-      throw err;
-    }
+    return this.options.identity?.lapsed(r.context.grant);
   }
 
   /** A revocation came: cancels the live tasks whose grant it names, and their approvals. */

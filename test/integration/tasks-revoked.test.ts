@@ -1,7 +1,9 @@
 /**
- * A task holds only as long as the grant it was made under: revoking the grant cancels its live
- * tasks and withdraws their pending approvals (also of a task whose instance died), and a task whose grant expired while it waited for
- * approval fails when approved, its target never reached.
+ * A gated call holds only as long as the grant it was made under. Revoking the grant cancels its
+ * live tasks and withdraws their pending approvals (also of a task whose instance died); a task
+ * whose grant expired while it waited for approval fails when approved; and a plain `$call`
+ * whose grant was revoked or expired while a person decided is refused when approved. In every
+ * case the target is never reached.
  */
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -11,6 +13,7 @@ import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
 import { IdentityGate } from '../../src/identity/gate.js';
 import { readGrantClaims } from '../../src/identity/granted.js';
 import { mintGrant } from '../../src/identity/mint.js';
@@ -32,7 +35,7 @@ import { eventually } from '../harness/eventually.js';
 import { uniqueBucket } from '../harness/registry.js';
 import type { Target } from '../harness/targets.js';
 
-describe('a task and the grant it was made under', () => {
+describe('a gated call, as a task or not, and the grant it was made under', () => {
   let world: ApprovalsWorld;
   let nc: NatsConnection;
   let target: Target;
@@ -64,13 +67,13 @@ describe('a task and the grant it was made under', () => {
     });
 
   beforeAll(async () => {
+    const identity = IdentityGate.forIssuers([issuer.getPublicKey()], { revocations });
     world = await startApprovalsWorld(app, approvalsBucket, {
       approvals: { policy: { default: 'ask' } },
-      dispatcher: { approvalTimeoutMs: 60_000 },
+      dispatcher: { approvalTimeoutMs: 60_000, identity },
     });
     ({ nc, target, person } = world);
     const { dispatcher } = world;
-    const identity = IdentityGate.forIssuers([issuer.getPublicKey()], { revocations });
     const store = await TaskStore.open(nc, { bucket: tasksBucket });
     runner = new TaskRunner(dispatcher, store, { identity, revocations }).start();
     mounts.push(await dispatcherMount(nc, { dispatcher, tasks: runner, identity }).start());
@@ -140,5 +143,53 @@ describe('a task and the grant it was made under', () => {
     expect(ended.record.result?.error?.code).toBe('forbidden');
     expect(ended.record.task.statusMessage).toContain('expired');
     expect(target.count('$deploy')).toBe(0);
+  });
+  const grantFor = (name: string, ttlSeconds = 600) =>
+    mintGrant(issuer, { principal: `agent:${name}`, session: `s-${name}`, resolve: gatedSession, ttlSeconds });
+  /** A plain gated `$call` under `grant`, its approval pending; resolves with the call's result and the approval id. */
+  const gatedCall = async (grant: string, callId: string) => {
+    const result = client.request<ToolResult>(
+      'system.dispatcher',
+      '$call',
+      { session: gatedSession, call: { id: callId, name: 'deploy', arguments: { service: 'billing' } } },
+      { grant, timeoutMs: 60_000 },
+    );
+    const pending = await person.awaitPending(callId);
+    return { result, approvalId: pending.approvalId };
+  };
+
+  it('refuses a plain call approved after its grant was revoked, and sends nothing', async () => {
+    const grant = grantFor('rolf');
+    const { result, approvalId } = await gatedCall(grant, 'plain-revoked-1');
+    const { jti } = readGrantClaims(grant);
+    revocations.apply(revocationKey({ jti }), { jti, revokedAt: Date.now(), until: Date.now() + 3_600_000 });
+
+    await person.answer({ approvalId, decision: 'approve' }, { principal: 'user:ana' });
+    const refused = await result;
+    expect(refused.error?.code).toBe('forbidden');
+    expect(refused.content).toContain('revoked');
+    expect(refused.content).toContain('was not sent');
+    expect(target.count('$deploy')).toBe(0);
+  });
+
+  it('refuses a plain call approved after its grant expired, and sends nothing', async () => {
+    const grant = grantFor('siv', 3);
+    const { result, approvalId } = await gatedCall(grant, 'plain-expired-1');
+    const expiresAt = readGrantClaims(grant).exp * 1000;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt - Date.now()) + 100));
+
+    await person.answer({ approvalId, decision: 'approve' }, { principal: 'user:ana' });
+    const refused = await result;
+    expect(refused.error?.code).toBe('forbidden');
+    expect(refused.content).toContain('expired');
+    expect(target.count('$deploy')).toBe(0);
+  });
+
+  it('sends a plain call approved while its grant holds', async () => {
+    const grant = grantFor('tor');
+    const { result, approvalId } = await gatedCall(grant, 'plain-held-1');
+    await person.answer({ approvalId, decision: 'approve' }, { principal: 'user:ana' });
+    expect(await result).toMatchObject({ isError: false, structured: { deployed: 'billing' } });
+    expect(target.count('$deploy')).toBe(1);
   });
 });
