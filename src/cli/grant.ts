@@ -127,6 +127,10 @@ export function grant(flags: GrantFlags, out: Output, env: NodeJS.ProcessEnv = p
     ...(approve === undefined ? {} : { approve }),
   });
   out.print(text);
+  if (flags.user === undefined && flags.inbox === undefined)
+    out.note(
+      `note: this grant is bound to no holder: whoever copies it is served as ${flags.principal} (bind it to its NATS user with --user)`,
+    );
   return ExitCode.Ok;
 }
 

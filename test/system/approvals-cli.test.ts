@@ -44,7 +44,16 @@ describe('matrix-tools approvals / approve / reject, as a new user runs them', (
       expect(minted.code, minted.stderr).toBe(0);
       return minted.stdout.trim();
     };
-    const agentGrant = await mint('--principal', 'agent:alpha', '--session', 's-1', '--profile', 'edit');
+    const agentGrant = await mint(
+      '--principal',
+      'agent:alpha',
+      '--session',
+      's-1',
+      '--profile',
+      'edit',
+      '--user',
+      'agent',
+    );
     const ana = join(dir, 'ana.jwt');
     writeFileSync(
       ana,

@@ -68,8 +68,11 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
       'default',
       '--ttl',
       '15m',
+      '--user',
+      'agent',
     );
     expect(minted.code).toBe(0);
+    expect(minted.stderr).toBe('');
     const grant = minted.stdout.trim();
 
     const called = await cli(
@@ -97,19 +100,11 @@ describe("the README's path: make a key, start with trust, mint a grant, call a 
     expect(wider.stderr).toContain(
       'error (forbidden): the request asks for other authority than its Matrix-Grant: profile "edit"',
     );
-    const noPrefix = await cli(
-      server.url,
-      'call',
-      'matrix_introspect',
-      '--grant',
-      grant,
-      '--user',
-      'agent',
-      '--password',
-      'agent-secret',
-      '--timeout',
-      '2000',
-    );
+    const asAgent = ['--user', 'agent', '--password', 'agent-secret', '--timeout', '2000'];
+    // The grant names its NATS user: the CLI takes that user's inbox prefix from it.
+    const fromGrant = await cli(server.url, 'call', 'matrix_introspect', '--grant', grant, ...asAgent);
+    expect(fromGrant.code, fromGrant.stderr).toBe(0);
+    const noPrefix = await cli(server.url, 'call', 'matrix_introspect', '--profile', 'default', ...asAgent);
     expect(noPrefix.code).toBe(1);
     expect(noPrefix.stderr).toMatch(
       /error \(forbidden\): not permitted to receive replies on _INBOX\..*--inbox-prefix/,

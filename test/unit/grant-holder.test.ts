@@ -108,8 +108,10 @@ describe('a grant bound to an inbox prefix only', () => {
 describe('matrix-tools grant --user', () => {
   const seed = join(mkdtempSync(join(tmpdir(), 'grant-holder-')), 'issuer.nk');
   writeFileSync(seed, `${new TextDecoder().decode(issuer.getSeed())}\n`);
+  let notes: string[] = [];
   const minted = (more: Record<string, string>) => {
     const out = memoryOutput();
+    notes = out.notes;
     mint(
       {
         issuer: seed,
@@ -133,8 +135,10 @@ describe('matrix-tools grant --user', () => {
     expect(holderInbox(claims)).toBe('_INBOX_agent');
     expect(minted({ user: 'bot-7', account: 'BOTS' }).nats).toMatchObject({ user: 'bot-7', account: 'BOTS' });
     expect(holderInbox(minted({ user: 'agent', inbox: '_INBOX_mine' }))).toBe('_INBOX_mine');
-    // Without --user, no account is written: it would bind nothing.
+    expect(notes).toEqual([]);
+    // Without --user, no account is written: it would bind nothing; and it says the grant is a bearer token.
     expect(minted({}).nats.account).toBeUndefined();
+    expect(notes.join('')).toContain('bound to no holder: whoever copies it is served as agent:a');
   });
 
   it('refuses a user or account that is no NATS name', () => {
