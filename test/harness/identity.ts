@@ -1,6 +1,7 @@
 /**
- * A bus set up as `docker compose up` runs it: nats-server with deploy/nats.conf (its mount user
- * copied for the test's mounts `app.spy` and `app.secret`), the service as `service` trusting one
+ * A bus set up as `docker compose up` runs it: nats-server with deploy/nats.conf (the service,
+ * operator and mounts in account MATRIX, the agents in AGENTS; its mount user copied for the
+ * test's mounts `app.spy` and `app.secret`), the service as `service` trusting one
  * grant issuer, an approval policy, and a spy target (as its own user `spy`) behind a registered
  * context. Connections per user, each with the inbox prefix its permissions allow; grants minted
  * on demand.

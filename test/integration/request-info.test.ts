@@ -1,6 +1,6 @@
 /**
- * What nats-server attests about a request's sender, which docs/protocol.md section 3 relies on
- * when it says what would bind a grant to its holder for requests as well as replies. A
+ * What nats-server attests about a request's sender, on which a grant bound to its NATS user
+ * (`nats.user`, docs/protocol.md 3.1) relies to hold for requests as well as replies. A
  * request's reply subject is the sender's to choose; `Nats-Request-Info` on a message that
  * crosses a service import with `share: true` is the server's: it names the authenticated user,
  * also for a publish that names another user's inbox as its reply subject, and a value the client
