@@ -356,44 +356,57 @@ describe('whom a refused grant names', () => {
 });
 
 describe('grants built to break the verifier', () => {
-  it('refuses claims of an object wider than a grant has, as malformed, from their bytes', () => {
-    // 1,300 keys in one object (16 KiB): parsed, walked and hashed, ~1 ms a refusal; refused at the 33rd.
-    const wide: Record<string, unknown> = { iss: issuer.getPublicKey(), jti: 'x', sub: 'a' };
-    for (let i = 0; i < 1_300; i++) wide[`k${i}`] = 0;
-    const text = [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), JSON.stringify(wide)]
-      .map((p) => Buffer.from(p).toString('base64url'))
-      .concat(Buffer.alloc(64).toString('base64url'))
-      .join('.');
-    expect(text.length).toBeLessThan(MAX_GRANT_LENGTH);
-    const err = refusal(() => new GrantVerifier([issuer.getPublicKey()]).verify(text));
-    expect(err).toMatchObject({ failure: GrantFailure.Malformed });
-    expect(err.message).toContain('its claims hold a map of more than 32 entries');
-    // As wide as a grant may be, the same claims are read and refused for their signature.
-    const narrow = { ...wide };
-    for (let i = 29; i < 1_300; i++) delete narrow[`k${i}`];
-    const signedByNoOne = text.replace(/\.[^.]*\./, `.${Buffer.from(JSON.stringify(narrow)).toString('base64url')}.`);
-    expect(refusal(() => new GrantVerifier([issuer.getPublicKey()]).verify(signedByNoOne))).toMatchObject({
-      failure: GrantFailure.Tampered,
-    });
+  it('refuses large claims no trusted issuer signed unread, and small ones of a shape no grant has as malformed', () => {
+    const unsigned = (claims: unknown) =>
+      [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), JSON.stringify(claims)]
+        .map((p) => Buffer.from(p).toString('base64url'))
+        .concat(Buffer.alloc(64).toString('base64url'))
+        .join('.');
+    const wide = (keys: number) => {
+      const claims: Record<string, unknown> = { iss: issuer.getPublicKey(), jti: 'x', sub: 'a' };
+      for (let i = 0; i < keys; i++) claims[`k${i}`] = 0;
+      return claims;
+    };
+    const verifier = new GrantVerifier([issuer.getPublicKey()]);
+    // 1,300 keys in one object (16 KiB): parsed, walked and hashed, ~1 ms a refusal; refused unread.
+    const large = unsigned(wide(1_300));
+    expect(large.length).toBeLessThan(MAX_GRANT_LENGTH);
+    const err = refusal(() => verifier.verify(large));
+    expect(err).toMatchObject({ failure: GrantFailure.BadSignature });
+    expect(err.message).toContain('no issuer this service trusts signed it');
+    // Small claims are read to say why: wider than a grant's objects are, or changed after signing.
+    const small = refusal(() => verifier.verify(unsigned(wide(100))));
+    expect(small).toMatchObject({ failure: GrantFailure.Malformed });
+    expect(small.message).toContain('its claims hold a map of more than 32 entries');
+    expect(refusal(() => verifier.verify(unsigned(wide(29))))).toMatchObject({ failure: GrantFailure.Tampered });
+    // With more issuers than are tried first, the claims name the one key tried, as before.
+    const others = Array.from({ length: 4 }, () => createAccount().getPublicKey());
+    const many = refusal(() => new GrantVerifier([issuer.getPublicKey(), ...others]).verify(large));
+    expect(many).toMatchObject({ failure: GrantFailure.Malformed });
   });
 
-  it('refuses claims nested deeper than a grant has, as malformed, and tells the refusal to the audit', () => {
+  it('refuses claims nested deeper than a grant has, and tells the refusal to the audit', () => {
     // A trusted issuer's name, 64 zero bytes for a signature, and claims an array 6,000 deep:
     // hashing them to tell tampering from a bad signature overflowed the stack, a RangeError no
-    // refusal was audited for.
-    const deep = `${'['.repeat(6_000)}${']'.repeat(6_000)}`;
-    const claims = `{"iss":"${issuer.getPublicKey()}","jti":"x","sub":"a","deep":${deep}}`;
-    const grant = [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), claims]
-      .map((p) => Buffer.from(p).toString('base64url'))
-      .join('.');
-    const text = `${grant}.${Buffer.alloc(64).toString('base64url')}`;
-    const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
-    const heard: GrantError[] = [];
-    expect(refusal(() => gate.admit({ profile: 'default' }, { grant: text }, (err) => heard.push(err)))).toMatchObject({
-      failure: GrantFailure.Malformed,
-    });
-    expect(heard.map((e) => e.failure)).toEqual([GrantFailure.Malformed]);
-    expect(heard[0]?.message).toMatch(/nest deeper than/);
+    // refusal was audited for. Such claims are not read unsigned now; 1,000 deep ones are read, and malformed.
+    for (const [levels, failure, words] of [
+      [6_000, GrantFailure.BadSignature, /no issuer this service trusts signed it/],
+      [1_000, GrantFailure.Malformed, /nest deeper than 16 levels/],
+    ] as const) {
+      const deep = `${'['.repeat(levels)}${']'.repeat(levels)}`;
+      const claims = `{"iss":"${issuer.getPublicKey()}","jti":"x","sub":"a","deep":${deep}}`;
+      const grant = [JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }), claims]
+        .map((p) => Buffer.from(p).toString('base64url'))
+        .join('.');
+      const text = `${grant}.${Buffer.alloc(64).toString('base64url')}`;
+      const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
+      const heard: GrantError[] = [];
+      expect(
+        refusal(() => gate.admit({ profile: 'default' }, { grant: text }, (err) => heard.push(err))),
+      ).toMatchObject({ failure });
+      expect(heard.map((e) => e.failure)).toEqual([failure]);
+      expect(heard[0]?.message).toMatch(words);
+    }
   });
 
   it('refuses, and tells, whatever else goes wrong while admitting a grant: it fails closed', () => {
