@@ -129,7 +129,7 @@ export function grant(flags: GrantFlags, out: Output, env: NodeJS.ProcessEnv = p
   out.print(text);
   if (flags.user === undefined && flags.inbox === undefined)
     out.note(
-      `note: this grant is bound to no holder: whoever copies it is served as ${flags.principal} (bind it to its NATS user with --user)`,
+      `note: this grant is bound to no holder: whoever copies it is served as ${flags.principal} (bind it with --user <its NATS user>, or --inbox <its reply prefix> in the service's own account)`,
     );
   return ExitCode.Ok;
 }
