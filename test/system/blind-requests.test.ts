@@ -116,7 +116,10 @@ describe('blind requests with a copy of a grant bound to its NATS user', () => {
     for (const op of ['$cancel', '$get', '$result', '$list'])
       expect(await blind(`system.tasks.${op}`, op === '$list' ? {} : ref), op).toMatchObject({ error: wrongHolder });
     expect((await agent.request<Task>('system.tasks', '$get', ref, { grant })).status).toBe('working');
+    const cancels = bus.spy.count('$cancel');
     expect((await agent.request<Task>('system.tasks', '$cancel', ref, { grant })).status).toBe('cancelled');
+    // The target is told to stop after the answer: let that arrive before the next test counts.
+    await eventually(() => expect(bus.spy.count('$cancel')).toBe(cancels + 1));
   });
 
   it('cancels no call in flight by a blind $cancel; the holder’s own $cancel stops it', async () => {
