@@ -20,6 +20,11 @@ export interface ThreadAnswer<T> {
   failure?: string;
 }
 
+/** A request the worker never answered: it died or was closed first. Not the request's fault. */
+export class ThreadStopped extends Error {
+  override readonly name = 'ThreadStopped';
+}
+
 interface Pending<A> {
   resolve(answer: A): void;
   reject(error: Error): void;
@@ -61,7 +66,10 @@ export class WorkerThread<R, A> {
     return this.pending.size;
   }
 
-  /** The worker's answer; refused as unavailable past `maxQueued` when `bounded`; rejects with why the worker failed. */
+  /**
+   * The worker's answer; refused as unavailable past `maxQueued` when `bounded`; rejects with why
+   * the request failed there, or `ThreadStopped` when the worker died (or was closed) first.
+   */
   request(request: R, bounded = true): Promise<A> {
     if (bounded && this.pending.size >= this.maxQueued)
       return Promise.reject(new UnavailableError(this.busy(this.pending.size)));
@@ -111,7 +119,7 @@ export class WorkerThread<R, A> {
     this.worker = undefined;
     const failed = [...this.pending.values()];
     this.pending.clear();
-    for (const p of failed) p.reject(err);
+    for (const p of failed) p.reject(new ThreadStopped(err.message, { cause: err }));
   }
 }
 

@@ -16,7 +16,7 @@ import { createRequire } from 'node:module';
 import { Script } from 'node:vm';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import standaloneCode from 'ajv/dist/standalone/index.js';
-import { WorkerThread } from '../worker-thread.js';
+import { ThreadStopped, WorkerThread } from '../worker-thread.js';
 import { BoundedCache, type CacheBounds } from './bounded-cache.js';
 import { UnavailableError, type Violation } from './errors.js';
 
@@ -127,6 +127,11 @@ function validatorOf(script: Script): ValidateFunction {
 
 let compilerThread: WorkerThread<string, ValidatorCode> | undefined;
 
+/** Ends the compiler thread, if it runs: compilations in flight fail (`ThreadStopped`); the next one starts it again. */
+export async function stopCompilerThread(): Promise<void> {
+  await compilerThread?.close();
+}
+
 /** The one compiler thread of the process, started on first use. */
 function compilerThreadOf(): WorkerThread<string, ValidatorCode> {
   compilerThread ??= new WorkerThread<string, ValidatorCode>(
@@ -191,7 +196,7 @@ export class SchemaCompiler {
    * The check of a schema object, as `check` gives it, except that a schema of
    * `OFF_LOOP_SCHEMA_CHARS` or more that is not compiled yet is compiled on the compiler thread:
    * then a promise of its check (which rejects if it does not compile, or, `UnavailableError`,
-   * if the thread holds `MAX_QUEUED_COMPILES` already). Every caller of the same schema waits for
+   * if the thread holds `MAX_QUEUED_COMPILES` already, or `ThreadStopped`, if the thread stopped). Every caller of the same schema waits for
    * the one compilation; callers of other schemas do not wait for it.
    */
   checkSoon(schema: Record<string, unknown>): Check | Promise<Check> {
@@ -241,7 +246,9 @@ export class SchemaCompiler {
       this.byText.set(text, check, text.length);
       return check;
     } catch (err) {
-      if (!(err instanceof UnavailableError)) this.verdicts.set(text, (err as Error).message, text.length);
+      // Only Ajv's verdict is kept: a full queue or a thread that stopped says nothing of the schema.
+      if (!(err instanceof UnavailableError || err instanceof ThreadStopped))
+        this.verdicts.set(text, (err as Error).message, text.length);
       throw err;
     } finally {
       this.compiling.delete(text);

@@ -11,6 +11,7 @@ import { UnavailableError } from '../bus/errors.js';
 import { sha256Hex } from '../bus/hashing.js';
 import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';
 import type { JsonSchemaObject } from '../registry/types.js';
+import { ThreadStopped } from '../worker-thread.js';
 import { argumentName, failure } from './results.js';
 import type { ToolCall } from './types.js';
 
@@ -62,7 +63,7 @@ export function readArguments(
   };
   if (!(check instanceof Promise)) return validated(check);
   return check.then(validated, (err: unknown) => {
-    throw err instanceof UnavailableError
+    throw err instanceof UnavailableError || err instanceof ThreadStopped
       ? failure.schemaCompiling(call.name, err)
       : failure.schemaBroken(call.name, err);
   });

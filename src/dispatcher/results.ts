@@ -91,7 +91,7 @@ export const failure = {
       'internal',
       `"${tool}" cannot be called: its input schema does not compile (${(err as Error).message}). Use another tool; the context's owner must fix it.`,
     ),
-  /** Arguments: the tool's schema waits to be compiled behind as many others as the compiler thread holds. */
+  /** Arguments: the compiler thread holds as many schemas as it may, or stopped before it compiled this one. */
   schemaCompiling: (tool: string, err: unknown) =>
     new CallFailure(
       'unavailable',

@@ -2,10 +2,12 @@
  * A large tool schema is compiled on the compiler thread (`checkSoon`) and checks exactly as
  * one compiled in-process does: the same violations, worded the same (the known fields of an
  * object come from its schema), every one for small values and the first for large ones. A
- * schema that does not compile is refused, and refused from memory after that.
+ * schema that does not compile is refused, and refused from memory after that; one whose
+ * compile the thread never finished is compiled again.
  */
 import { describe, expect, it } from 'vitest';
-import { Dialect, OFF_LOOP_SCHEMA_CHARS, SchemaCompiler } from '../../src/bus/schema-compiler.js';
+import { Dialect, OFF_LOOP_SCHEMA_CHARS, SchemaCompiler, stopCompilerThread } from '../../src/bus/schema-compiler.js';
+import { ThreadStopped } from '../../src/worker-thread.js';
 
 /** A closed object schema of `n` string fields, and a `limit` integer, padded past the off-loop bound. */
 function largeSchema(salt: string): Record<string, unknown> {
@@ -49,6 +51,17 @@ describe('a large tool schema, compiled off the event loop', () => {
     const soon = compiler.checkSoon(broken);
     await expect(soon).rejects.toThrow(/resolve reference/);
     expect(() => compiler.checkSoon(broken)).toThrow(/resolve reference/);
+  });
+
+  it('compiles a schema again after the thread stopped under it: that is no verdict on the schema', async () => {
+    const compiler = new SchemaCompiler(Dialect.Tools);
+    const schema = largeSchema('s');
+    const soon = compiler.checkSoon(schema);
+    await stopCompilerThread();
+    await expect(soon).rejects.toBeInstanceOf(ThreadStopped);
+    const again = compiler.checkSoon(schema);
+    expect(again).toBeInstanceOf(Promise);
+    expect((await again)({ s_0: 'ok' })).toBeUndefined();
   });
 
   it('compiles a small schema in-process, at once', () => {
