@@ -12,6 +12,7 @@
  * else's trace. A batch is acknowledged only once its entries are stored, so a crash or a
  * failed write indexes it again; a merge writes before it purges, so a lookup never misses.
  */
+import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../bus/log.js';
 import type { ConsumerMessages, JsMsg, StreamStore } from '../bus/stream-store.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
@@ -83,6 +84,26 @@ export function ensureIndexer(store: StreamStore, stream: string): Promise<void>
   });
 }
 
+/** How a batch taken is acknowledged once its entries are stored. */
+interface Acknowledgement {
+  ack(): void;
+}
+
+/** JetStream's acknowledgement, sent on a delivered message's reply subject. */
+const ACK = new TextEncoder().encode('+ACK');
+
+/**
+ * The acknowledgement of a delivered batch, holding its reply subject and not the batch: at
+ * 13,000 calls a second a batch is ~300 KB, and holding each until the flush (up to 2 s) kept
+ * tens of MB of them alive, off the heap, for the collector to reckon with. A message from a
+ * client that gives no reply subject is held as it came.
+ */
+function acknowledgementOf(m: JsMsg, nc: NatsConnection): Acknowledgement {
+  const reply = (m as { reply?: unknown }).reply;
+  if (typeof reply !== 'string' || reply === '') return m;
+  return { ack: () => nc.publish(reply, ACK) };
+}
+
 /** What a `TraceIndexer` indexes, and with what. */
 export interface TraceIndexerOptions {
   /** The streams: the trail it reads, the index it merges. */
@@ -102,7 +123,7 @@ export interface TraceIndexerOptions {
 /** Indexes stored batches as they come, in flushes; `stop()` ends it (what was not flushed is delivered again). */
 export class TraceIndexer {
   private pending: PendingEntries;
-  private held: JsMsg[] = [];
+  private held: Acknowledgement[] = [];
   private flushing: Promise<void> = Promise.resolve();
   private messages: ConsumerMessages | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -159,7 +180,7 @@ export class TraceIndexer {
 
   private take(m: JsMsg): void {
     this.pending.add(traceIdsOfBatch(m.data), m.seq);
-    this.held.push(m);
+    this.held.push(acknowledgementOf(m, this.store.nc));
     if (this.held.length >= FLUSH_BATCHES) this.flush();
   }
 
@@ -173,7 +194,7 @@ export class TraceIndexer {
     this.flushing = this.flushing.then(() => this.write(pending, held));
   }
 
-  private async write(pending: PendingEntries, held: JsMsg[]): Promise<void> {
+  private async write(pending: PendingEntries, held: Acknowledgement[]): Promise<void> {
     if (this.stopped) return;
     try {
       await Promise.all(pending.messages(this.stream).map((m) => this.writer.append(m.subject, m.data)));
