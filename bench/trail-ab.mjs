@@ -1,0 +1,121 @@
+// A/B of what the audit trail costs a system.dispatcher.$call (issue 25), summed over processes.
+// Each stack is a nats-server of its own (with -js, on 127.0.0.1) and one service process given
+// as "name=script [args]"; the caller and the echo target run here. Stacks take turns, round by
+// round: 64 calls in flight, then 2.2 s for the trail's batches and the trace-id indexer's 2 s
+// flush to land in the slice; each line is CPU per call from /proc (nats-server, service) and
+// process.cpuUsage (caller + echo). Build the checkout first (npm run build), then e.g.:
+//   node bench/trail-ab.mjs . 8 20000 on=dist/src/main.js 'noref=dist/src/main.js --no-reference' \
+//     off=dist/bench/unaudited.js
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const [dir, rounds, calls, ...specs] = process.argv.slice(2);
+const load = (p) => import(pathToFileURL(join(dir, 'dist', p)).href);
+const { connectBus } = await load('src/bus/connect.js');
+const { BusClient } = await load('src/bus/client.js');
+const { populate } = await load('bench/stack.js');
+const TICKS = 100;
+const cpuUs = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(f[11]) + Number(f[12])) / TICKS) * 1e6;
+};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const echo = {
+  key: 'bench',
+  title: 'Bench',
+  description: 'the benchmark tool',
+  permissions: { approval: 'never' },
+  matrixTools: [
+    {
+      name: 'echo',
+      description: 'echoes q',
+      inputSchema: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['q'],
+        properties: { q: { type: 'string' } },
+      },
+      target: 'bench.echo',
+      op: '$echo',
+    },
+  ],
+};
+
+const stacks = [];
+let port = 4310 + (process.pid % 50) * 10;
+for (const spec of specs) {
+  const [name, command] = spec.split('=');
+  const store = mkdtempSync(join(tmpdir(), 'trail-ab-'));
+  const server = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store], {
+    stdio: 'ignore',
+  });
+  await sleep(600);
+  const url = `nats://127.0.0.1:${port++}`;
+  const nc = await connectBus({ servers: url });
+  await populate(nc, 'trail-ab-tools', [echo]);
+  nc.subscribe('bench.echo.*', { queue: 'echo', callback: (_err, msg) => msg.respond(msg.data) });
+  const service = spawn(process.execPath, command.split(' '), {
+    env: { ...process.env, NATS_URL: url, MATRIX_TOOLS_BUCKET: 'trail-ab-tools' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  await new Promise((resolve, reject) => {
+    let said = '';
+    service.stderr.on('data', (d) => {
+      said += d;
+      if (/ ready/.test(said)) resolve();
+    });
+    service.on('exit', (code) => reject(new Error(`${name} exited ${code}: ${said}`)));
+  });
+  stacks.push({ name, server, service, nc, store, client: new BusClient(nc, { timeoutMs: 10_000 }) });
+}
+
+const session = { profile: 'bench', toolContextRefs: ['bench'] };
+async function run(stack, n) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next++ < n) {
+        const call = { id: 'c', name: 'echo', arguments: { q: 'hello' } };
+        const result = await stack.client.request('system.dispatcher', '$call', { session, call });
+        if (result.isError) throw new Error(JSON.stringify(result));
+      }
+    }),
+  );
+}
+
+try {
+  for (const stack of stacks) await run(stack, 3000);
+  const n = Number(calls);
+  for (let round = 0; round < Number(rounds); round++)
+    for (const stack of stacks) {
+      await sleep(300);
+      const before = [process.cpuUsage(), cpuUs(stack.server.pid), cpuUs(stack.service.pid)];
+      const started = performance.now();
+      await run(stack, n);
+      const seconds = (performance.now() - started) / 1000;
+      await sleep(2200);
+      const own = process.cpuUsage(before[0]);
+      const row = {
+        name: stack.name,
+        round,
+        rps: Math.round(n / seconds),
+        caller: (own.user + own.system) / n,
+        server: (cpuUs(stack.server.pid) - before[1]) / n,
+        service: (cpuUs(stack.service.pid) - before[2]) / n,
+      };
+      row.total = row.caller + row.server + row.service;
+      const rounded = Object.entries(row).map(([k, v]) => [k, typeof v === 'number' ? Math.round(v * 10) / 10 : v]);
+      console.log(JSON.stringify(Object.fromEntries(rounded)));
+    }
+} finally {
+  for (const stack of stacks) {
+    stack.service.kill('SIGKILL');
+    stack.client.close();
+    await stack.nc.close();
+    stack.server.kill();
+    rmSync(stack.store, { recursive: true, force: true });
+  }
+}
