@@ -15,7 +15,11 @@ export class GrantError extends ForbiddenError {
   session: string | undefined;
 
   constructor(failure: GrantFailure, message: string) {
+    // A refusal, not a fault: no stack is captured (12 µs of the ~100 a refused grant costs, in a flood of them).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message, { details: { grant: failure } });
+    Error.stackTraceLimit = limit;
     this.failure = failure;
   }
 }

@@ -113,7 +113,8 @@ describe('requests built to be expensive, from an agent user', () => {
       body: encodeBody({ session, call: { id: 'c', name: 'strict_run', arguments: unknownKeys(40_000) } }),
       granted: true,
     },
-    ...[5, 50].map((perSecond) => ({
+    // 1000/s a lane is as fast as the service answers: ~800-2,000 refusals a second on 2 shared cores.
+    ...[5, 50, 1000].map((perSecond) => ({
       name: `$call with a grant of its own each, ${MAX_GRANT_LENGTH} characters signed by no one, at ${perSecond}/s a lane`,
       subject: 'system.dispatcher.$call',
       body: encodeBody({ session, call: { id: 'c', name: 'spy_run', arguments: {} } }),

@@ -62,6 +62,14 @@ describe('refused grant texts', () => {
     expect(verifier.refusedCached).toBe(1);
   });
 
+  it('refuses without capturing a stack: a refusal is no fault to trace', () => {
+    const limit = Error.stackTraceLimit;
+    const err = refusalOf(clocked().verifier, tampered('z'));
+    expect(err.stack ?? '').not.toMatch(/\n\s+at /);
+    expect(Error.stackTraceLimit).toBe(limit);
+    expect(new Error('x').stack).toMatch(/\n\s+at /);
+  });
+
   it('checks a refused text again once its entry lapses', () => {
     const { verifier, advance } = clocked({ refusalTtlMs: 1000 });
     const text = tampered('y');
