@@ -264,12 +264,22 @@ export function putHeader(h: MsgHdrs | undefined, name: (typeof Header)[keyof ty
 const HEADER_NAME = /^[!-9;-~]*$/;
 
 /**
+ * Most bytes of a request's header block. Every header the protocol reads, at its longest (a
+ * grant of 16 KiB, read sessions of 8 KiB, the server's `Nats-Request-Info`), fits with room;
+ * a longer block is refused from its length, before a byte of it is read.
+ */
+export const MAX_REQUEST_HEADER_BYTES = 32 * 1024;
+
+/** Most lines of a request's header block: the protocol reads about a dozen headers. */
+export const MAX_REQUEST_HEADER_LINES = 64;
+
+/**
  * What a request's headers say. Read from the raw block where nats-core keeps it (3.x: `_msg.hdr`
  * is its length, `_rdata` the block and body); through `msg.headers` on any other nats-core.
- * A block that cannot be read is the caller's bad request.
+ * A block that cannot be read, or is longer than the bounds above, is the caller's bad request.
  */
 export function requestHeadersOf(msg: Msg): RequestHeaders {
-  const raw = rawHeaderBlock(msg);
+  const raw = rawHeaderBlock(msg, MAX_REQUEST_HEADER_BYTES);
   if (raw === null) return emptyRequestHeaders();
   if (raw !== undefined) return readHeaderBlock(raw);
   try {
@@ -282,13 +292,14 @@ export function requestHeadersOf(msg: Msg): RequestHeaders {
 
 /**
  * The header block as text; null when the message has none; undefined when this nats-core keeps
- * it elsewhere.
+ * it elsewhere. A block of more than `maxBytes` is a bad request.
  */
-export function rawHeaderBlock(msg: Msg): string | null | undefined {
+export function rawHeaderBlock(msg: Msg, maxBytes = Number.POSITIVE_INFINITY): string | null | undefined {
   const impl = msg as unknown as { _msg?: { hdr?: unknown }; _rdata?: unknown };
   const length = impl._msg?.hdr;
   if (typeof length !== 'number') return undefined;
   if (length <= 0) return null;
+  if (length > maxBytes) throw unreadable(`the block is ${length} bytes, more than ${maxBytes}`);
   const data = impl._rdata;
   if (!(data instanceof Uint8Array) || data.length < length) return undefined;
   return Buffer.from(data.buffer, data.byteOffset, length).toString('utf8');
@@ -303,10 +314,14 @@ export function readHeaderBlock(block: string): RequestHeaders {
   const read = emptyRequestHeaders();
   let at = block.indexOf('\r\n');
   if (at < 0) return read;
+  let lines = 0;
   for (at += 2; at < block.length; ) {
     let end = block.indexOf('\r\n', at);
     if (end < 0) end = block.length;
-    if (end > at) readLine(read, block, at, end);
+    if (end > at) {
+      if (++lines > MAX_REQUEST_HEADER_LINES) throw unreadable(`it has more than ${MAX_REQUEST_HEADER_LINES} lines`);
+      readLine(read, block, at, end);
+    }
     at = end + 2;
   }
   return read;

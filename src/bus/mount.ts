@@ -26,6 +26,9 @@ import { type Logger, silentLogger } from './log.js';
 import { describeViolations, violationDetails } from './schema-compiler.js';
 import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
+/** Most bytes of a `$cancel` body: `{callId}` of the longest call id (256 characters) is ~270. */
+const MAX_CANCEL_BYTES = 1024;
+
 export type { OpContext } from './context.js';
 
 /** A schema: the `$id` of one in `contracts/`, or the schema itself. */
@@ -311,8 +314,10 @@ export class Mount {
   /**
    * `$cancel {callId}`: fires the signal of the request with that `Matrix-Call-Id` and answers
    * `{cancelled: true}`; an instance that does not hold the call stays silent (another may).
+   * Every instance hears every `$cancel`: a body longer than any `{callId}` is dropped unread.
    */
   private onCancel(msg: Msg): void {
+    if (msg.data.length > MAX_CANCEL_BYTES) return;
     let callId: unknown;
     let encoding: Encoding = Encoding.MsgPack;
     let by: CallContext;

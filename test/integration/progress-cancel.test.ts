@@ -81,6 +81,16 @@ describe('progress reports and cancellation on the bus', () => {
     expect([...slow.stopped, ...slowTwin.stopped]).toContain('CancelledError');
   });
 
+  it('drops unread a $cancel longer than any {callId}: every instance hears it, so it must cost nothing', async () => {
+    const callId = `long-${Date.now()}`;
+    const call = client.request(name, '$work', { steps: 100, stepMs: 50 }, { callId });
+    await eventually(() => expect(slow.callIds.concat(slowTwin.callIds)).toContain(callId));
+    const padded = { callId, pad: 'x'.repeat(2_000) };
+    await expect(client.request(name, '$cancel', padded, { timeoutMs: 300 })).rejects.toThrow(TimeoutError);
+    expect(await client.request(name, '$cancel', { callId }, { timeoutMs: 2_000 })).toEqual({ cancelled: true });
+    await expect(call).rejects.toThrow(/cancelled by its caller/);
+  });
+
   it('answers no $cancel for a call no instance holds', async () => {
     await expect(client.request(name, '$cancel', { callId: 'nobody-has-it' }, { timeoutMs: 300 })).rejects.toThrow(
       TimeoutError,
