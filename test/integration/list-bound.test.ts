@@ -84,7 +84,9 @@ describe('$list of the largest contexts, 500 a page', () => {
     // ~25 KB a context: about 40 fit in 1 MB.
     expect(Math.max(...sizes)).toBeLessThan(500);
     expect(sizes.length).toBeGreaterThan(1);
-    // Loose: the machine is shared. One page of 500 held the loop 87-259 ms before it was refused.
-    expect(Math.max(...times)).toBeLessThan(250);
+    // What bounds the stall is the page's size, held above; its time is printed. A page took
+    // 10-133 ms alone and 385 ms in a CI run with both cores busy: this only catches a page
+    // that grows without bound again.
+    expect(Math.max(...times)).toBeLessThan(2_000);
   }, 60_000);
 });
