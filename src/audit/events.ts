@@ -366,10 +366,31 @@ export function traceIdsOfBatch(data: Uint8Array): Set<string> {
     return ids;
   }
   for (let at = bytes.indexOf(TRACEPARENT_KEY); at >= 0; at = bytes.indexOf(TRACEPARENT_KEY, at + 1)) {
-    const id = traceIdOf(shortStringAt(bytes, at + TRACEPARENT_KEY.length));
+    const value = at + TRACEPARENT_KEY.length;
+    const id = traceIdAt(bytes, value) ?? traceIdOf(shortStringAt(bytes, value));
     if (id !== undefined) ids.add(id);
   }
   return ids;
+}
+
+/** Length of a W3C `traceparent` of version 00: `vv-<32 hex>-<16 hex>-ff`. */
+const TRACEPARENT_LENGTH = 55;
+
+/**
+ * The trace id of the `traceparent` the dispatcher writes at `at` (a str8 of 55 bytes, lowercase
+ * hex where W3C says so), read from its bytes: one string for the id, no regular expression and
+ * no match array. Undefined for anything else, which `traceIdOf` then judges from its text.
+ */
+function traceIdAt(bytes: Buffer, at: number): string | undefined {
+  if (bytes[at] !== 0xd9 || bytes[at + 1] !== TRACEPARENT_LENGTH) return undefined;
+  const start = at + 2;
+  if (start + TRACEPARENT_LENGTH > bytes.length) return undefined;
+  for (let i = 0; i < TRACEPARENT_LENGTH; i++) {
+    const c = bytes[start + i] as number;
+    const dash = i === 2 || i === 35 || i === 52;
+    if (dash ? c !== 0x2d : !((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return undefined;
+  }
+  return bytes.toString('latin1', start + 3, start + 35);
 }
 
 /** An array (or a single event: a map) in MessagePack, as the dispatcher publishes. */

@@ -8,9 +8,9 @@ import { isTraceId, type Shards } from './shards.js';
 /** Largest index message: a shard's entries of one flush are split past it. */
 const MAX_INDEX_MESSAGE = 256 * 1024;
 
-/** Entries collected since the last flush: per shard, trace id → batch sequences. */
+/** Entries collected since the last flush: per shard, trace id → its batch's sequence, or sequences. */
 export class PendingEntries {
-  private readonly shards = new Map<number, Map<string, number[]>>();
+  private readonly shards = new Map<number, Map<string, number | number[]>>();
 
   constructor(private readonly sharding: Shards) {}
 
@@ -23,14 +23,20 @@ export class PendingEntries {
     return this.shards.keys();
   }
 
+  /**
+   * Lists `seq` under each trace id. Nearly every trace of a flush is in one batch: its entry is
+   * that batch's number, an array only once a second batch names it.
+   */
   add(traceIds: Iterable<string>, seq: number): void {
     for (const id of traceIds) {
       const shard = this.sharding.of(id);
       let traces = this.shards.get(shard);
       if (traces === undefined) this.shards.set(shard, (traces = new Map()));
       const seqs = traces.get(id);
-      if (seqs === undefined) traces.set(id, [seq]);
-      else if (!seqs.includes(seq)) seqs.push(seq);
+      if (seqs === undefined) traces.set(id, seq);
+      else if (typeof seqs === 'number') {
+        if (seqs !== seq) traces.set(id, [seqs, seq]);
+      } else if (!seqs.includes(seq)) seqs.push(seq);
     }
   }
 
@@ -46,12 +52,15 @@ export class PendingEntries {
 }
 
 /** Entries as index messages: `{"<trace id>": [seq, …], …}`, a new message past `maxBytes`. */
-export function encodeEntries(entries: Map<string, Iterable<number>>, maxBytes = MAX_INDEX_MESSAGE): Uint8Array[] {
+export function encodeEntries(
+  entries: Map<string, number | Iterable<number>>,
+  maxBytes = MAX_INDEX_MESSAGE,
+): Uint8Array[] {
   const out: Uint8Array[] = [];
   let parts: string[] = [];
   let length = 2;
   for (const [id, seqs] of entries) {
-    const part = `"${id}":[${[...seqs].join(',')}]`;
+    const part = typeof seqs === 'number' ? `"${id}":[${seqs}]` : `"${id}":[${[...seqs].join(',')}]`;
     if (parts.length > 0 && length + part.length + 1 > maxBytes) {
       out.push(Buffer.from(`{${parts.join(',')}}`));
       parts = [];

@@ -90,6 +90,8 @@ describe('the trace-id index: shards and entries', () => {
 
   it('finds the trace ids of a MessagePack batch in its bytes: every one decoding finds, whatever the other strings hold', () => {
     const tricky = ['«traceparent', '\u00abtraceparent\u00d97', `x«traceparent${newTraceparent()}`, 'ü'.repeat(40), ''];
+    // W3C's length, not its digits: read from its bytes all the same, and refused.
+    const upper = `00-${'A'.repeat(32)}-${'b'.repeat(16)}-01`;
     const event = (i: number): CallEvent => ({
       callId: `c${i}`,
       name: tricky[i % tricky.length] as string,
@@ -97,7 +99,9 @@ describe('the trace-id index: shards and entries', () => {
       op: '$run',
       session: tricky[(i + 2) % tricky.length] as string,
       principal: 'p',
-      ...(i % 7 === 3 ? {} : { traceparent: i % 11 === 5 ? 'not-a-traceparent' : newTraceparent() }),
+      ...(i % 7 === 3
+        ? {}
+        : { traceparent: i % 11 === 5 ? 'not-a-traceparent' : i % 13 === 6 ? upper : newTraceparent() }),
       outcome: 'ok',
       durationMs: 1,
       attempts: 1,
