@@ -41,7 +41,7 @@ describe('audit events under oversized headers', () => {
   });
 
   it('drops a traceparent that is not W3C trace context, and the call and its event go on under a new trace', async () => {
-    const huge = `00-${'a'.repeat(60_000)}`;
+    const huge = `00-${'a'.repeat(20_000)}`;
     const result = await client.request<ToolResult>(
       'system.dispatcher',
       '$call',
@@ -51,6 +51,17 @@ describe('audit events under oversized headers', () => {
     expect(result).toMatchObject({ callId: 'tp-huge', isError: true, error: { code: 'not_found' } });
     const event = await eventually(() => events.find((e) => e.callId === 'tp-huge') ?? false);
     expect(event.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+  });
+
+  it('refuses a header block over 32 KiB as a bad request, before reading it', async () => {
+    await expect(
+      client.request(
+        'system.dispatcher',
+        '$call',
+        { session: { profile: 'default' }, call: { id: 'tp-over', name: 'no_such_tool' } },
+        { traceparent: `00-${'a'.repeat(40_000)}` },
+      ),
+    ).rejects.toThrow(/more than 32768/);
   });
 
   it('refuses a Matrix-Principal or Matrix-Session longer than 256 characters as a bad request', async () => {
