@@ -99,13 +99,13 @@ function targetsOf(
       kind: 'min',
     },
     {
-      what: `$call with a cached grant req/s ÷ without, one stack (${n} in flight)`,
+      what: `$call with a cached grant req/s ÷ without, two stacks (${n} in flight)`,
       value: rps(Scenario.CallGranted) / rps(Scenario.Service),
       bound: 0.95,
       kind: 'min',
     },
     {
-      what: `$resolve cached with a grant req/s ÷ without, one stack (${n} in flight)`,
+      what: `$resolve cached with a grant req/s ÷ without, two stacks (${n} in flight)`,
       value: rps(Scenario.ResolveGranted) / rps(Scenario.Resolve),
       bound: 0.95,
       kind: 'min',
