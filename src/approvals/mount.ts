@@ -161,7 +161,7 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
         request: SchemaId.ApprovalsPendingRequest,
         response: SchemaId.ApprovalsPendingReply,
         // The approver's grant, and its holder, before the body is read.
-        beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+        beforeBody: identity.beforeBody,
         handle: (request: PendingRequest, ctx: CallContext): PendingReply => {
           const approver = approverOf(identity, ctx);
           const after = cursorOf(request.cursor);
@@ -183,7 +183,7 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
         description: 'Approves or rejects one pending approval; the first answer counts.',
         request: SchemaId.ApprovalsAnswerRequest,
         response: SchemaId.ApprovalsAnswerReply,
-        beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+        beforeBody: identity.beforeBody,
         handle: async (request: AnswerRequest, ctx: CallContext): Promise<AnswerReply> => {
           const approver = approverOf(identity, ctx);
           const found = await store.get(request.approvalId);

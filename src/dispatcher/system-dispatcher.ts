@@ -63,7 +63,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         request: SchemaId.CallRequest,
         response: SchemaId.CallReply,
         // No valid grant, no body read: the refusal costs a header read.
-        beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+        beforeBody: identity.beforeBody,
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
           const admitted = identity.admit(request.session, ctx, (err) =>

@@ -97,6 +97,10 @@ export class IdentityGate {
     }
   }
 
+  /** `checkGrant` bound to this gate, as every op that needs a grant gives it for its `beforeBody`. */
+  readonly beforeBody = (ctx: CallContext, reply: string, requestInfo: string | undefined): void =>
+    this.checkGrant(ctx, reply, requestInfo);
+
   /**
    * Whom a valid grant names, for a request refused before its grant was checked (an invalid
    * body); undefined for a grant that is missing or not valid, or when trusting callers.

@@ -155,7 +155,7 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
           response: SchemaId.ResolveReply,
           sameBytesSameRequest: true,
           // No valid grant, no body read: the refusal costs a header read.
-          beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+          beforeBody: identity.beforeBody,
           // A cached resolution is the same object each time: its bytes are encoded once.
           handle: (request: ResolveRequest, ctx: OpContext) =>
             traceResolve(ctx.traceparent, request.profile, () => {

@@ -63,7 +63,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
         // The grant, and its holder, before the body is read.
-        beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+        beforeBody: identity.beforeBody,
         handle: async (request: TaskRef, ctx: OpContext): Promise<Task> =>
           (await ownTask(request.taskId, ctx)).record.task,
       },
@@ -72,7 +72,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         request: SchemaId.TaskResultRequest,
         response: SchemaId.CallReply,
         // The grant, and its holder, before the body is read.
-        beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+        beforeBody: identity.beforeBody,
         handle: async (request: TaskResultRequest, ctx: OpContext): Promise<ToolResult | Task> => {
           let found = await ownTask(request.taskId, ctx);
           if (!isTerminal(found.record.task.status) && (request.waitMs ?? 0) > 0) {
@@ -90,7 +90,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         request: SchemaId.TaskRef,
         response: SchemaId.Task,
         // The grant, and its holder, before the body is read.
-        beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+        beforeBody: identity.beforeBody,
         handle: async (request: TaskRef, ctx: OpContext): Promise<Task> => {
           const found = await ownTask(request.taskId, ctx);
           if (isTerminal(found.record.task.status)) return found.record.task;
@@ -102,7 +102,7 @@ export function tasksMount(nc: NatsConnection, options: TasksMountOptions): Moun
         request: SchemaId.TaskListRequest,
         response: SchemaId.TaskListReply,
         // The grant, and its holder, before the body is read.
-        beforeBody: (ctx, reply, requestInfo) => identity.checkGrant(ctx, reply, requestInfo),
+        beforeBody: identity.beforeBody,
         handle: (request: TaskListRequest, ctx: OpContext): TaskListReply => {
           // From the runner's index of the bucket (it watches it): no bucket read per call.
           const tasks = runner
