@@ -20,7 +20,7 @@ import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, type ReadableSpan, type SpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
 import type { CallEvent } from '../src/audit/events.js';
 import { type CallObserver, callObservers } from '../src/audit/log.js';
-import { newTraceparent } from '../src/bus/context.js';
+import { newTraceparent } from '../src/bus/headers.js';
 import { observeCall } from '../src/telemetry/calls.js';
 
 /** The three modes, in the order (a), (b), (c). */

@@ -11,8 +11,8 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { sha256Hex } from '../bus/codec.js';
 import { ConflictError, NotFoundError } from '../bus/errors.js';
-import { sha256Hex } from '../bus/hashing.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import {
   type Answer,

@@ -8,7 +8,7 @@
  * decode to what the generic encoder's would (a test holds the two together).
  */
 import { decodeBody } from '../bus/codec.js';
-import { traceIdOf } from '../bus/context.js';
+import { traceIdOf } from '../bus/headers.js';
 
 /** The audit event of one call, on `system.dispatcher.events.call`. */
 export interface CallEvent {

@@ -4,7 +4,7 @@
  * index names below it; otherwise it walks the stream backwards from the newest batch (or from
  * the `until` time, found by bisection). Either reads a bounded number of batches per page.
  */
-import { traceIdOf } from '../bus/context.js';
+import { traceIdOf } from '../bus/headers.js';
 import type { CallEvent } from './events.js';
 import type { StoredBatch } from './stream.js';
 

@@ -17,9 +17,8 @@ import {
   PermissionViolationError,
   type Subscription,
 } from '@nats-io/nats-core';
-import { guarded } from './callbacks.js';
 import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, CancelledError, deadlineOf, type Progress } from './context.js';
+import { type CallContext, CancelledError, type Progress } from './context.js';
 import {
   codeOfStatus,
   type ErrorDetails,
@@ -34,9 +33,9 @@ import {
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
-import { Header, putHeader, type ReplyHeaders, replyHeadersOf, writeContext } from './headers.js';
+import { deadlineOf, Header, putHeader, type ReplyHeaders, replyHeadersOf, writeContext } from './headers.js';
 import { type Logger, silentLogger } from './log.js';
-import { opSubject } from './subjects.js';
+import { guarded, opSubject } from './subjects.js';
 
 /** How one request is made. */
 export interface RequestOptions extends CallContext {

@@ -6,8 +6,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import { guarded } from './callbacks.js';
-import { isInboxSubject, mountReplyPrefix, queueGroup, serviceName } from './subjects.js';
+import { guarded, isInboxSubject, mountReplyPrefix, queueGroup, serviceName } from './subjects.js';
 
 /** Running figures of one op, in ADR-32's field names; times in nanoseconds. */
 export interface EndpointStats {

@@ -1,8 +1,8 @@
 /** Events on the bus: MessagePack bodies published to `<mount>.events.<name>`, read by plain subscriptions. */
 
 import type { NatsConnection } from '@nats-io/nats-core';
-import { guarded } from './callbacks.js';
 import { decodeBody } from './codec.js';
+import { guarded } from './subjects.js';
 
 /** Calls `onEvent` with each decoded event on `subject`; returns a function that stops. Unreadable events are skipped. */
 export function subscribeEvents<T>(nc: NatsConnection, subject: string, onEvent: (event: T) => void): () => void {

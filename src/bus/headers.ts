@@ -4,6 +4,7 @@
  * onto every downstream request, and what a reply's headers say (status, service error, content
  * type, progress).
  */
+import { randomFillSync } from 'node:crypto';
 import { InvalidArgumentError, type Msg, type MsgHdrs, MsgHdrsImpl } from '@nats-io/nats-core';
 import { JSON_CONTENT_TYPE } from './codec.js';
 import type { CallContext } from './context.js';
@@ -401,4 +402,35 @@ function readReplyHeader(read: ReplyHeaders, name: string, value: string): void 
   else if (name === SERVICE_ERROR) read.serviceError ??= value;
   else if (name === PROGRESS) read.progress ||= value === '1';
   else if (name.length === CONTENT_TYPE.length && name.toLowerCase() === CONTENT_TYPE) read.contentType ??= value;
+}
+
+/** The trace id of a `traceparent`, or undefined when it is not W3C-shaped. */
+export function traceIdOf(traceparent: string | undefined): string | undefined {
+  if (traceparent === undefined) return undefined;
+  return TRACEPARENT.exec(traceparent)?.[1];
+}
+
+// Random bytes are drawn 4 KiB at a time and made hex at once: one syscall and one encoding per
+// 170 trace ids, each then two slices of a flat string (hex of 24 bytes a call cost ~0.1 µs more).
+const POOL_SIZE = 4096;
+const pool = Buffer.alloc(POOL_SIZE);
+let poolHex = '';
+let hexOffset = 0;
+
+/** A fresh sampled `traceparent` (a new random trace id and span id). */
+export function newTraceparent(): string {
+  if (hexOffset + 48 > poolHex.length) {
+    randomFillSync(pool);
+    poolHex = pool.toString('hex');
+    hexOffset = 0;
+  }
+  const at = hexOffset;
+  hexOffset += 48;
+  return `00-${poolHex.slice(at, at + 32)}-${poolHex.slice(at + 32, at + 48)}-01`;
+}
+
+/** The earlier of a relative timeout and an absolute deadline, as an absolute deadline. */
+export function deadlineOf(timeoutMs: number, callerDeadline: number | undefined, now = Date.now()): number {
+  const own = now + timeoutMs;
+  return callerDeadline === undefined ? own : Math.min(own, callerDeadline);
 }

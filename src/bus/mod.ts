@@ -11,19 +11,14 @@ export {
   JSON_CONTENT_TYPE,
   jsonTextDeeperThan,
   MAX_DEPTH,
+  MAX_SESSION_REQUEST_CHARS,
   nestedDeeperThan,
+  sessionKey,
+  sha256Hex,
 } from './codec.js';
 export { type CheckOptions, type CheckOutcome, checkConformance } from './conformance.js';
 export { type ConnectOptions, connectBus, connectOptionsFromEnv, DEFAULT_NATS_URL } from './connect.js';
-export {
-  type CallContext,
-  CancelledError,
-  deadlineOf,
-  newTraceparent,
-  type Progress,
-  RequestContext,
-  traceIdOf,
-} from './context.js';
+export { type CallContext, CancelledError, type Progress } from './context.js';
 export { type EndpointStats, pingServices, type ServiceInfo } from './discovery.js';
 export {
   BadRequestError,
@@ -45,18 +40,28 @@ export {
   type Violation,
 } from './errors.js';
 export { subscribeEventData, subscribeEvents } from './events.js';
-export { MAX_SESSION_REQUEST_CHARS, sessionKey, sha256Hex } from './hashing.js';
 export {
+  deadlineOf,
   Header,
+  newTraceparent,
   OutgoingHeaders,
   type RequestHeaders,
   readContext,
   readRequestHeaders,
+  traceIdOf,
   writeContext,
 } from './headers.js';
 export { Bucket, type BucketEntry, type BucketOptions, type BucketWatch, type WatchTiming } from './kv.js';
 export { type Logger, silentLogger, stderrLogger } from './log.js';
-export { type AnyOpSpec, Mount, type MountOptions, type OpContext, type OpSpec, type SchemaRef } from './mount.js';
+export {
+  type AnyOpSpec,
+  Mount,
+  type MountOptions,
+  type OpContext,
+  type OpSpec,
+  RequestContext,
+  type SchemaRef,
+} from './mount.js';
 export {
   type DurableOptions,
   type StreamLimits,

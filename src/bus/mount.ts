@@ -7,9 +7,8 @@
  */
 
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/nats-core';
-import { guarded } from './callbacks.js';
 import { closedTopLevel, decodeMap, Encoded, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
-import { type CallContext, CancelledError, type OpContext, RequestContext } from './context.js';
+import { type CallContext, CancelledError, type OpContext, type Progress } from './context.js';
 import { type Check, type Contracts, SchemaId, contracts as sharedContracts } from './contracts.js';
 import { type EndpointStats, serveDiscovery } from './discovery.js';
 import {
@@ -24,7 +23,7 @@ import {
 import { Header, OutgoingHeaders, requestHeadersOf } from './headers.js';
 import { type Logger, silentLogger } from './log.js';
 import { describeViolations, violationDetails } from './schema-compiler.js';
-import { CANCEL_OP, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
+import { CANCEL_OP, guarded, isInboxSubject, mountWildcard, opSubject, queueGroup } from './subjects.js';
 
 /** Most bytes of a `$cancel` body: `{callId}` of the longest call id (256 characters) is ~270. */
 const MAX_CANCEL_BYTES = 1024;
@@ -495,4 +494,99 @@ function jsonHeaders(): OutgoingHeaders {
 function headerSafe(message: string): string {
   const line = message.replace(/[\r\n]+/g, ' ');
   return line.length > 1024 ? `${line.slice(0, 1021)}...` : line;
+}
+
+/*
+ * The op's context. Built field by field, one shape for every request; the signal, its
+ * controller and its deadline timer exist only once a handler asks for `signal`.
+ */
+
+/** The context of one request a mount answers; `settle()` once it is answered. */
+export class RequestContext implements OpContext {
+  traceparent: string | undefined;
+  deadline: number | undefined;
+  session: string | undefined;
+  principal: string | undefined;
+  grant: string | undefined;
+  readSessions: string | undefined;
+  callId: string | undefined;
+  private controller: AbortController | undefined = undefined;
+  private timer: NodeJS.Timeout | undefined = undefined;
+  private settled = false;
+
+  constructor(
+    read: CallContext,
+    readonly mount: string,
+    readonly op: string,
+    readonly encoding: Encoding,
+    readonly wantsProgress: boolean,
+    private readonly nc: NatsConnection,
+    private readonly msg: Msg,
+  ) {
+    this.traceparent = read.traceparent;
+    this.deadline = read.deadline;
+    this.session = read.session;
+    this.principal = read.principal;
+    this.grant = read.grant;
+    this.readSessions = read.readSessions;
+    this.callId = read.callId;
+  }
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      const deadline = this.deadline;
+      if (deadline !== undefined && !this.settled) {
+        const ms = deadline - Date.now();
+        if (ms <= 0) this.abortFor('deadline');
+        else {
+          this.timer = setTimeout(() => this.abortFor('deadline'), ms);
+          this.timer.unref();
+        }
+      }
+    }
+    return this.controller.signal;
+  }
+
+  progress(progress: number, total?: number, message?: string): void {
+    if (this.settled || !Number.isFinite(progress)) return;
+    const body: Progress = { progress };
+    if (total !== undefined && Number.isFinite(total)) body.total = total;
+    if (message !== undefined) body.message = message;
+    const h = new OutgoingHeaders().put(Header.Progress, '1');
+    if (this.encoding === Encoding.Json) h.put(Header.ContentType, JSON_CONTENT_TYPE);
+    try {
+      this.nc.publish(this.msg.reply as string, encodeBody(body, this.encoding), { headers: h });
+    } catch {
+      // A progress report that cannot go out (a closed connection) is only a missed report.
+    }
+  }
+
+  /**
+   * Fires the signal for a `$cancel` of this request's call id, when the cancel comes with the
+   * request's own session, principal and grant (PROTOCOL 10: "with the call's context headers"):
+   * a call id seen by someone else stops nothing of another caller's. False when refused.
+   */
+  cancel(by: CallContext): boolean {
+    if (by.session !== this.session || by.principal !== this.principal || by.grant !== this.grant) return false;
+    this.abortFor('cancel');
+    return true;
+  }
+
+  /** The request was answered: no more progress, no deadline timer. */
+  settle(): void {
+    this.settled = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private abortFor(why: 'cancel' | 'deadline'): void {
+    if (this.controller === undefined) this.controller = new AbortController();
+    if (this.controller.signal.aborted) return;
+    this.controller.abort(
+      why === 'cancel'
+        ? new CancelledError(`${this.mount}.${this.op} was cancelled by its caller`)
+        : new TimeoutError(`the caller's deadline passed while ${this.mount}.${this.op} worked`),
+    );
+  }
 }

@@ -18,9 +18,8 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import { createInbox, type NatsConnection, nanos } from '@nats-io/nats-core';
-import { guarded } from './callbacks.js';
 import { UnavailableError } from './errors.js';
-import { subjectMatches } from './subjects.js';
+import { guarded, subjectMatches } from './subjects.js';
 
 export type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 

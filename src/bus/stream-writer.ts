@@ -6,9 +6,9 @@
  */
 
 import { createInbox, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import { guarded } from './callbacks.js';
 import { randomToken } from './client.js';
 import { UnavailableError } from './errors.js';
+import { guarded } from './subjects.js';
 
 interface Pending {
   resolve(seq: number): void;

@@ -1,9 +1,10 @@
 /**
  * The subjects of the project's mounts, ops, events and audit index are built here, so the
  * naming rules of PROTOCOL section 1 live in one place. NATS's own (`$SRV`, `$KV`, `$JS`) are
- * built beside the code that speaks them (discovery.ts, kv.ts, stream-store.ts).
+ * built beside the code that speaks them (discovery.ts, kv.ts, stream-store.ts). The callbacks that
+ * subscribe to them are wrapped here too (`guarded`), so that none can throw into nats.js.
  */
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { Msg, MsgCallback, NatsConnection } from '@nats-io/nats-core';
 
 /** The mounts this project answers as. */
 export const Mounts = {
@@ -145,4 +146,25 @@ export const TARGETS_INBOX_PREFIX = '_INBOX_targets';
 export function mountReplyPrefix(nc: NatsConnection): string {
   const own = (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
   return own && own !== '_INBOX' ? own : TARGETS_INBOX_PREFIX;
+}
+
+/*
+ * Subscription callbacks that cannot throw into nats.js. An exception thrown in a callback ends
+ * the connection's reader: the socket stays open, so nothing reconnects, and the connection
+ * reads nothing more until it is dropped as stale minutes later: one discovery answer with a
+ * header block nats.js cannot decode would wedge the whole service.
+ */
+
+/** A subscription's callback. */
+export type Callback = MsgCallback<Msg>;
+
+/** `callback`, with whatever it throws dropped: one bad message costs itself, not the connection. */
+export function guarded(callback: Callback): Callback {
+  return (err, msg) => {
+    try {
+      callback(err, msg);
+    } catch {
+      // The message could not be handled; the next one can be.
+    }
+  };
 }

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { watchCalls } from '../audit/log.js';
 import { BusClient } from '../bus/client.js';
-import { newTraceparent, traceIdOf } from '../bus/context.js';
+import { newTraceparent, traceIdOf } from '../bus/headers.js';
 import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import type { MountDescription } from '../reference-mounts/agents.js';

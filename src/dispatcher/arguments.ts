@@ -6,9 +6,8 @@
  * `inputSchema` by a validator compiled once per schema (a large one off the event loop).
  */
 import type { CallEvent } from '../audit/events.js';
-import { jsonShapeViolation, MAX_DEPTH, REQUEST_SHAPE, type ShapeViolation } from '../bus/codec.js';
+import { jsonShapeViolation, MAX_DEPTH, REQUEST_SHAPE, type ShapeViolation, sha256Hex } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
-import { sha256Hex } from '../bus/hashing.js';
 import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { ThreadStopped } from '../worker-thread.js';

@@ -24,8 +24,9 @@ import { AuditLog, isoNow, observeWithTelemetry } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import type { TrailShareOptions } from '../audit/share.js';
 import { BusClient, newCallId } from '../bus/client.js';
-import { type CallContext, CancelledError, deadlineOf, newTraceparent } from '../bus/context.js';
+import { type CallContext, CancelledError } from '../bus/context.js';
 import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
+import { deadlineOf, newTraceparent } from '../bus/headers.js';
 import { mountReplyPrefix } from '../bus/subjects.js';
 import type { IdentityGate } from '../identity/gate.js';
 import { watchRegistry } from '../registry/events.js';
@@ -525,7 +526,7 @@ function member(session: Session, run: CallRun): ResolvedTool {
 /** A call at its start: the context with a `traceparent`, an audit event with every field. */
 function startRun(call: ToolCall, ctx: CallContext, hooks: CallHooks | undefined): CallRun {
   // Field by field, not a spread: every call's context has one shape (as `RequestContext`
-  // in bus/context.ts).
+  // in bus/mount.ts).
   const context: CallContext = {
     traceparent: ctx.traceparent ?? newTraceparent(),
     deadline: ctx.deadline,

@@ -6,8 +6,8 @@
  * event. Concurrent misses share one resolve. Bounded in entries and in bytes.
  */
 import type { BusClient } from '../bus/client.js';
+import { MAX_SESSION_REQUEST_CHARS, sessionKey } from '../bus/codec.js';
 import type { CallContext } from '../bus/context.js';
-import { MAX_SESSION_REQUEST_CHARS, sessionKey } from '../bus/hashing.js';
 import { Mounts } from '../bus/subjects.js';
 import type { Registry } from '../registry/registry.js';
 import type { StoreChange } from '../registry/store.js';

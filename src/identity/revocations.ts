@@ -7,8 +7,8 @@
  * refused by all within the watch's delivery time (well under a second on one server).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
+import { sha256Hex } from '../bus/codec.js';
 import { BadRequestError } from '../bus/errors.js';
-import { sha256Hex } from '../bus/hashing.js';
 import { Bucket, type BucketWatch } from '../bus/kv.js';
 import type { GrantClaims } from './types.js';
 

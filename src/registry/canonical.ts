@@ -1,5 +1,5 @@
 /** Canonical JSON (keys sorted, `undefined` left out) and its SHA-256, for digests and equality. */
-import { sha256Hex } from '../bus/hashing.js';
+import { sha256Hex } from '../bus/codec.js';
 
 /** Canonical texts a caller already holds (for objects it knows do not change): `undefined` for others. */
 export type KnownTexts = (value: object) => string | undefined;

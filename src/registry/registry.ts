@@ -4,9 +4,8 @@
  */
 
 import { BoundedCache, type CacheBounds } from '../bus/bounded-cache.js';
-import { Encoding, encodedOnce } from '../bus/codec.js';
+import { Encoding, encodedOnce, sessionKey } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
-import { sessionKey } from '../bus/hashing.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { OFF_LOOP_BYTES, registrationChecker } from './checker.js';
 import { listContexts } from './list.js';

@@ -7,8 +7,8 @@ import { AuditLog } from '../../src/audit/log.js';
 import { queryBatches, TRACE_BUDGET, type TraceQuery, type TraceQueryReply } from '../../src/audit/query.js';
 import { AuditStream } from '../../src/audit/stream.js';
 import { connectBus } from '../../src/bus/connect.js';
-import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
 import { UnavailableError } from '../../src/bus/errors.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
 import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 

@@ -12,7 +12,7 @@ import { trailShareOf } from '../../src/audit/share.js';
 import type { AuditStream } from '../../src/audit/stream.js';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { localToolSource } from '../../src/dispatcher/session-cache.js';
 import { durableTracesMount, queryTrail, type TraceQueryReply } from '../../src/reference-mounts/traces.js';

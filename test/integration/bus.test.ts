@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { Svcm } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
-import { type CallContext, newTraceparent } from '../../src/bus/context.js';
+import type { CallContext } from '../../src/bus/context.js';
 import { SchemaId } from '../../src/bus/contracts.js';
 import {
   InternalError,
@@ -11,6 +11,7 @@ import {
   TimeoutError,
   UnavailableError,
 } from '../../src/bus/errors.js';
+import { newTraceparent } from '../../src/bus/headers.js';
 import { Mount, type OpContext } from '../../src/bus/mount.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { guarded } from '../harness/callbacks.js';

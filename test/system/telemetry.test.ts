@@ -8,7 +8,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@open
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { localToolSource } from '../../src/dispatcher/session-cache.js';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { type CallEvent, encodeCallEvents, traceIdsOfBatch } from '../../src/audit/events.js';
 import { encodeEntries, mergeEntries, PendingEntries, seqsIn } from '../../src/audit/index-entries.js';
 import { isTraceId, SHARDS, Shards } from '../../src/audit/shards.js';
-import { newTraceparent, traceIdOf } from '../../src/bus/context.js';
+import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
 import { indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');

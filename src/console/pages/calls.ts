@@ -5,7 +5,7 @@
  */
 
 import type { CallEvent } from '../../audit/events.js';
-import { traceIdOf } from '../../bus/context.js';
+import { traceIdOf } from '../../bus/headers.js';
 import { Mounts } from '../../bus/subjects.js';
 import type { TraceQuery } from '../../reference-mounts/traces.js';
 import { badge, href, html, notice, type SafeHtml, table } from '../html.js';

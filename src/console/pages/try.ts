@@ -5,7 +5,7 @@
  * only a console started with `--allow-writes`, and only with its token.
  */
 import { randomBytes } from 'node:crypto';
-import { newTraceparent, traceIdOf } from '../../bus/context.js';
+import { newTraceparent, traceIdOf } from '../../bus/headers.js';
 import { Mounts } from '../../bus/subjects.js';
 import type { ToolResult } from '../../dispatcher/types.js';
 import type { ResolvedTool, ResolvedToolContext, ResolveRequest } from '../../registry/types.js';

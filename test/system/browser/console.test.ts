@@ -6,7 +6,7 @@
  */
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newTraceparent } from '../../../src/bus/context.js';
+import { newTraceparent } from '../../../src/bus/headers.js';
 import type { ToolResult } from '../../../src/dispatcher/types.js';
 import type { ResolvedToolContext } from '../../../src/registry/types.js';
 import { contextSpec } from '../../harness/registry.js';
