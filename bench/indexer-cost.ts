@@ -22,7 +22,7 @@ const FLUSH_MS = Number(process.env.BATCH_MS) || 5;
 
 const lib = (path: string) => import(pathToFileURL(`${DIR}/src/${path}`).href);
 const { AuditStream } = await lib('audit/stream.js');
-const { encodeCallEvents } = await lib('audit/codec.js');
+const { encodeCallEvents } = await lib('audit/events.js');
 const { CALL_EVENTS } = await lib('audit/log.js');
 
 let k = 0;

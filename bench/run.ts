@@ -118,11 +118,12 @@ async function main(): Promise<void> {
   try {
     const nc = await server.connect(Account.Main, 'bench');
     const trustedNc = await server.connect(Account.Trust, 'bench-trusted');
+    const gatesNc = await server.connect(Account.Gates, 'bench-gates');
     const unauditedNc = await server.connect(Account.NoAudit, 'bench-unaudited');
     const baseNc = BASE === '' ? undefined : await server.connect(Account.Base, 'bench-base');
     process.stderr.write(`nats-server ${url}; populating KV…\n`);
     const registered = [benchContext, ...Array.from({ length: 10_000 }, (_, i) => smallContext(ctxKey(i), 1))];
-    for (const c of [nc, trustedNc, unauditedNc, baseNc])
+    for (const c of [nc, trustedNc, gatesNc, unauditedNc, baseNc])
       if (c !== undefined) await populate(c, 'bench-tools', registered);
     await populate(
       nc,
@@ -138,12 +139,14 @@ async function main(): Promise<void> {
     );
     const relay = await spawnReady(here('./relay.js'), accountEnv(url, Account.Main), 'stdout', 'ready');
     children.push(echo, relay);
-    const serviceOf = async (account: Account, script: string, env: Record<string, string> = {}) => {
+    // Every call in the indexed trail: no principal's share sends the bench's events to the
+    // overflow stream, which is stored but not indexed.
+    const serviceOf = async (account: Account, script: string, env: Record<string, string> = {}, ready = ' ready ') => {
       const child = await spawnReady(
         here(script),
-        { ...accountEnv(url, account), MATRIX_TOOLS_BUCKET: 'bench-tools', ...env },
+        { ...accountEnv(url, account), MATRIX_TOOLS_BUCKET: 'bench-tools', MATRIX_AUDIT_SHARE: '0', ...env },
         'stderr',
-        ' ready ',
+        ready,
         [],
         profileFlags(account),
       );
@@ -152,9 +155,12 @@ async function main(): Promise<void> {
       return child;
     };
     const service = await serviceOf(Account.Main, '../src/main.js');
-    const trustedService = await serviceOf(Account.Trust, '../src/main.js', {
-      MATRIX_TRUSTED_ISSUERS: issuer.getPublicKey(),
-    });
+    const trustedService = await serviceOf(
+      Account.Trust,
+      './gates.js',
+      { MATRIX_TRUSTED_ISSUERS: issuer.getPublicKey() },
+      'grant A/B ready',
+    );
     const unauditedService = await serviceOf(Account.NoAudit, './unaudited.js');
     const baseService = BASE === '' ? undefined : await serviceOf(Account.Base, buildBase(BASE));
     const moleculerServer = await spawnReady(
@@ -169,6 +175,7 @@ async function main(): Promise<void> {
 
     const client = new BusClient(nc, { timeoutMs: 10_000 });
     const trusted = new BusClient(trustedNc, { timeoutMs: 10_000 });
+    const gates = new BusClient(gatesNc, { timeoutMs: 10_000 });
     const unaudited = new BusClient(unauditedNc, { timeoutMs: 10_000 });
     const base = baseNc === undefined ? undefined : new BusClient(baseNc, { timeoutMs: 10_000 });
     // One grant per path, each with the authority the row without a grant asks for.
@@ -176,6 +183,8 @@ async function main(): Promise<void> {
       mintGrant(issuer, { principal: 'agent:bench', session: 'bench', resolve, ttlSeconds: 86_400 });
     const callGrant = grantFor(callSession);
     const resolveGrant = grantFor(cachedResolve);
+    // What a grant proves, sent as headers to the instance that trusts its callers.
+    const granted = { principal: 'agent:bench', session: 'bench' };
     const payload = encode({ q: 'hello' });
     const session = callSession;
     const dispatcher = new Dispatcher(nc, { audit: true });
@@ -206,7 +215,7 @@ async function main(): Promise<void> {
           echo,
           relay,
           service,
-          'service (trust)': trustedService,
+          'service (grant A/B)': trustedService,
           'service (audit off)': unauditedService,
           [`service (${BASE || 'base'})`]: { pid: baseService?.pid },
           'Moleculer server': moleculerServer,
@@ -260,11 +269,16 @@ async function main(): Promise<void> {
             ),
           ),
       ],
+      [
+        Scenario.CallSameStack,
+        () => expectOk(gates.request<ToolResult>('system.dispatcher', '$call', { session, call: echoCall() }, granted)),
+      ],
       [Scenario.Resolve, () => client.request('system.tools', '$resolve', cachedResolve)],
       [
         Scenario.ResolveGranted,
         () => trusted.request('system.tools', '$resolve', cachedResolve, { grant: resolveGrant }),
       ],
+      [Scenario.ResolveSameStack, () => gates.request('system.tools', '$resolve', cachedResolve, granted)],
       [
         Scenario.ResolveUncached,
         () =>
@@ -317,8 +331,8 @@ async function main(): Promise<void> {
     await molecular.stop();
     dispatcher.close();
     unauditedInProcess.close();
-    for (const c of [client, trusted, unaudited, base]) c?.close();
-    for (const c of [nc, trustedNc, unauditedNc, baseNc]) await c?.drain();
+    for (const c of [client, trusted, gates, unaudited, base]) c?.close();
+    for (const c of [nc, trustedNc, gatesNc, unauditedNc, baseNc]) await c?.drain();
 
     const report = render(rows, {
       seconds: SECONDS,

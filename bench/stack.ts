@@ -1,16 +1,17 @@
 /**
  * The processes `npm run bench` measures, on one nats-server: three accounts, each with its own
- * subjects and JetStream, so three services can each be `system.dispatcher` in their own
+ * subjects and JetStream, so several services can each be `system.dispatcher` in their own
  * account while sharing the server, the echo target and the minutes they are measured in.
  *
  * - `main`: the service as shipped (`serve`: audit trail, its stream and indexer), the relay;
  *   every row without a grant.
- * - `trust`: the same service trusting a grant issuer; the rows with a grant.
+ * - `trust` and `gates`: `bench/gates.ts`, one process serving twice: trusting a grant issuer in
+ *   `trust` (the rows with a grant), trusting its callers in `gates` (the same rows without).
  * - `noaudit`: `bench/unaudited.ts`, the service with the audit trail off (what the trail costs).
  * - `base`: the service as an earlier commit built it (`BENCH_BASE`), beside today's, so that
  *   the plain `$call` of the two is compared in the same minutes.
  *
- * One echo process answers in all three, so rows compared across accounts share its cost.
+ * One echo process answers in every account, so rows compared across accounts share its cost.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,7 +26,7 @@ import { startNatsProcess } from '../test/harness/nats-server.js';
 import { processCpu } from './measure.js';
 
 /** The accounts of the bench's nats-server; each user's password is its name. */
-export const Account = { Main: 'main', Trust: 'trust', NoAudit: 'noaudit', Base: 'base' } as const;
+export const Account = { Main: 'main', Trust: 'trust', Gates: 'gates', NoAudit: 'noaudit', Base: 'base' } as const;
 export type Account = (typeof Account)[keyof typeof Account];
 const ACCOUNTS = Object.values(Account);
 
