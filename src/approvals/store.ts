@@ -9,7 +9,7 @@
  * nats-server 2.9 has no per-key TTL: the bucket's `max_age` bounds every record, and the
  * mount's sweeper (`sweep`) deletes records past their own `expiresAt`.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { sha256Hex } from '../bus/codec.js';
 import { ConflictError, NotFoundError } from '../bus/errors.js';
@@ -250,10 +250,7 @@ function alreadyDecided(record: StoredApproval): ConflictError {
 
 /** The call's part of its approval's id: who, in which session, which call id. */
 function callHash(request: ApprovalRequest): string {
-  return createHash('sha256')
-    .update(`${request.principal ?? ''}\n${request.session ?? ''}\n${request.callId}`)
-    .digest('hex')
-    .slice(0, 20);
+  return sha256Hex(`${request.principal ?? ''}\n${request.session ?? ''}\n${request.callId}`).slice(0, 20);
 }
 
 /** The bucket key a call's approval is stored under (one per principal, session and call id). */

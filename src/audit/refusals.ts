@@ -12,6 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { type CallEvent, newCallEvent, type RefusalSummary } from './events.js';
 import { type AuditLog, isoNow } from './log.js';
+import { PerPrincipal, TokenBucket } from './token-buckets.js';
 
 /** How many refusals without a valid grant are stored one by one; every field has a default. */
 export interface RefusalBudgetOptions {
@@ -46,13 +47,10 @@ const MAX_TOOL_NAME = 32;
 
 /** The token bucket of stored refusals, and the count of those past it until their summary. */
 export class RefusalBudget {
-  private readonly perMs: number;
-  private readonly burst: number;
+  private readonly bucket: TokenBucket;
   private readonly summaryMs: number;
   private readonly now: () => number;
   private readonly iso: () => string;
-  private tokens: number;
-  private filledAt: number;
   private pending: RefusalSummary | undefined;
   private timer: NodeJS.Timeout | undefined;
 
@@ -61,13 +59,13 @@ export class RefusalBudget {
     options: RefusalBudgetOptions,
     private readonly publish: (summary: RefusalSummary) => void,
   ) {
-    this.perMs = (options.perMinute ?? DEFAULT_REFUSALS_PER_MINUTE) / 60_000;
-    this.burst = options.burst ?? DEFAULT_REFUSAL_BURST;
+    this.bucket = new TokenBucket(
+      options.burst ?? DEFAULT_REFUSAL_BURST,
+      (options.perMinute ?? DEFAULT_REFUSALS_PER_MINUTE) / 60_000,
+    );
     this.summaryMs = options.summaryMs ?? DEFAULT_SUMMARY_MS;
     this.now = options.now ?? (() => performance.now());
     this.iso = options.iso ?? (() => new Date().toISOString());
-    this.tokens = this.burst;
-    this.filledAt = this.now();
   }
 
   /**
@@ -75,13 +73,7 @@ export class RefusalBudget {
    * the summary published within `summaryMs`.
    */
   admit(reason: string, tool: string): boolean {
-    const now = this.now();
-    this.tokens = Math.min(this.burst, this.tokens + (now - this.filledAt) * this.perMs);
-    this.filledAt = now;
-    if (this.tokens >= 1) {
-      this.tokens -= 1;
-      return true;
-    }
+    if (this.bucket.take(1, this.now())) return true;
     this.count(reason, tool);
     return false;
   }
@@ -116,8 +108,6 @@ export class RefusalBudget {
 /** The `name` of a summary event of refusals. */
 export const REFUSALS = '(refusals)';
 
-/** Principals whose refusal budgets one instance holds; past it they start afresh. */
-const MAX_PRINCIPAL_BUDGETS = 10_000;
 /** Characters of a refused call's id and tool name its event keeps (a name no session has is the caller's to choose). */
 const REFUSED_NAME_CHARS = 64;
 
@@ -127,13 +117,18 @@ const REFUSED_NAME_CHARS = 64;
  */
 export class RefusalAudit {
   private readonly anonymous: RefusalBudget;
-  private readonly principals = new Map<string, RefusalBudget>();
+  /** Each principal's budget; one forgotten (`MAX_PRINCIPALS` held) publishes its summary first. */
+  private readonly principals: PerPrincipal<RefusalBudget>;
 
   constructor(
     private readonly log: AuditLog,
-    private readonly options: RefusalBudgetOptions = {},
+    options: RefusalBudgetOptions = {},
   ) {
     this.anonymous = new RefusalBudget(options, (summary) => this.summarise(summary));
+    this.principals = new PerPrincipal(
+      (principal) => new RefusalBudget(options, (summary) => this.summarise(summary, principal)),
+      (budget) => budget.flush(),
+    );
   }
 
   /**
@@ -143,7 +138,7 @@ export class RefusalAudit {
    * in-process observers. Returns whether it was stored.
    */
   refused(event: CallEvent, reason: string, principal: string | undefined): boolean {
-    const budget = principal === undefined ? this.anonymous : this.budgetOf(principal);
+    const budget = principal === undefined ? this.anonymous : this.principals.of(principal);
     const admitted = budget.admit(reason, event.name);
     shorten(event);
     if (admitted) this.log.record(event);
@@ -154,22 +149,6 @@ export class RefusalAudit {
   /** Publishes every summary of what was counted and forgets the principals' budgets. */
   flush(): void {
     this.anonymous.flush();
-    this.flushPrincipals();
-  }
-
-  /** The budget of one principal's refusals (a new one when this instance holds too many). */
-  private budgetOf(principal: string): RefusalBudget {
-    let budget = this.principals.get(principal);
-    if (budget === undefined) {
-      if (this.principals.size >= MAX_PRINCIPAL_BUDGETS) this.flushPrincipals();
-      budget = new RefusalBudget(this.options, (summary) => this.summarise(summary, principal));
-      this.principals.set(principal, budget);
-    }
-    return budget;
-  }
-
-  private flushPrincipals(): void {
-    for (const budget of this.principals.values()) budget.flush();
     this.principals.clear();
   }
 

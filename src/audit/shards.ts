@@ -3,11 +3,11 @@
  * ids cannot aim a flood of them at the shard of somebody else's trace.
  */
 import { randomBytes } from 'node:crypto';
+import { TRACE_ID } from '../bus/headers.js';
 
 /** Shards of the index: a lookup reads one, a flush writes at most one message to each. */
 const SHARD_BITS = 8;
 export const SHARDS = 2 ** SHARD_BITS;
-const TRACE_ID = /^[0-9a-f]{32}$/;
 
 /** Is this a trace id as W3C writes them (32 lowercase hex digits)? */
 export function isTraceId(id: string): boolean {
@@ -25,8 +25,9 @@ export function isTraceId(id: string): boolean {
 export class Shards {
   private readonly multipliers: number[];
 
+  /** `key`: 32 lowercase hex digits, or '' for none (an index stream whose description names no key). */
   private constructor(readonly key: string) {
-    const words = /^[0-9a-f]{32}$/.test(key) ? key : '0'.repeat(32);
+    const words = key === '' ? '0'.repeat(32) : key;
     this.multipliers = [0, 8, 16, 24].map((at) => Number.parseInt(words.slice(at, at + 8), 16) | 1);
   }
 

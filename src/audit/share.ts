@@ -10,6 +10,7 @@
  * `burst + rate × max_age` = 1/256 + 1/16 of the trail per `max_age`, so up to 15 principals
  * flooding at once (15 × 17/256 < 1) cannot push out an event younger than `max_age`.
  */
+import { PerPrincipal, TokenBucket } from './token-buckets.js';
 
 /** How much of the trail each principal may fill; every field has a default (`trailShareOf`). */
 export interface TrailShareOptions {
@@ -25,8 +26,6 @@ export interface TrailShareOptions {
 export const DEFAULT_SHARE_DIVISOR = 16;
 /** Default burst of a principal: 1/256 of the trail (4 MiB of the default 1 GiB, ~7,000 events). */
 export const DEFAULT_BURST_DIVISOR = 256;
-/** Principals whose buckets one instance holds; past it they all start afresh. */
-const MAX_PRINCIPALS = 10_000;
 /** The bucket of events without a principal. */
 const NO_PRINCIPAL = '';
 
@@ -40,23 +39,16 @@ export function trailShareOf(
   return { bytesPerSecond: maxBytes / divisor / (maxAgeMs / 1000), burstBytes: Math.floor(maxBytes / burstDivisor) };
 }
 
-/** One principal's bucket: bytes it may still write, and when it was last filled (ms). */
-interface Bucket {
-  bytes: number;
-  at: number;
-}
-
 /** The buckets of every principal seen, and which events of a batch are past their share. */
 export class TrailShare {
-  private readonly perMs: number;
-  private readonly burst: number;
   private readonly now: () => number;
-  private readonly buckets = new Map<string, Bucket>();
+  private readonly buckets: PerPrincipal<TokenBucket>;
 
   constructor(options: TrailShareOptions) {
-    this.perMs = options.bytesPerSecond / 1000;
-    this.burst = options.burstBytes;
+    const perMs = options.bytesPerSecond / 1000;
+    const burst = options.burstBytes;
     this.now = options.now ?? (() => performance.now());
+    this.buckets = new PerPrincipal(() => new TokenBucket(burst, perMs));
   }
 
   /**
@@ -64,18 +56,6 @@ export class TrailShare {
    * false, taking nothing, when it holds fewer: the event goes to the overflow stream.
    */
   admit(principal: string | undefined, bytes: number, now = this.now()): boolean {
-    const key = principal ?? NO_PRINCIPAL;
-    let bucket = this.buckets.get(key);
-    if (bucket === undefined) {
-      if (this.buckets.size >= MAX_PRINCIPALS) this.buckets.clear();
-      bucket = { bytes: this.burst, at: now };
-      this.buckets.set(key, bucket);
-    } else if (bucket.bytes < this.burst) {
-      bucket.bytes = Math.min(this.burst, bucket.bytes + (now - bucket.at) * this.perMs);
-    }
-    bucket.at = now;
-    if (bucket.bytes < bytes) return false;
-    bucket.bytes -= bytes;
-    return true;
+    return this.buckets.of(principal ?? NO_PRINCIPAL).take(bytes, now);
   }
 }

@@ -95,11 +95,20 @@ export function decodeReply(data: Uint8Array, contentType?: string): unknown {
   const declared = encodingOfContentType(contentType);
   if (declared === 'text') return data.length === 0 ? '' : utf8Decoder.decode(data);
   if (declared !== undefined) return decodeBody(data, declared);
+  return decodeUnlabelled(data, decodeBody);
+}
+
+/**
+ * Decodes a body that says nothing of its encoding (no `Content-Type`) as PROTOCOL section 2
+ * says a reader must: as MessagePack, failing that as JSON, each time by `decode` (`decodeBody`,
+ * or `decodeMap` to bound its shape first). Throws `BadRequestError` when neither decodes it.
+ */
+export function decodeUnlabelled<T>(data: Uint8Array, decode: (data: Uint8Array, encoding: Encoding) => T): T {
   try {
-    return decodeBody(data, Encoding.MsgPack);
+    return decode(data, Encoding.MsgPack);
   } catch (notMsgPack) {
     try {
-      return decodeBody(data, Encoding.Json);
+      return decode(data, Encoding.Json);
     } catch {
       throw new BadRequestError(`body is neither MessagePack nor JSON (${(notMsgPack as Error).message})`, {
         cause: notMsgPack,

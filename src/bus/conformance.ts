@@ -6,7 +6,7 @@
  * (`decodeReply`). `matrix-tools check` prints it.
  */
 import { createInbox, type Msg, type NatsConnection, headers as natsHeaders, nuid } from '@nats-io/nats-core';
-import { decodeBody, decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
+import { decodeBody, decodeReply, decodeUnlabelled, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { contracts, SchemaId } from './contracts.js';
 import { discoverService, type Verb } from './discovery.js';
 import { ErrorCode, errorStatus } from './errors.js';
@@ -290,33 +290,29 @@ function checkError(check: string, answer: Answer | string, code: ErrorCode): Ch
 
 /**
  * The body of a successful answer, read as the dispatcher reads a reply (`decodeReply`: by its
- * Content-Type, else MessagePack, failing that JSON), and whether it was JSON without the header;
- * or what went wrong.
+ * Content-Type, else `decodeUnlabelled`: MessagePack, failing that JSON), and whether it was JSON
+ * without the header; or what went wrong.
  */
 function success(answer: Answer | string): { value: Record<string, unknown>; unlabelledJson: boolean } | string {
   if (typeof answer === 'string') return answer;
   if (answer.status !== undefined) return `answered error ${answer.status}: ${answer.message}`;
   let value: unknown;
+  let unlabelledJson = false;
   try {
-    value = decodeReply(answer.data, answer.contentType);
+    value =
+      answer.contentType === undefined
+        ? decodeUnlabelled(answer.data, (data, encoding) => {
+            const decoded = decodeBody(data, encoding);
+            unlabelledJson = encoding === Encoding.Json;
+            return decoded;
+          })
+        : decodeReply(answer.data, answer.contentType);
   } catch (err) {
     return `reply is ${(err as Error).message}`;
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value))
     return `reply is not a map: ${JSON.stringify(value)?.slice(0, 80)}`;
-  return {
-    value: value as Record<string, unknown>,
-    unlabelledJson: answer.contentType === undefined && !isMsgPack(answer.data),
-  };
-}
-
-function isMsgPack(data: Uint8Array): boolean {
-  try {
-    decodeBody(data, Encoding.MsgPack);
-    return true;
-  } catch {
-    return false;
-  }
+  return { value: value as Record<string, unknown>, unlabelledJson };
 }
 
 /** A body as the dispatcher reads a reply, or undefined when nothing decodes it. */

@@ -27,8 +27,10 @@ export const Header = {
   RequestInfo: 'Nats-Request-Info',
 } as const;
 
-/** A W3C `traceparent`: version, trace id, span id, flags. */
-export const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
+/** A W3C `traceparent`, nothing before or after it: version, then the groups trace id, span id, flags. */
+export const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+/** A W3C trace id: 32 lowercase hex digits. */
+export const TRACE_ID = /^[0-9a-f]{32}$/;
 
 /** Header names in lower case, as a request's are compared. */
 const lower = {

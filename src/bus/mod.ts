@@ -4,6 +4,7 @@ export {
   decodeBody,
   decodeMap,
   decodeReply,
+  decodeUnlabelled,
   Encoded,
   Encoding,
   encodeBody,

@@ -381,15 +381,32 @@ function escapePointer(token: string): string {
   return token.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
+/**
+ * A list cut to its first `shown` items, as every message and report that lists says so: `list`
+ * words the items kept (all of them, uncut, when there are no more), and `more` adds to that
+ * what it says of the `left` left out.
+ */
+export function firstAndMore<T, R>(
+  items: readonly T[],
+  shown: number,
+  list: (first: readonly T[]) => R,
+  more: (listed: R, left: number) => R,
+): R {
+  if (items.length <= shown) return list(items);
+  return more(list(items.slice(0, shown)), items.length - shown);
+}
+
 /** A violations report as an error's `details`: at most `MAX_LISTED_VIOLATIONS` listed, the rest counted. */
 export function violationDetails(violations: readonly Violation[]): {
   violations: Violation[];
   moreViolations?: number;
 } {
-  const listed = violations.slice(0, MAX_LISTED_VIOLATIONS);
-  return violations.length > listed.length
-    ? { violations: listed, moreViolations: violations.length - listed.length }
-    : { violations: listed };
+  return firstAndMore(
+    violations,
+    MAX_LISTED_VIOLATIONS,
+    (first) => ({ violations: first.slice() }),
+    (listed, left) => ({ violations: listed.violations, moreViolations: left }),
+  );
 }
 
 /**
@@ -400,11 +417,11 @@ export function describeViolations(
   violations: readonly Violation[],
   options: { shown?: number; empty?: string; name?: (path: string) => string } = {},
 ): string {
-  const shown = options.shown ?? DESCRIBED_VIOLATIONS;
   const name = options.name ?? ((path: string) => path || (options.empty ?? '(body)'));
-  const first = violations
-    .slice(0, shown)
-    .map((v) => `${name(v.path)} ${v.message}`)
-    .join('; ');
-  return violations.length > shown ? `${first} (and ${violations.length - shown} more)` : first;
+  return firstAndMore(
+    violations,
+    options.shown ?? DESCRIBED_VIOLATIONS,
+    (first) => first.map((v) => `${name(v.path)} ${v.message}`).join('; '),
+    (text, left) => `${text} (and ${left} more)`,
+  );
 }

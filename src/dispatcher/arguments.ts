@@ -6,9 +6,10 @@
  * `inputSchema` by a validator compiled once per schema (a large one off the event loop).
  */
 import type { CallEvent } from '../audit/events.js';
+import type { CacheBounds } from '../bus/bounded-cache.js';
 import { jsonShapeViolation, MAX_DEPTH, REQUEST_SHAPE, type ShapeViolation, sha256Hex } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
-import { type Check, Dialect, SchemaCompiler } from '../bus/schema-compiler.js';
+import { type Check, Dialect, SchemaCompiler, TOOL_SCHEMA_CACHE } from '../bus/schema-compiler.js';
 import type { JsonSchemaObject } from '../registry/types.js';
 import { ThreadStopped } from '../worker-thread.js';
 import { argumentName, failure } from './results.js';
@@ -150,11 +151,11 @@ export class ArgumentValidators {
   private readonly compiler: SchemaCompiler;
 
   /**
-   * @param maxSchemas distinct schemas kept compiled; past it the least recently used go.
-   * @param maxSchemaText characters of schema text kept compiled (ajv's code grows with it); default 8 Mi.
+   * @param bounds distinct schemas (`maxEntries`) and characters of schema text (`maxBytes`: Ajv's
+   * code grows with it) kept compiled, the least recently used going first; default `TOOL_SCHEMA_CACHE`.
    */
-  constructor(maxSchemas = 5_000, maxSchemaText = 8 * 1024 * 1024) {
-    this.compiler = new SchemaCompiler(Dialect.Tools, [], { maxEntries: maxSchemas, maxBytes: maxSchemaText });
+  constructor(bounds: CacheBounds = TOOL_SCHEMA_CACHE) {
+    this.compiler = new SchemaCompiler(Dialect.Tools, [], bounds);
   }
 
   /** Characters of schema text compiled now, and how many schemas: what the bounds hold. */

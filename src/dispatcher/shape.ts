@@ -3,6 +3,7 @@
  * mode obeys, which says how much it cut, and the `summary` mode's digest within its budget.
  */
 import { MAX_DEPTH, nestedDeeperThan } from '../bus/codec.js';
+import { firstAndMore } from '../bus/schema-compiler.js';
 import type { ResultMode } from '../registry/types.js';
 
 /** Default cap of `content`, in characters (64 KiB). */
@@ -180,15 +181,22 @@ function render(value: unknown, limits: Limits, depth: number, state: { used: nu
   if (value instanceof Uint8Array) return leaf(`<${value.length} bytes>`);
   if (Array.isArray(value)) {
     if (depth >= limits.depth) return leaf(`[…${value.length} items]`);
-    const shown = value.slice(0, limits.items).map((v) => render(v, limits, depth + 1, state));
-    const more = value.length > limits.items ? [`…(+${value.length - limits.items} more items)`] : [];
-    return `[${[...shown, ...more].join(', ')}]`;
+    const items = firstAndMore(
+      value,
+      limits.items,
+      (first) => first.map((v) => render(v, limits, depth + 1, state)),
+      (shown, left) => [...shown, `…(+${left} more items)`],
+    );
+    return `[${items.join(', ')}]`;
   }
   const keys = Object.keys(value);
   if (depth >= limits.depth) return leaf(`{…${keys.length} keys}`);
-  const shown = keys
-    .slice(0, limits.items)
-    .map((k) => `${leaf(k)}: ${render((value as Record<string, unknown>)[k], limits, depth + 1, state)}`);
-  const more = keys.length > limits.items ? [`…(+${keys.length - limits.items} more keys)`] : [];
-  return `{${[...shown, ...more].join(', ')}}`;
+  const entries = firstAndMore(
+    keys,
+    limits.items,
+    (first) =>
+      first.map((k) => `${leaf(k)}: ${render((value as Record<string, unknown>)[k], limits, depth + 1, state)}`),
+    (shown, left) => [...shown, `…(+${left} more keys)`],
+  );
+  return `{${entries.join(', ')}}`;
 }

@@ -3,7 +3,7 @@
  * grant, then the pipeline; a caller that takes progress or may cancel gets its hooks relayed.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { decodeMap, Encoding } from '../bus/codec.js';
+import { decodeMap, decodeUnlabelled } from '../bus/codec.js';
 import type { CallContext, Progress } from '../bus/context.js';
 import { SchemaId } from '../bus/contracts.js';
 import type { Logger } from '../bus/log.js';
@@ -132,10 +132,9 @@ const REFUSED_BODY_READ_BYTES = 4 * 1024;
 function callIn(data: Uint8Array): ToolCall {
   let call: unknown;
   // Only a short body is read, within the request bounds: a refusal costs no more than the bytes it read.
-  for (const encoding of data.length <= REFUSED_BODY_READ_BYTES ? [Encoding.MsgPack, Encoding.Json] : []) {
+  if (data.length <= REFUSED_BODY_READ_BYTES) {
     try {
-      call = decodeMap(data, encoding).call;
-      break;
+      call = decodeUnlabelled(data, decodeMap).call;
     } catch {
       call = undefined;
     }

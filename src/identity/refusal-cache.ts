@@ -5,7 +5,7 @@
  * again is answered here for the price of one SHA-256. Keyed by that hash (the text itself is
  * not kept), bounded in bytes (the oldest go first), each entry held a bounded time.
  */
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../bus/codec.js';
 import { GrantError } from './errors.js';
 import { GrantFailure } from './types.js';
 
@@ -123,7 +123,7 @@ export class RefusalCache {
   }
 }
 
-/** The key of a grant text: its SHA-256, so a 16 KiB text costs 44 characters held. */
+/** The key of a grant text: its SHA-256, so a 16 KiB text costs 64 characters held. */
 function keyOf(text: string): string {
-  return createHash('sha256').update(text).digest('base64');
+  return sha256Hex(text);
 }

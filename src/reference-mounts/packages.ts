@@ -8,7 +8,7 @@ import type { Violation } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import type { ToolContextSpec } from '../registry/types.js';
-import { forbiddenParts, schemaCompiler, specViolations } from '../registry/validate.js';
+import { forbiddenParts, specViolations } from '../registry/validate.js';
 
 /** The verdict on one spec. */
 export interface SpecVerdict {
@@ -18,12 +18,11 @@ export interface SpecVerdict {
   violations: Violation[];
 }
 
-/** Checks specs as `$register` would, plus keys repeated among them. */
+/** Checks specs as `$register` would, with its one bounded compiler, plus keys repeated among them. */
 export function validateSpecs(specs: readonly unknown[]): { valid: boolean; results: SpecVerdict[] } {
   const seen = new Map<string, number>();
-  const compiler = schemaCompiler();
   const results = specs.map((spec, index): SpecVerdict => {
-    const violations = specViolations(spec, '', compiler);
+    const violations = specViolations(spec, '');
     const key = typeof (spec as { key?: unknown })?.key === 'string' ? (spec as { key: string }).key : undefined;
     if (violations.length === 0) violations.push(...forbiddenParts(spec as ToolContextSpec));
     if (key !== undefined) {

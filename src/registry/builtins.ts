@@ -10,6 +10,7 @@
  * | trace_query | system.traces | $query |
  * | package_validate | system.packages | $validate |
  */
+import { TRACE_ID } from '../bus/headers.js';
 import { Mounts } from '../bus/subjects.js';
 import type { MatrixToolProjection, ToolContextSpec } from './types.js';
 
@@ -103,7 +104,7 @@ const traceQuery: MatrixToolProjection = {
     type: 'object',
     additionalProperties: false,
     properties: {
-      traceId: { type: 'string', pattern: '^[0-9a-f]{32}$', description: 'W3C trace id (32 hex digits).' },
+      traceId: { type: 'string', pattern: TRACE_ID.source, description: 'W3C trace id (32 hex digits).' },
       tool: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$', description: 'Tool name.' },
       session: { type: 'string', maxLength: 256, description: 'Only calls of this session.' },
       principal: { type: 'string', maxLength: 256, description: 'Only calls made for this principal.' },

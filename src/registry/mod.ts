@@ -27,6 +27,5 @@ export {
   registrationError,
   reservedNames,
   reservedTargets,
-  schemaCompiler,
   specViolations,
 } from './validate.js';

@@ -2,6 +2,7 @@
  * Renders resolved tools in each LLM provider's own tool format: OpenAI function tools,
  * Anthropic tools, MCP `Tool`s. SDK tools are the worker's own and are not rendered.
  */
+import { firstAndMore } from '../bus/schema-compiler.js';
 import type {
   AnthropicTool,
   McpTool,
@@ -117,6 +118,10 @@ function bounded(text: string): string {
 
 /** The first removed paths, and how many more. */
 function listed(paths: readonly string[]): string {
-  const shown = bounded(paths.slice(0, MAX_LISTED_PATHS).join(', '));
-  return paths.length > MAX_LISTED_PATHS ? `${shown} and ${paths.length - MAX_LISTED_PATHS} more` : shown;
+  return firstAndMore(
+    paths,
+    MAX_LISTED_PATHS,
+    (first) => bounded(first.join(', ')),
+    (shown, left) => `${shown} and ${left} more`,
+  );
 }

@@ -6,12 +6,13 @@
 import { BoundedCache, type CacheBounds } from '../bus/bounded-cache.js';
 import { Encoding, encodedOnce, sessionKey } from '../bus/codec.js';
 import { UnavailableError } from '../bus/errors.js';
+import { firstAndMore } from '../bus/schema-compiler.js';
 import { cacheLookups } from '../telemetry/caches.js';
 import { OFF_LOOP_BYTES, registrationChecker } from './checker.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
-import { StaticStore, type StoreChange, type ToolContextStore } from './store.js';
+import { type LeftOutEntry, StaticStore, type StoreChange, type ToolContextStore } from './store.js';
 import type {
   Diagnostic,
   ListReply,
@@ -39,6 +40,16 @@ export const DEFAULT_RESOLUTION_CACHE: CacheBounds = { maxEntries: 1024, maxByte
 
 /** Most diagnostics `$introspect` lists about stored contexts it leaves out. */
 const MAX_LEFT_OUT_LISTED = 100;
+
+/** What `$introspect` says of one stored context left out. */
+function leftOutDiagnostic(e: LeftOutEntry): Diagnostic {
+  return {
+    level: 'error',
+    code: 'stored_context_invalid',
+    message: `stored context '${e.key}' (revision ${e.revision}) is not served: ${e.error}`,
+    context: e.key,
+  };
+}
 
 /** Resolves, lists and registers over a store, caching resolutions per revision. */
 export class Registry {
@@ -120,19 +131,15 @@ export class Registry {
     };
     const leftOut = this.store.leftOutEntries?.() ?? [];
     if (leftOut.length > 0) {
-      described.diagnostics = leftOut.slice(0, MAX_LEFT_OUT_LISTED).map((e) => ({
-        level: 'error',
-        code: 'stored_context_invalid',
-        message: `stored context '${e.key}' (revision ${e.revision}) is not served: ${e.error}`,
-        context: e.key,
-      }));
-      if (leftOut.length > MAX_LEFT_OUT_LISTED) {
-        described.diagnostics.push({
-          level: 'error',
-          code: 'stored_context_invalid',
-          message: `and ${leftOut.length - MAX_LEFT_OUT_LISTED} more stored contexts not served`,
-        });
-      }
+      described.diagnostics = firstAndMore(
+        leftOut,
+        MAX_LEFT_OUT_LISTED,
+        (first) => first.map(leftOutDiagnostic),
+        (listed, left) => [
+          ...listed,
+          { level: 'error', code: 'stored_context_invalid', message: `and ${left} more stored contexts not served` },
+        ],
+      );
     }
     return described;
   }

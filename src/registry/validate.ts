@@ -19,11 +19,6 @@ import { BUILTIN_TOOL_NAMES, builtinContexts } from './builtins.js';
 import { resolutionOverflow } from './fit.js';
 import type { ToolContextSpec } from './types.js';
 
-/** A compiler for checking that tool schemas compile: the tools dialect of the one schema compiler. */
-export function schemaCompiler(): SchemaCompiler {
-  return new SchemaCompiler(Dialect.Tools);
-}
-
 /**
  * Longest input schema of one tool, in characters of JSON. Real tool schemas are a few KB (what
  * an LLM reads of them costs tokens); compiling one is what makes a check expensive.
@@ -31,11 +26,12 @@ export function schemaCompiler(): SchemaCompiler {
 export const MAX_INPUT_SCHEMA_CHARS = 32 * 1024;
 
 /**
- * The compiler `$register` checks with, shared: it keeps verdicts by schema text (a context
+ * The compiler `$register` and `system.packages` check with, shared (the tools dialect of the one
+ * schema compiler): it keeps verdicts by schema text within `TOOL_SCHEMA_CACHE` (a context
  * registered again, or schemas many contexts share, compile once) and replaces its Ajv
  * instance after a bounded number of compilations (Ajv keeps every function it compiled).
  */
-const sharedCompiler = schemaCompiler();
+const sharedCompiler = new SchemaCompiler(Dialect.Tools);
 
 /**
  * Every violation of a spec, with paths under `prefix`; empty when the spec is valid. With

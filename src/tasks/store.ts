@@ -5,8 +5,9 @@
  * `ttlMs`, plus an hour) drops anything forgotten, and the runner's sweeper removes each task
  * past its own `expiresAt`.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { sha256Hex } from '../bus/codec.js';
 import { ConflictError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import { MAX_TASK_TTL_MS, type TaskRecord } from './types.js';
@@ -49,10 +50,7 @@ export function isTaskId(taskId: string): boolean {
 
 /** The key token of an owner: its principal and session, hashed (they may hold characters no key may). */
 export function ownerToken(owner: { principal?: string; session?: string }): string {
-  return createHash('sha256')
-    .update(`${owner.principal ?? ''}\u0000${owner.session ?? ''}`)
-    .digest('hex')
-    .slice(0, 32);
+  return sha256Hex(`${owner.principal ?? ''}\u0000${owner.session ?? ''}`).slice(0, 32);
 }
 
 /** The key of a task of `owner`. */

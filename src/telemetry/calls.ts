@@ -12,6 +12,7 @@ import {
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
+import { TRACEPARENT } from '../bus/headers.js';
 import { activeInstruments, activeTracer } from './instruments.js';
 import { OVERFLOW_TOOL, SeriesBound, toolLabel } from './series.js';
 
@@ -54,11 +55,12 @@ export interface ObservedCall {
   grantFailure?: string;
 }
 
-const W3C = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})/;
-
-/** The context whose span is the one a `traceparent` names; the root context when there is none. */
+/**
+ * The context whose span is the one a `traceparent` names; the root context when there is none,
+ * or when it is not W3C trace context as the bus reads the header (`TRACEPARENT`).
+ */
 export function parentContext(traceparent: string | undefined): Context {
-  const m = traceparent === undefined ? null : W3C.exec(traceparent);
+  const m = traceparent === undefined ? null : TRACEPARENT.exec(traceparent);
   if (m === null) return ROOT_CONTEXT;
   return trace.setSpanContext(ROOT_CONTEXT, {
     traceId: m[1] as string,

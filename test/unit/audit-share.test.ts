@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { TrailShare, trailShareOf } from '../../src/audit/share.js';
+import { MAX_PRINCIPALS } from '../../src/audit/token-buckets.js';
 
 describe("a principal's share of the trail", () => {
   it('is 1/16 of the trail per max age in bursts of 1/256 by default: 64 MiB a week, 4 MiB at once, of 1 GiB', () => {
@@ -32,5 +33,14 @@ describe("a principal's share of the trail", () => {
     expect(share.admit(undefined, 1000)).toBe(true);
     expect(share.admit(undefined, 1)).toBe(false);
     expect(share.admit('someone', 1000)).toBe(true);
+  });
+
+  it(`holds the buckets of ${MAX_PRINCIPALS} principals at most, then starts them all afresh`, () => {
+    const share = new TrailShare({ bytesPerSecond: 0, burstBytes: 1000, now: () => 0 });
+    expect(share.admit('flooder', 1000)).toBe(true);
+    for (let i = 1; i < MAX_PRINCIPALS; i++) share.admit(`agent-${i}`, 1);
+    expect(share.admit('flooder', 1)).toBe(false);
+    share.admit('one-too-many', 1);
+    expect(share.admit('flooder', 1000)).toBe(true);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_DEPTH } from '../../src/bus/codec.js';
+import { TOOL_SCHEMA_CACHE } from '../../src/bus/schema-compiler.js';
 import { ArgumentValidators, argumentName, argumentsMessage, parseArguments } from '../../src/dispatcher/arguments.js';
 import { capContent, shapeReply, structuredObject, structuredTravels, summarize } from '../../src/dispatcher/shape.js';
 
@@ -149,7 +150,7 @@ describe('tool arguments', () => {
   });
 
   it('keeps compiled schemas within a bound of schema text, starting afresh past it', () => {
-    const validators = new ArgumentValidators(5_000, 10_000);
+    const validators = new ArgumentValidators({ ...TOOL_SCHEMA_CACHE, maxBytes: 10_000 });
     const schema = (i: number) => ({
       type: 'object' as const,
       description: `${i}`.padEnd(1_000, '.'),
