@@ -3,6 +3,7 @@
  * it reads the batches stored since the indexer's ack floor (not indexed yet) and those the
  * index names below it; otherwise it walks the stream backwards from the newest batch (or from
  * the `until` time, found by bisection). Either reads a bounded number of batches per page.
+ * `queryTrail` pages through the trail, then through its overflow stream.
  */
 import { traceIdOf } from '../bus/headers.js';
 import type { CallEvent } from './events.js';
@@ -37,7 +38,7 @@ export interface TraceQueryReply {
   next?: string;
 }
 
-/** What a stream query reads; `AuditStream` is one. */
+/** What a stream query reads; `AuditStream` and its `OverflowStream` are two. */
 export interface BatchSource {
   bounds(): Promise<{ first: number; last: number; messages: number }>;
   batch(seq: number): Promise<StoredBatch | null>;
@@ -199,4 +200,52 @@ async function lastStoredBefore(source: BatchSource, first: number, top: number,
 function parseCursor(cursor: string | undefined): { seq: number; index: number } | undefined {
   const m = cursor === undefined ? null : /^(\d+)\.(\d+)$/.exec(cursor);
   return m === null ? undefined : { seq: Number(m[1]), index: Number(m[2]) };
+}
+
+/** What `queryTrail` pages through: the trail, then its overflow stream; `AuditStream` is one. */
+export interface TrailSource extends BatchSource {
+  /** The stream of the events of principals past their share of the trail. */
+  readonly overflow: BatchSource;
+}
+
+/** Cursors of pages of the overflow stream start with this. */
+export const OVERFLOW_CURSOR = 'o';
+
+/**
+ * A page of the trail, then of its overflow stream (the events of principals past their share):
+ * the trail's pages first, newest first, then the overflow's; a cursor of the overflow starts `o`.
+ */
+export async function queryTrail(trail: TrailSource, q: TraceQuery, watch: QueryWatch): Promise<TraceQueryReply> {
+  if (q.cursor?.startsWith(OVERFLOW_CURSOR)) return overflowPage(trail, q, q.cursor.slice(1), watch);
+  const main = await queryBatches(trail, q, watch);
+  const limit = q.limit ?? 50;
+  if (main.next !== undefined) return main;
+  if (main.events.length >= limit) {
+    if ((await trail.overflow.bounds()).messages > 0) main.next = OVERFLOW_CURSOR;
+    return main;
+  }
+  const rest = await overflowPage(trail, { ...q, limit: limit - main.events.length }, undefined, watch);
+  const reply: TraceQueryReply = {
+    events: main.events.concat(rest.events),
+    matched: main.matched + rest.matched,
+    kept: main.kept + rest.kept,
+  };
+  if (rest.next !== undefined) reply.next = rest.next;
+  return reply;
+}
+
+/** A page of the overflow stream from `cursor` (its own, without the `o`; none or empty: its newest). */
+async function overflowPage(
+  trail: TrailSource,
+  q: TraceQuery,
+  cursor: string | undefined,
+  watch: QueryWatch,
+): Promise<TraceQueryReply> {
+  const page = await queryBatches(
+    trail.overflow,
+    cursor === undefined || cursor === '' ? { ...q, cursor: undefined } : { ...q, cursor },
+    watch,
+  );
+  if (page.next !== undefined) page.next = OVERFLOW_CURSOR + page.next;
+  return page;
 }
