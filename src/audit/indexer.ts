@@ -15,7 +15,7 @@
 import type { Logger } from '../bus/log.js';
 import type { Acknowledgement, ConsumerMessages, JsMsg, StreamStore } from '../bus/stream-store.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
-import { indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
+import { indexLevelOf, indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
 import { traceIdsOfBatch } from './events.js';
 import { encodeEntries, mergeEntries, PendingEntries } from './index-entries.js';
 import { SHARDS, type Shards } from './shards.js';
@@ -54,8 +54,7 @@ export async function mergeShard(
 ): Promise<void> {
   const index = indexStreamName(stream);
   const counts = await store.subjectCounts(index, indexShardFilter(stream, shard));
-  const levels = [...counts.keys()].map((subject) => Number(subject.slice(subject.lastIndexOf('.') + 1)));
-  const top = Math.max(0, ...levels.filter(Number.isSafeInteger));
+  const top = Math.max(0, ...[...counts.keys()].map((subject) => indexLevelOf(subject) ?? 0));
   for (let level = 0; level <= top; level++) {
     const subject = indexShardSubject(stream, shard, level);
     if ((counts.get(subject) ?? 0) < MERGE_AT) continue;

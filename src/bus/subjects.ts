@@ -56,6 +56,15 @@ export function indexShardSubject(stream: string, shard: number, level = 0): str
   return `${Mounts.Dispatcher}.audit.${stream}.${shard}.${level}`;
 }
 
+/**
+ * The level of an index shard's subject (`indexShardSubject`): its last token, a whole number;
+ * undefined for any other subject (none the indexer writes).
+ */
+export function indexLevelOf(subject: string): number | undefined {
+  const level = Number(subject.slice(subject.lastIndexOf('.') + 1));
+  return Number.isSafeInteger(level) && level >= 0 ? level : undefined;
+}
+
 /** Every level of one shard of a trail's index. */
 export function indexShardFilter(stream: string, shard: number): string {
   return `${Mounts.Dispatcher}.audit.${stream}.${shard}.*`;

@@ -4,7 +4,7 @@ import { type CallEvent, encodeCallEvents, traceIdsOfBatch } from '../../src/aud
 import { encodeEntries, mergeEntries, PendingEntries, seqsIn } from '../../src/audit/index-entries.js';
 import { isTraceId, SHARDS, Shards } from '../../src/audit/shards.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
-import { indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
+import { indexLevelOf, indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 
@@ -23,6 +23,9 @@ describe('the trace-id index: shards and entries', () => {
     expect(ids.filter((t) => other.of(t) === shards.of(t)).length).toBeLessThan(200);
     expect(shardSubject('MATRIX_AUDIT', 7)).toBe('system.dispatcher.audit.MATRIX_AUDIT.7.0');
     expect(shardSubject('MATRIX_AUDIT', 7, 2)).toBe('system.dispatcher.audit.MATRIX_AUDIT.7.2');
+    expect(indexLevelOf(shardSubject('MATRIX_AUDIT', 7))).toBe(0);
+    expect(indexLevelOf(shardSubject('MATRIX_AUDIT', 7, 12))).toBe(12);
+    expect(indexLevelOf('system.dispatcher.audit.MATRIX_AUDIT.7.top')).toBeUndefined();
     expect(isTraceId(id(5))).toBe(true);
     expect(isTraceId('0123')).toBe(false);
     expect(isTraceId(`${id(5).slice(1)}G`)).toBe(false);
