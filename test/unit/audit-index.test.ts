@@ -77,6 +77,20 @@ describe('the trace-id index: shards and entries', () => {
     expect(seqsIn(Buffer.from(`{"${id(8)}":[1]}`), t)).toEqual([]);
   });
 
+  it('reads an index message alike for a lookup and for a merge', () => {
+    const t = id(9);
+    const messages = [
+      `{"${t}":[3,-1,0,2.5,"4",9007199254740993,5]}`,
+      `{"${t}":[3`,
+      `{"${t}":{"a":1}}`,
+      `[{"${t}":[6]}]`,
+      `{"${id(8)}":[1],"${t}":[7,7]}`,
+    ].map((text) => Buffer.from(text));
+    const looked = messages.flatMap((m) => seqsIn(m, t));
+    expect(looked).toEqual([3, 5, 7, 7]);
+    expect([...(mergeEntries(messages, 1).get(t) ?? [])].sort()).toEqual([...new Set(looked)].sort());
+  });
+
   it('merges index messages into entries, each sequence once, without those of batches gone from the trail or anything malformed', () => {
     const [a, b] = [id(1), id(2)];
     const messages = [
