@@ -20,7 +20,7 @@ export interface TraceQuery {
   since?: string;
   /** ISO 8601; events before it. */
   until?: string;
-  /** Default 50. */
+  /** Default `DEFAULT_LIMIT` (50). */
   limit?: number;
   /** The `next` of the previous page: continue with older events. */
   cursor?: string;
@@ -44,6 +44,14 @@ export interface BatchSource {
   batch(seq: number): Promise<StoredBatch | null>;
   batchesOf(traceId: string): Promise<number[]>;
   indexedThrough(): Promise<number>;
+}
+
+/** Events a page holds when its query names no `limit`. */
+export const DEFAULT_LIMIT = 50;
+
+/** The most events a page of this query holds. */
+export function limitOf(q: TraceQuery): number {
+  return q.limit ?? DEFAULT_LIMIT;
 }
 
 /** A query's filters, parsed once. */
@@ -100,7 +108,7 @@ export async function queryBatches(
   watch: QueryWatch = {},
 ): Promise<TraceQueryReply> {
   const f = filterOf(q);
-  const limit = q.limit ?? 50;
+  const limit = limitOf(q);
   const bounds = await source.bounds();
   // An empty stream says first 0, last 0; sequence 0 is no message and cannot be read.
   if (bounds.messages === 0) return page([], limit, 0, undefined);
@@ -218,7 +226,7 @@ export const OVERFLOW_CURSOR = 'o';
 export async function queryTrail(trail: TrailSource, q: TraceQuery, watch: QueryWatch): Promise<TraceQueryReply> {
   if (q.cursor?.startsWith(OVERFLOW_CURSOR)) return overflowPage(trail, q, q.cursor.slice(1), watch);
   const main = await queryBatches(trail, q, watch);
-  const limit = q.limit ?? 50;
+  const limit = limitOf(q);
   if (main.next !== undefined) return main;
   if (main.events.length >= limit) {
     if ((await trail.overflow.bounds()).messages > 0) main.next = OVERFLOW_CURSOR;

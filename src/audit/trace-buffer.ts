@@ -3,7 +3,7 @@
  * when there is no JetStream.
  */
 import { type CallEvent, decodeCallEvents, eventsIn } from './events.js';
-import { filterOf, matches, type TraceQuery, type TraceQueryReply } from './query.js';
+import { filterOf, limitOf, matches, type TraceQuery, type TraceQueryReply } from './query.js';
 
 /** Events as they arrived: one batch's MessagePack bytes, decoded on the first query that reads them. */
 interface Segment {
@@ -61,7 +61,7 @@ export class TraceBuffer {
         if (e !== NOT_AN_EVENT && matches(e, filter)) found.push(e);
       }
     }
-    return { events: found.slice(0, q.limit ?? 50), matched: found.length, kept: this.live };
+    return { events: found.slice(0, limitOf(q)), matched: found.length, kept: this.live };
   }
 
   private push(segment: Segment): void {
