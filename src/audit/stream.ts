@@ -10,7 +10,7 @@ import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
 import { type StreamLimits, StreamStore } from '../bus/stream-store.js';
 import { StreamWriter } from '../bus/stream-writer.js';
-import { indexStreamName, indexSubjects } from '../bus/subjects.js';
+import { indexStreamName, indexSubjects, overflowStreamName } from '../bus/subjects.js';
 import { type CallEvent, decodeCallEvents } from './events.js';
 import { ensureIndexer, INDEXER, TraceIndexer } from './indexer.js';
 import { CALL_EVENTS, OVERFLOW_CALL_EVENTS } from './log.js';
@@ -33,11 +33,6 @@ export interface AuditStreamOptions {
    * the trail, `share.ts`), oldest dropped first, in bytes; default a quarter of `maxBytes`. Same age.
    */
   overflowBytes?: number;
-}
-
-/** The stream of the events of principals past their share of the trail `stream`. */
-export function overflowStreamName(stream: string): string {
-  return `${stream}_OVERFLOW`;
 }
 
 /** One stored batch of events. */

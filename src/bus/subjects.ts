@@ -1,8 +1,9 @@
 /**
- * The subjects of the project's mounts, ops, events and audit index are built here, so the
- * naming rules of PROTOCOL section 1 live in one place. NATS's own (`$SRV`, `$KV`, `$JS`) are
- * built beside the code that speaks them (discovery.ts, kv.ts, stream-store.ts). The callbacks that
- * subscribe to them are wrapped here too (`guarded`), so that none can throw into nats.js.
+ * The subjects of the project's mounts, ops, events and audit index (and the names of the audit
+ * trail's index and overflow streams) are built here, so the naming rules of PROTOCOL section 1
+ * live in one place. NATS's own (`$SRV`, `$KV`, `$JS`) are built beside the code that speaks
+ * them (discovery.ts, kv.ts, stream-store.ts). The callbacks that subscribe to them are wrapped
+ * here too (`guarded`), so that none can throw into nats.js.
  */
 import type { Msg, MsgCallback, NatsConnection } from '@nats-io/nats-core';
 
@@ -49,6 +50,11 @@ export function eventSubject(mount: string, event: string): string {
 /** The stream holding the trace-id index of the audit trail `stream`. */
 export function indexStreamName(stream: string): string {
   return `${stream}_INDEX`;
+}
+
+/** The stream of the events of principals past their share of the audit trail `stream`. */
+export function overflowStreamName(stream: string): string {
+  return `${stream}_OVERFLOW`;
 }
 
 /** The subject of one level of one shard of a trail's index (level 0: what a flush writes). */

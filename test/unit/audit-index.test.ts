@@ -4,7 +4,12 @@ import { type CallEvent, encodeCallEvents, traceIdsOfBatch } from '../../src/aud
 import { encodeEntries, mergeEntries, PendingEntries, seqsIn } from '../../src/audit/index-entries.js';
 import { isTraceId, SHARDS, Shards } from '../../src/audit/shards.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
-import { indexLevelOf, indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
+import {
+  indexLevelOf,
+  indexStreamName,
+  overflowStreamName,
+  indexShardSubject as shardSubject,
+} from '../../src/bus/subjects.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 
@@ -26,6 +31,8 @@ describe('the trace-id index: shards and entries', () => {
     expect(indexLevelOf(shardSubject('MATRIX_AUDIT', 7))).toBe(0);
     expect(indexLevelOf(shardSubject('MATRIX_AUDIT', 7, 12))).toBe(12);
     expect(indexLevelOf('system.dispatcher.audit.MATRIX_AUDIT.7.top')).toBeUndefined();
+    expect(indexStreamName('MATRIX_AUDIT')).toBe('MATRIX_AUDIT_INDEX');
+    expect(overflowStreamName('MATRIX_AUDIT')).toBe('MATRIX_AUDIT_OVERFLOW');
     expect(isTraceId(id(5))).toBe(true);
     expect(isTraceId('0123')).toBe(false);
     expect(isTraceId(`${id(5).slice(1)}G`)).toBe(false);
