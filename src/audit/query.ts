@@ -6,6 +6,7 @@
  * `queryTrail` pages through the trail, then through its overflow stream.
  */
 import { traceIdOf } from '../bus/headers.js';
+import type { StreamBounds } from '../bus/stream-store.js';
 import type { CallEvent } from './events.js';
 import type { StoredBatch } from './stream.js';
 
@@ -40,7 +41,7 @@ export interface TraceQueryReply {
 
 /** What a stream query reads; `AuditStream` and its `OverflowStream` are two. */
 export interface BatchSource {
-  bounds(): Promise<{ first: number; last: number; messages: number }>;
+  bounds(): Promise<StreamBounds>;
   batch(seq: number): Promise<StoredBatch | null>;
   batchesOf(traceId: string): Promise<number[]>;
   indexedThrough(): Promise<number>;
@@ -172,7 +173,7 @@ function page(found: { event: CallEvent }[], limit: number, kept: number, next: 
 async function traceBatches(
   source: BatchSource,
   traceId: string,
-  bounds: { first: number; last: number },
+  bounds: StreamBounds,
   top: number,
 ): Promise<number[]> {
   const floor = await source.indexedThrough();

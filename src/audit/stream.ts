@@ -8,7 +8,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
-import { type StreamLimits, StreamStore } from '../bus/stream-store.js';
+import { type StreamBounds, type StreamLimits, StreamStore } from '../bus/stream-store.js';
 import { StreamWriter } from '../bus/stream-writer.js';
 import { indexStreamName, indexSubjects, overflowStreamName } from '../bus/subjects.js';
 import { type CallEvent, decodeCallEvents } from './events.js';
@@ -88,7 +88,7 @@ export class AuditStream {
   }
 
   /** The stream's first and last sequence and how many batches it keeps. */
-  bounds(): Promise<{ first: number; last: number; messages: number }> {
+  bounds(): Promise<StreamBounds> {
     return boundsOf(this.store, this.name);
   }
 
@@ -169,7 +169,7 @@ export class OverflowStream implements BatchSource {
   ) {}
 
   /** Its bounds; empty when it is missing (another stream holds its subject, see `ensureTrail`). */
-  bounds(): Promise<{ first: number; last: number; messages: number }> {
+  bounds(): Promise<StreamBounds> {
     return boundsOf(this.store, this.name).catch(async (err: Error) => {
       if (await this.store.exists(this.name)) throw err;
       return { first: 0, last: 0, messages: 0 };
@@ -213,7 +213,7 @@ async function ensureTrail(
   return description;
 }
 
-function boundsOf(store: StreamStore, name: string): Promise<{ first: number; last: number; messages: number }> {
+function boundsOf(store: StreamStore, name: string): Promise<StreamBounds> {
   return store.bounds(name).catch(unreadable);
 }
 

@@ -34,6 +34,13 @@ export interface StreamLimits {
   replicas: number;
 }
 
+/** What a stream holds now: its first and last sequence (both 0 when it never held any) and how many messages. */
+export interface StreamBounds {
+  first: number;
+  last: number;
+  messages: number;
+}
+
 /** One message of a stream as `readAll` delivers it. */
 export interface StreamMessage {
   /** Its stream sequence. */
@@ -117,7 +124,7 @@ export class StreamStore {
   }
 
   /** The stream's first and last sequence and how many messages it keeps. */
-  async bounds(name: string): Promise<{ first: number; last: number; messages: number }> {
+  async bounds(name: string): Promise<StreamBounds> {
     const { state } = await this.jsm.streams.info(name);
     return { first: state.first_seq, last: state.last_seq, messages: state.messages };
   }
