@@ -103,10 +103,7 @@ export class AuditStream {
    * otherwise wait for the next call's write) and fails `unavailable`; a later one finds it.
    */
   batchesOf(traceId: string): Promise<number[]> {
-    return readTraceIndex(this.store, this.name, this.shards, traceId).catch((err) => {
-      void this.restore().catch(() => undefined);
-      return unreadable(err);
-    });
+    return readTraceIndex(this.store, this.name, this.shards, traceId).catch((err: Error) => this.unreadableIndex(err));
   }
 
   /**
@@ -115,10 +112,13 @@ export class AuditStream {
    * have a lookup read the whole trail as if nothing were indexed.
    */
   indexedThrough(): Promise<number> {
-    return this.store.ackFloor(this.name, INDEXER).catch((err: Error) => {
-      void this.restore().catch(() => undefined);
-      return unreadable(err);
-    });
+    return this.store.ackFloor(this.name, INDEXER).catch((err: Error) => this.unreadableIndex(err));
+  }
+
+  /** A failed read of the index or its consumer: has what is missing made again, and fails `unavailable`. */
+  private unreadableIndex(err: Error): never {
+    void this.restore().catch(() => undefined);
+    return unreadable(err);
   }
 
   /**
