@@ -13,6 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { type CallEvent, newCallEvent, type RefusalSummary } from './events.js';
 import { type AuditLog, isoNow } from './log.js';
+import { tokensAt } from './share.js';
 
 /** How many refusals without a valid grant are stored one by one; every field has a default. */
 export interface RefusalBudgetOptions {
@@ -77,7 +78,7 @@ export class RefusalBudget {
    */
   admit(reason: string, tool: string): boolean {
     const now = this.now();
-    this.tokens = Math.min(this.burst, this.tokens + (now - this.filledAt) * this.perMs);
+    this.tokens = tokensAt(this.tokens, this.filledAt, now, this.perMs, this.burst);
     this.filledAt = now;
     if (this.tokens >= 1) {
       this.tokens -= 1;

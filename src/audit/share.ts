@@ -40,6 +40,15 @@ export function trailShareOf(
   return { bytesPerSecond: maxBytes / divisor / (maxAgeMs / 1000), burstBytes: Math.floor(maxBytes / burstDivisor) };
 }
 
+/**
+ * The tokens a token bucket holds at `now` (ms) that held `tokens` when last filled, at `at`:
+ * filled at `perMs` a ms, to `burst` at most. The trail's share fills a principal's bytes by it,
+ * the refusal budget (`refusals.ts`) its stored refusals.
+ */
+export function tokensAt(tokens: number, at: number, now: number, perMs: number, burst: number): number {
+  return tokens < burst ? Math.min(burst, tokens + (now - at) * perMs) : tokens;
+}
+
 /** One principal's bucket: bytes it may still write, and when it was last filled (ms). */
 interface Bucket {
   bytes: number;
@@ -70,9 +79,7 @@ export class TrailShare {
       if (this.buckets.size >= MAX_PRINCIPALS) this.buckets.clear();
       bucket = { bytes: this.burst, at: now };
       this.buckets.set(key, bucket);
-    } else if (bucket.bytes < this.burst) {
-      bucket.bytes = Math.min(this.burst, bucket.bytes + (now - bucket.at) * this.perMs);
-    }
+    } else bucket.bytes = tokensAt(bucket.bytes, bucket.at, now, this.perMs, this.burst);
     bucket.at = now;
     if (bucket.bytes < bytes) return false;
     bucket.bytes -= bytes;
