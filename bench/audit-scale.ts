@@ -20,7 +20,7 @@ import { AuditStream } from '../src/audit/stream.js';
 import { connectBus } from '../src/bus/connect.js';
 import { StreamStore } from '../src/bus/stream-store.js';
 import { StreamWriter } from '../src/bus/stream-writer.js';
-import { indexShardSubject as shardSubject } from '../src/bus/subjects.js';
+import { indexStreamName, indexShardSubject as shardSubject } from '../src/bus/subjects.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
 
 const EVENTS = Number(process.argv[2]) || 1_000_000;
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
     // The audit stream's subject is fixed: one trail at a time on a server.
     const jsm = await jetstreamManager(nc);
     await jsm.streams.delete('BENCH_AUDIT');
-    await jsm.streams.delete('BENCH_AUDIT_INDEX');
+    await jsm.streams.delete(indexStreamName('BENCH_AUDIT'));
     await worstCase(nc);
   } finally {
     await nc.close();
@@ -144,7 +144,7 @@ async function worstCase(nc: NatsConnection): Promise<void> {
   const jsm = await jetstreamManager(nc);
   const writer = new StreamWriter(nc, 60_000);
   const store = await StreamStore.open(nc);
-  const shards = Shards.fromDescription((await jsm.streams.info('BENCH_WORST_INDEX')).config.description);
+  const shards = Shards.fromDescription((await jsm.streams.info(indexStreamName('BENCH_WORST'))).config.description);
   const id = (k: number) => ((k * 2654435761) % 2 ** 32).toString(16).padStart(8, '0').repeat(4);
   const written = new Array<number>(SHARDS).fill(0);
   const started = performance.now();
@@ -163,7 +163,7 @@ async function worstCase(nc: NatsConnection): Promise<void> {
     }
   }
   writer.close();
-  const { state } = await jsm.streams.info('BENCH_WORST_INDEX');
+  const { state } = await jsm.streams.info(indexStreamName('BENCH_WORST'));
   console.log(
     `worst case: ${WORST} index messages of one trace each, merged into ${state.messages} (~${Math.round(state.messages / SHARDS)} a shard), in ${((performance.now() - started) / 1000).toFixed(1)} s`,
   );

@@ -311,10 +311,11 @@ function writeNumber(n: number): void {
 
 /**
  * The events of one message of `system.dispatcher.events.call` (an array of events, or one), in
- * order; entries that are not events are undefined, keeping their places. An unreadable message
- * has none.
+ * order; entries that are not events are undefined, keeping their places. A message that is no
+ * batch by its header (`eventsIn`), or is unreadable, has none.
  */
 export function decodeCallEvents(data: Uint8Array): (CallEvent | undefined)[] {
+  if (eventsIn(data) === undefined) return [];
   let value: unknown;
   try {
     value = decodeBody(data);
@@ -328,6 +329,8 @@ export function decodeCallEvents(data: Uint8Array): (CallEvent | undefined)[] {
 /**
  * How many events a message holds, from its MessagePack header: an array's length, 1 for a map.
  * Undefined when it is neither, or claims more events than it has bytes (each takes at least one).
+ * The one check of a batch's header: every reader (the decoder, the index, the in-memory
+ * traces) takes a message for a batch by it.
  */
 export function eventsIn(bytes: Uint8Array): number | undefined {
   const first = bytes[0];
@@ -352,19 +355,13 @@ const TRACEPARENT_KEY = Buffer.from([0xab, ...Buffer.from('traceparent')]);
  * The distinct trace ids of a batch's events. A MessagePack batch is not decoded: every
  * `traceparent` key is found in its bytes and the string after it read (a tenth of decoding
  * the events). A key-like run of bytes inside some other string can only add a trace id, which
- * costs a lookup a batch to read and filter out; a real key is never skipped. A body that does
- * not start as an array or a map is decoded, as the queries decode it.
+ * costs a lookup a batch to read and filter out; a real key is never skipped. A message that is
+ * no batch by its header (`eventsIn`) has none, as it has no events for the queries.
  */
 export function traceIdsOfBatch(data: Uint8Array): Set<string> {
   const ids = new Set<string>();
+  if (eventsIn(data) === undefined) return ids;
   const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  if (!startsMessagePackArray(bytes)) {
-    for (const e of decodeCallEvents(data)) {
-      const id = traceIdOf(e?.traceparent);
-      if (id !== undefined) ids.add(id);
-    }
-    return ids;
-  }
   for (let at = bytes.indexOf(TRACEPARENT_KEY); at >= 0; at = bytes.indexOf(TRACEPARENT_KEY, at + 1)) {
     const value = at + TRACEPARENT_KEY.length;
     const id = traceIdAt(bytes, value) ?? traceIdOf(shortStringAt(bytes, value));
@@ -391,20 +388,6 @@ function traceIdAt(bytes: Buffer, at: number): string | undefined {
     if (dash ? c !== 0x2d : !((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return undefined;
   }
   return bytes.toString('latin1', start + 3, start + 35);
-}
-
-/** An array (or a single event: a map) in MessagePack, as the dispatcher publishes. */
-function startsMessagePackArray(bytes: Buffer): boolean {
-  const first = bytes[0];
-  return (
-    first !== undefined &&
-    ((first & 0xf0) === 0x90 ||
-      (first & 0xf0) === 0x80 ||
-      first === 0xdc ||
-      first === 0xdd ||
-      first === 0xde ||
-      first === 0xdf)
-  );
 }
 
 /** The MessagePack string at `at` if it is one of at most 255 bytes (a traceparent is 55). */

@@ -77,18 +77,13 @@ export function encodeEntries(
 export function mergeEntries(messages: Iterable<Uint8Array>, floor: number): Map<string, Set<number>> {
   const merged = new Map<string, Set<number>>();
   for (const data of messages) {
-    let entries: unknown;
-    try {
-      entries = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString());
-    } catch {
-      continue;
-    }
-    if (entries === null || typeof entries !== 'object') continue;
+    const entries = entriesOf(data);
+    if (entries === undefined) continue;
     for (const [id, seqs] of Object.entries(entries)) {
       if (!isTraceId(id) || !Array.isArray(seqs)) continue;
       let set = merged.get(id);
       for (const seq of seqs) {
-        if (!Number.isSafeInteger(seq) || seq < floor || seq < 1) continue;
+        if (!isListed(seq, floor)) continue;
         if (set === undefined) merged.set(id, (set = new Set()));
         set.add(seq);
       }
@@ -99,16 +94,35 @@ export function mergeEntries(messages: Iterable<Uint8Array>, floor: number): Map
 
 /** The batch sequences an index message lists under a trace id (positive whole numbers only). */
 export function seqsIn(data: Uint8Array, traceId: string): number[] {
-  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   // Most messages of a shard do not name the trace: look before parsing.
-  if (bytes.indexOf(`"${traceId}"`) < 0) return [];
+  if (bufferOf(data).indexOf(`"${traceId}"`) < 0) return [];
+  const seqs = entriesOf(data)?.[traceId];
+  return Array.isArray(seqs) ? seqs.filter((n): n is number => isListed(n, 1)) : [];
+}
+
+/**
+ * An index message's entries, `{"<trace id>": [seq, …], …}`, parsed but not checked (the
+ * reader checks what it takes); undefined when it is no JSON object. Merges and lookups both
+ * read a message by it.
+ */
+function entriesOf(data: Uint8Array): Record<string, unknown> | undefined {
   let entries: unknown;
   try {
-    entries = JSON.parse(bytes.toString());
+    entries = JSON.parse(bufferOf(data).toString());
   } catch {
-    return [];
+    return undefined;
   }
-  const seqs =
-    entries !== null && typeof entries === 'object' ? (entries as Record<string, unknown>)[traceId] : undefined;
-  return Array.isArray(seqs) ? seqs.filter((n): n is number => Number.isSafeInteger(n) && n > 0) : [];
+  return entries !== null && typeof entries === 'object' && !Array.isArray(entries)
+    ? (entries as Record<string, unknown>)
+    : undefined;
+}
+
+/** May an entry list `seq`: a whole number, at least 1 and at least `floor`? */
+function isListed(seq: unknown, floor: number): seq is number {
+  return Number.isSafeInteger(seq) && (seq as number) >= floor && (seq as number) >= 1;
+}
+
+/** The bytes of a message as a `Buffer`, without a copy. */
+function bufferOf(data: Uint8Array): Buffer {
+  return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
 }

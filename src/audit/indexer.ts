@@ -12,11 +12,10 @@
  * else's trace. A batch is acknowledged only once its entries are stored, so a crash or a
  * failed write indexes it again; a merge writes before it purges, so a lookup never misses.
  */
-import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../bus/log.js';
-import type { ConsumerMessages, JsMsg, StreamStore } from '../bus/stream-store.js';
+import type { Acknowledgement, ConsumerMessages, JsMsg, StreamStore } from '../bus/stream-store.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
-import { indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
+import { indexLevelOf, indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
 import { traceIdsOfBatch } from './events.js';
 import { encodeEntries, mergeEntries, PendingEntries } from './index-entries.js';
 import { SHARDS, type Shards } from './shards.js';
@@ -55,8 +54,7 @@ export async function mergeShard(
 ): Promise<void> {
   const index = indexStreamName(stream);
   const counts = await store.subjectCounts(index, indexShardFilter(stream, shard));
-  const levels = [...counts.keys()].map((subject) => Number(subject.slice(subject.lastIndexOf('.') + 1)));
-  const top = Math.max(0, ...levels.filter(Number.isSafeInteger));
+  const top = Math.max(0, ...[...counts.keys()].map((subject) => indexLevelOf(subject) ?? 0));
   for (let level = 0; level <= top; level++) {
     const subject = indexShardSubject(stream, shard, level);
     if ((counts.get(subject) ?? 0) < MERGE_AT) continue;
@@ -82,26 +80,6 @@ export function ensureIndexer(store: StreamStore, stream: string): Promise<void>
     ackWaitMs: INDEX_ACK_WAIT_MS,
     maxAckPending: INDEX_MAX_ACK_PENDING,
   });
-}
-
-/** How a batch taken is acknowledged once its entries are stored. */
-interface Acknowledgement {
-  ack(): void;
-}
-
-/** JetStream's acknowledgement, sent on a delivered message's reply subject. */
-const ACK = new TextEncoder().encode('+ACK');
-
-/**
- * The acknowledgement of a delivered batch, holding its reply subject and not the batch: at
- * 13,000 calls a second a batch is ~300 KB, and holding each until the flush (up to 2 s) kept
- * tens of MB of them alive, off the heap, for the collector to reckon with. A message from a
- * client that gives no reply subject is held as it came.
- */
-function acknowledgementOf(m: JsMsg, nc: NatsConnection): Acknowledgement {
-  const reply = (m as { reply?: unknown }).reply;
-  if (typeof reply !== 'string' || reply === '') return m;
-  return { ack: () => nc.publish(reply, ACK) };
 }
 
 /** What a `TraceIndexer` indexes, and with what. */
@@ -178,9 +156,14 @@ export class TraceIndexer {
     }
   }
 
+  /**
+   * Lists a batch's trace ids and holds its acknowledgement (not the batch: at 13,000 calls a
+   * second a batch is ~300 KB, and holding each until the flush, up to 2 s, kept tens of MB of
+   * them alive, off the heap, for the collector to reckon with).
+   */
   private take(m: JsMsg): void {
     this.pending.add(traceIdsOfBatch(m.data), m.seq);
-    this.held.push(acknowledgementOf(m, this.store.nc));
+    this.held.push(this.store.acknowledgementOf(m));
     if (this.held.length >= FLUSH_BATCHES) this.flush();
   }
 

@@ -19,7 +19,16 @@ export {
   observeWithTelemetry,
   watchCalls,
 } from './log.js';
-export { type BatchSource, queryBatches, type TraceQueryReply } from './query.js';
+export {
+  type BatchSource,
+  OVERFLOW_CURSOR,
+  type QueryWatch,
+  queryBatches,
+  queryTrail,
+  type TraceQuery,
+  type TraceQueryReply,
+  type TrailSource,
+} from './query.js';
 export {
   DEFAULT_REFUSAL_BURST,
   DEFAULT_REFUSALS_PER_MINUTE,
@@ -31,3 +40,4 @@ export {
 export { type IndexMessage, readShard, readTraceIndex } from './shard-reader.js';
 export { isTraceId, SHARDS, Shards } from './shards.js';
 export { AuditStream, type AuditStreamOptions, type StoredBatch } from './stream.js';
+export { TraceBuffer } from './trace-buffer.js';

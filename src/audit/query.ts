@@ -3,8 +3,10 @@
  * it reads the batches stored since the indexer's ack floor (not indexed yet) and those the
  * index names below it; otherwise it walks the stream backwards from the newest batch (or from
  * the `until` time, found by bisection). Either reads a bounded number of batches per page.
+ * `queryTrail` pages through the trail, then through its overflow stream.
  */
 import { traceIdOf } from '../bus/headers.js';
+import type { StreamBounds } from '../bus/stream-store.js';
 import type { CallEvent } from './events.js';
 import type { StoredBatch } from './stream.js';
 
@@ -19,7 +21,7 @@ export interface TraceQuery {
   since?: string;
   /** ISO 8601; events before it. */
   until?: string;
-  /** Default 50. */
+  /** Default `DEFAULT_LIMIT` (50). */
   limit?: number;
   /** The `next` of the previous page: continue with older events. */
   cursor?: string;
@@ -37,12 +39,20 @@ export interface TraceQueryReply {
   next?: string;
 }
 
-/** What a stream query reads; `AuditStream` is one. */
+/** What a stream query reads; `AuditStream` and its `OverflowStream` are two. */
 export interface BatchSource {
-  bounds(): Promise<{ first: number; last: number; messages: number }>;
+  bounds(): Promise<StreamBounds>;
   batch(seq: number): Promise<StoredBatch | null>;
   batchesOf(traceId: string): Promise<number[]>;
   indexedThrough(): Promise<number>;
+}
+
+/** Events a page holds when its query names no `limit`. */
+export const DEFAULT_LIMIT = 50;
+
+/** The most events a page of this query holds. */
+export function limitOf(q: TraceQuery): number {
+  return q.limit ?? DEFAULT_LIMIT;
 }
 
 /** A query's filters, parsed once. */
@@ -99,7 +109,7 @@ export async function queryBatches(
   watch: QueryWatch = {},
 ): Promise<TraceQueryReply> {
   const f = filterOf(q);
-  const limit = q.limit ?? 50;
+  const limit = limitOf(q);
   const bounds = await source.bounds();
   // An empty stream says first 0, last 0; sequence 0 is no message and cannot be read.
   if (bounds.messages === 0) return page([], limit, 0, undefined);
@@ -163,7 +173,7 @@ function page(found: { event: CallEvent }[], limit: number, kept: number, next: 
 async function traceBatches(
   source: BatchSource,
   traceId: string,
-  bounds: { first: number; last: number },
+  bounds: StreamBounds,
   top: number,
 ): Promise<number[]> {
   const floor = await source.indexedThrough();
@@ -199,4 +209,52 @@ async function lastStoredBefore(source: BatchSource, first: number, top: number,
 function parseCursor(cursor: string | undefined): { seq: number; index: number } | undefined {
   const m = cursor === undefined ? null : /^(\d+)\.(\d+)$/.exec(cursor);
   return m === null ? undefined : { seq: Number(m[1]), index: Number(m[2]) };
+}
+
+/** What `queryTrail` pages through: the trail, then its overflow stream; `AuditStream` is one. */
+export interface TrailSource extends BatchSource {
+  /** The stream of the events of principals past their share of the trail. */
+  readonly overflow: BatchSource;
+}
+
+/** Cursors of pages of the overflow stream start with this. */
+export const OVERFLOW_CURSOR = 'o';
+
+/**
+ * A page of the trail, then of its overflow stream (the events of principals past their share):
+ * the trail's pages first, newest first, then the overflow's; a cursor of the overflow starts `o`.
+ */
+export async function queryTrail(trail: TrailSource, q: TraceQuery, watch: QueryWatch): Promise<TraceQueryReply> {
+  if (q.cursor?.startsWith(OVERFLOW_CURSOR)) return overflowPage(trail, q, q.cursor.slice(1), watch);
+  const main = await queryBatches(trail, q, watch);
+  const limit = limitOf(q);
+  if (main.next !== undefined) return main;
+  if (main.events.length >= limit) {
+    if ((await trail.overflow.bounds()).messages > 0) main.next = OVERFLOW_CURSOR;
+    return main;
+  }
+  const rest = await overflowPage(trail, { ...q, limit: limit - main.events.length }, undefined, watch);
+  const reply: TraceQueryReply = {
+    events: main.events.concat(rest.events),
+    matched: main.matched + rest.matched,
+    kept: main.kept + rest.kept,
+  };
+  if (rest.next !== undefined) reply.next = rest.next;
+  return reply;
+}
+
+/** A page of the overflow stream from `cursor` (its own, without the `o`; none or empty: its newest). */
+async function overflowPage(
+  trail: TrailSource,
+  q: TraceQuery,
+  cursor: string | undefined,
+  watch: QueryWatch,
+): Promise<TraceQueryReply> {
+  const page = await queryBatches(
+    trail.overflow,
+    cursor === undefined || cursor === '' ? { ...q, cursor: undefined } : { ...q, cursor },
+    watch,
+  );
+  if (page.next !== undefined) page.next = OVERFLOW_CURSOR + page.next;
+  return page;
 }

@@ -5,9 +5,10 @@
  * refusal would let anyone push everyone else's events out of it. A token bucket lets
  * `perMinute` of them (`burst` at once) be stored as they are; past it each is counted, and one
  * summary per `summaryMs` says how many, why and for which tools, so none goes untold. A
- * principal's refusals that cost it nothing to send (a tool not in its session, refused
- * arguments) have a budget of its own, so no agent can push the others' events out of the trail.
- * `RefusalAudit` is the one door through which every refusal reaches the trail.
+ * principal's refusals that cost it nothing to send (a session that does not resolve, a tool
+ * not in its session, refused arguments) have a budget of its own, so no agent can push the
+ * others' events out of the trail. `RefusalAudit` is the one door through which every refusal
+ * reaches the trail.
  */
 import { randomUUID } from 'node:crypto';
 import { type CallEvent, newCallEvent, type RefusalSummary } from './events.js';

@@ -3,15 +3,15 @@
  * finds in them.
  */
 import type { StreamStore } from '../bus/stream-store.js';
-import { indexShardFilter, indexStreamName } from '../bus/subjects.js';
+import { indexLevelOf, indexShardFilter, indexStreamName } from '../bus/subjects.js';
 import { seqsIn } from './index-entries.js';
 import { isTraceId, type Shards } from './shards.js';
 
 /** One stored message of the index. */
 export interface IndexMessage {
   seq: number;
-  /** Its merge level: 0 as a flush wrote it, one more each time it was merged. */
-  level: number;
+  /** Its merge level: 0 as a flush wrote it, one more each time it was merged; undefined on a subject of no level. */
+  level: number | undefined;
   data: Uint8Array;
 }
 
@@ -31,7 +31,7 @@ export async function readShard(
   const messages = await store.readAll(indexStreamName(stream), indexShardFilter(stream, shard), options);
   return messages.map((m) => ({
     seq: m.seq,
-    level: Number(m.subject.slice(m.subject.lastIndexOf('.') + 1)),
+    level: indexLevelOf(m.subject),
     data: m.data,
   }));
 }

@@ -8,9 +8,9 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { UnavailableError } from '../bus/errors.js';
 import type { Logger } from '../bus/log.js';
-import { type StreamLimits, StreamStore } from '../bus/stream-store.js';
+import { type StreamBounds, type StreamLimits, StreamStore } from '../bus/stream-store.js';
 import { StreamWriter } from '../bus/stream-writer.js';
-import { indexStreamName, indexSubjects } from '../bus/subjects.js';
+import { indexStreamName, indexSubjects, overflowStreamName } from '../bus/subjects.js';
 import { type CallEvent, decodeCallEvents } from './events.js';
 import { ensureIndexer, INDEXER, TraceIndexer } from './indexer.js';
 import { CALL_EVENTS, OVERFLOW_CALL_EVENTS } from './log.js';
@@ -33,11 +33,6 @@ export interface AuditStreamOptions {
    * the trail, `share.ts`), oldest dropped first, in bytes; default a quarter of `maxBytes`. Same age.
    */
   overflowBytes?: number;
-}
-
-/** The stream of the events of principals past their share of the trail `stream`. */
-export function overflowStreamName(stream: string): string {
-  return `${stream}_OVERFLOW`;
 }
 
 /** One stored batch of events. */
@@ -93,7 +88,7 @@ export class AuditStream {
   }
 
   /** The stream's first and last sequence and how many batches it keeps. */
-  bounds(): Promise<{ first: number; last: number; messages: number }> {
+  bounds(): Promise<StreamBounds> {
     return boundsOf(this.store, this.name);
   }
 
@@ -108,10 +103,7 @@ export class AuditStream {
    * otherwise wait for the next call's write) and fails `unavailable`; a later one finds it.
    */
   batchesOf(traceId: string): Promise<number[]> {
-    return readTraceIndex(this.store, this.name, this.shards, traceId).catch((err) => {
-      void this.restore().catch(() => undefined);
-      return unreadable(err);
-    });
+    return readTraceIndex(this.store, this.name, this.shards, traceId).catch((err: Error) => this.unreadableIndex(err));
   }
 
   /**
@@ -120,10 +112,13 @@ export class AuditStream {
    * have a lookup read the whole trail as if nothing were indexed.
    */
   indexedThrough(): Promise<number> {
-    return this.store.ackFloor(this.name, INDEXER).catch((err: Error) => {
-      void this.restore().catch(() => undefined);
-      return unreadable(err);
-    });
+    return this.store.ackFloor(this.name, INDEXER).catch((err: Error) => this.unreadableIndex(err));
+  }
+
+  /** A failed read of the index or its consumer: has what is missing made again, and fails `unavailable`. */
+  private unreadableIndex(err: Error): never {
+    void this.restore().catch(() => undefined);
+    return unreadable(err);
   }
 
   /**
@@ -174,7 +169,7 @@ export class OverflowStream implements BatchSource {
   ) {}
 
   /** Its bounds; empty when it is missing (another stream holds its subject, see `ensureTrail`). */
-  bounds(): Promise<{ first: number; last: number; messages: number }> {
+  bounds(): Promise<StreamBounds> {
     return boundsOf(this.store, this.name).catch(async (err: Error) => {
       if (await this.store.exists(this.name)) throw err;
       return { first: 0, last: 0, messages: 0 };
@@ -218,7 +213,7 @@ async function ensureTrail(
   return description;
 }
 
-function boundsOf(store: StreamStore, name: string): Promise<{ first: number; last: number; messages: number }> {
+function boundsOf(store: StreamStore, name: string): Promise<StreamBounds> {
   return store.bounds(name).catch(unreadable);
 }
 

@@ -1,8 +1,8 @@
 /**
  * JetStream streams as the audit trail uses them: created with limits when missing, read by
- * sequence, read whole by subject filter, purged, and consumed by a shared durable consumer.
- * The only code that drives JetStream's stream and consumer API (writes go through
- * `StreamWriter`).
+ * sequence, read whole by subject filter, purged, and consumed by a shared durable consumer
+ * (whose deliveries are acknowledged here). The only code that drives JetStream's stream and
+ * consumer API (writes go through `StreamWriter`).
  */
 import { randomBytes } from 'node:crypto';
 import {
@@ -12,6 +12,7 @@ import {
   DiscardPolicy,
   type JetStreamClient,
   type JetStreamManager,
+  type JsMsg,
   jetstream,
   jetstreamManager,
   RetentionPolicy,
@@ -33,6 +34,13 @@ export interface StreamLimits {
   replicas: number;
 }
 
+/** What a stream holds now: its first and last sequence (both 0 when it never held any) and how many messages. */
+export interface StreamBounds {
+  first: number;
+  last: number;
+  messages: number;
+}
+
 /** One message of a stream as `readAll` delivers it. */
 export interface StreamMessage {
   /** Its stream sequence. */
@@ -48,6 +56,14 @@ export interface DurableOptions {
   /** Messages delivered and not yet acknowledged, at most. */
   maxAckPending: number;
 }
+
+/** How a delivered message is acknowledged, later, once its consumer has done its work. */
+export interface Acknowledgement {
+  ack(): void;
+}
+
+/** JetStream's acknowledgement, sent on a delivered message's reply subject. */
+const ACK = new TextEncoder().encode('+ACK');
 
 /** Longest `readAll` waits for the server to deliver what it counted, in ms; the default. */
 const READ_TIMEOUT_MS = 5_000;
@@ -108,7 +124,7 @@ export class StreamStore {
   }
 
   /** The stream's first and last sequence and how many messages it keeps. */
-  async bounds(name: string): Promise<{ first: number; last: number; messages: number }> {
+  async bounds(name: string): Promise<StreamBounds> {
     const { state } = await this.jsm.streams.info(name);
     return { first: state.first_seq, last: state.last_seq, messages: state.messages };
   }
@@ -151,6 +167,17 @@ export class StreamStore {
   /** Deletes a consumer; one that is gone already is no failure. */
   async deleteConsumer(stream: string, name: string): Promise<void> {
     await this.jsm.consumers.delete(stream, name).catch(() => undefined);
+  }
+
+  /**
+   * The acknowledgement of a message a durable consumer delivered: `+ACK` on its reply subject,
+   * holding that subject and not the message, so a consumer that acknowledges later keeps none
+   * of its data alive. A message from a client that gives no reply subject is held as it came.
+   */
+  acknowledgementOf(m: JsMsg): Acknowledgement {
+    const reply = (m as { reply?: unknown }).reply;
+    if (typeof reply !== 'string' || reply === '') return m;
+    return { ack: () => this.nc.publish(reply, ACK) };
   }
 
   /** Pulls from a durable consumer, up to `maxMessages` buffered. */

@@ -1,8 +1,9 @@
 /**
- * The subjects of the project's mounts, ops, events and audit index are built here, so the
- * naming rules of PROTOCOL section 1 live in one place. NATS's own (`$SRV`, `$KV`, `$JS`) are
- * built beside the code that speaks them (discovery.ts, kv.ts, stream-store.ts). The callbacks that
- * subscribe to them are wrapped here too (`guarded`), so that none can throw into nats.js.
+ * The subjects of the project's mounts, ops, events and audit index (and the names of the audit
+ * trail's index and overflow streams) are built here, so the naming rules of PROTOCOL section 1
+ * live in one place. NATS's own (`$SRV`, `$KV`, `$JS`) are built beside the code that speaks
+ * them (discovery.ts, kv.ts, stream-store.ts). The callbacks that subscribe to them are wrapped
+ * here too (`guarded`), so that none can throw into nats.js.
  */
 import type { Msg, MsgCallback, NatsConnection } from '@nats-io/nats-core';
 
@@ -51,9 +52,23 @@ export function indexStreamName(stream: string): string {
   return `${stream}_INDEX`;
 }
 
+/** The stream of the events of principals past their share of the audit trail `stream`. */
+export function overflowStreamName(stream: string): string {
+  return `${stream}_OVERFLOW`;
+}
+
 /** The subject of one level of one shard of a trail's index (level 0: what a flush writes). */
 export function indexShardSubject(stream: string, shard: number, level = 0): string {
   return `${Mounts.Dispatcher}.audit.${stream}.${shard}.${level}`;
+}
+
+/**
+ * The level of an index shard's subject (`indexShardSubject`): its last token, a whole number;
+ * undefined for any other subject (none the indexer writes).
+ */
+export function indexLevelOf(subject: string): number | undefined {
+  const level = Number(subject.slice(subject.lastIndexOf('.') + 1));
+  return Number.isSafeInteger(level) && level >= 0 ? level : undefined;
 }
 
 /** Every level of one shard of a trail's index. */

@@ -445,8 +445,8 @@ export class Dispatcher {
   }
 
   /**
-   * The result of a call a step refused; a session error of the oracle's own is audited,
-   * then thrown.
+   * The result of a call a step refused; a session error of the oracle's own is audited (as a
+   * refusal, within its principal's budget, when it has one), then thrown.
    */
   private failed(err: unknown, run: CallRun): ToolResult {
     if (err instanceof CallFailure) return errorResult(run.call.id, run.call.name, err);
@@ -457,29 +457,28 @@ export class Dispatcher {
     return errorResult(run.call.id, run.call.name, failure.unexpected(run.call.name, err));
   }
 
-  /**
-   * `audit`: the call's event, published whatever the outcome; stamps the result's duration. A
-   * principal's calls refused here before they reached an approver or a target (a tool not in
-   * the session, refused arguments) cost it nothing to send: they go through its refusal budget
-   * (`RefusalAudit`), past which they are counted into a summary under its name. Every call that
-   * reached a target or an approver is stored.
-   */
+  /** `audit`: the call's event, published whatever the outcome (`record`); stamps the result's duration. */
   private audit(run: CallRun, result: ToolResult): ToolResult {
-    const principal = run.context.principal;
-    if (result.isError && !run.reached && principal !== undefined && this.options.audit) {
-      const event = this.finish(run, 'error', result.error?.code);
-      this.refusals.refused(event, result.error?.code ?? 'internal', principal);
-      result.durationMs = event.durationMs;
-      return result;
-    }
     const code = result.error?.code;
     result.durationMs = this.record(run, !result.isError ? 'ok' : code === 'cancelled' ? 'cancelled' : 'error', code);
     return result;
   }
 
-  /** Publishes the call's audit event (when auditing is on); returns the call's duration in ms. */
+  /**
+   * Publishes the call's audit event (when auditing is on); returns the call's duration in ms. A
+   * principal's calls refused before they reached an approver or a target (a session that did
+   * not resolve, a tool not in the session, refused arguments) cost it nothing to send: they go
+   * through its refusal budget (`RefusalAudit`), past which they are counted into a summary under
+   * its name. Every call that reached a target or an approver is stored.
+   */
   private record(run: CallRun, outcome: CallEvent['outcome'], code: string | undefined): number {
     if (!this.options.audit) return elapsed(run);
+    const principal = run.context.principal;
+    if (outcome !== 'ok' && !run.reached && principal !== undefined) {
+      const refused = this.finish(run, 'error', code);
+      this.refusals.refused(refused, code ?? 'internal', principal);
+      return refused.durationMs;
+    }
     const e = this.finish(run, outcome, code);
     this.auditLog.record(e);
     return e.durationMs;

@@ -12,7 +12,7 @@ import { readShard, readTraceIndex } from '../../src/audit/shard-reader.js';
 import { Shards } from '../../src/audit/shards.js';
 import { type StreamMessage, StreamStore } from '../../src/bus/stream-store.js';
 import { StreamWriter } from '../../src/bus/stream-writer.js';
-import { indexShardFilter, indexShardSubject, indexStreamName } from '../../src/bus/subjects.js';
+import { indexShardFilter, indexShardSubject, indexStreamName, indexSubjects } from '../../src/bus/subjects.js';
 import { testConnection } from '../harness/bus.js';
 
 const STREAM = `MERGE_READ_${process.pid}`;
@@ -41,7 +41,7 @@ describe('merging a shard of the trace-id index', () => {
   beforeAll(async () => {
     nc = await testConnection();
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.add({ name: INDEX, subjects: [`system.dispatcher.audit.${STREAM}.>`] });
+    await jsm.streams.add({ name: INDEX, subjects: [indexSubjects(STREAM)] });
     writer = new StreamWriter(nc);
     for (let n = 0; ids.length < 3 * MERGE_AT; n++) {
       const id = n.toString(16).padStart(32, '0');

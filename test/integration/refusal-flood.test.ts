@@ -3,7 +3,9 @@
  * publish to `system.dispatcher.$call`, and the trail is bounded by bytes, oldest dropped first:
  * stored as full events, 1 GiB of refusals in a few minutes would push everyone else's events
  * out. Refusals no valid grant stands behind are stored up to a rate and counted past it into
- * summary events; calls with a valid grant are stored whatever the flood.
+ * summary events; calls with a valid grant are stored whatever the flood. A principal's calls
+ * refused before they are sent (a tool not in its session, a session that does not resolve)
+ * cost it nothing either, and are held to a budget of its own.
  */
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
@@ -21,6 +23,7 @@ import { IdentityGate } from '../../src/identity/gate.js';
 import { mintGrant } from '../../src/identity/mint.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore } from '../../src/registry/store.js';
+import type { ResolveRequest } from '../../src/registry/types.js';
 import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 
@@ -39,13 +42,13 @@ describe('a flood of $calls without a valid grant', () => {
   let mount: Mount;
   let trail: AuditStream;
   const issuer = createAccount();
-  const grant = (spec: { principal?: string; now?: number; by?: typeof issuer } = {}) =>
+  const grant = (spec: { principal?: string; now?: number; by?: typeof issuer; resolve?: ResolveRequest } = {}) =>
     mintGrant(
       spec.by ?? issuer,
       {
         principal: spec.principal ?? 'agent:alpha',
         session: 'sess-alpha',
-        resolve: { profile: 'default' },
+        resolve: spec.resolve ?? { profile: 'default' },
         ttlSeconds: 3600,
       },
       spec.now,
@@ -226,5 +229,51 @@ describe('a flood of $calls without a valid grant', () => {
     expect(one.every((e) => e.name.length <= 64 && e.callId.length <= 64 && e.name.endsWith('…'))).toBe(true);
     // The victim's call is stored, its own budget untouched by the flood.
     expect(fresh.filter((e) => e.principal === 'agent:victim' && e.callId === 'v-1')).toHaveLength(1);
+  }, 120_000);
+
+  it("holds a principal's calls whose session does not resolve to its own budget, not one stored event a call", async () => {
+    // The grant names a tool context no registry holds: each call's $resolve fails, and nothing is sent.
+    const resolve = { profile: 'default', toolContextRefs: ['no-such-context'] };
+    const lost = grant({ principal: 'agent:lost', resolve });
+    const CALLS = 600;
+    const before = (await stored()).length;
+    const started = performance.now();
+    const calls: Promise<unknown>[] = [];
+    for (let i = 0; i < CALLS; i++) {
+      calls.push(
+        client
+          .request(
+            'system.dispatcher',
+            '$call',
+            { session: resolve, call: { id: `lost-${i}`, name: 'x' } },
+            { grant: lost },
+          )
+          .catch(() => 0),
+      );
+      if (i % 200 === 199) await Promise.all(calls.splice(0));
+    }
+    await Promise.all(calls);
+    const seconds = (performance.now() - started) / 1000;
+    const mine = (events: CallEvent[]) => events.filter((e) => e.principal === 'agent:lost');
+    const told = (events: CallEvent[]) =>
+      events.filter((e) => e.refused === undefined).length + events.reduce((n, e) => n + (e.refused?.count ?? 0), 0);
+    const fresh = await eventually(
+      async () => {
+        const now = mine((await stored()).slice(before));
+        return told(now) === CALLS ? now : false;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    ).catch(async () => mine((await stored()).slice(before)));
+    const one = fresh.filter((e) => e.refused === undefined);
+    console.log(`${CALLS} calls of a session that does not resolve in ${seconds.toFixed(1)} s: ${one.length} stored`);
+    // Its budget's burst and rate over the calls' length (a second of slack), never one per call.
+    expect(one.length).toBeLessThanOrEqual(BURST + PER_SECOND * (Math.ceil(seconds) + 1));
+    expect(told(fresh)).toBe(CALLS);
+    expect(one.every((e) => e.code === 'not_found' && e.session === 'sess-alpha')).toBe(true);
+    expect(
+      fresh
+        .filter((e) => e.refused !== undefined)
+        .every((e) => e.name === '(refusals)' && e.refused?.reasons.not_found !== undefined),
+    ).toBe(true);
   }, 120_000);
 });

@@ -14,7 +14,7 @@ import { UnavailableError } from '../../src/bus/errors.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
 import { StreamStore } from '../../src/bus/stream-store.js';
 import { StreamWriter } from '../../src/bus/stream-writer.js';
-import { indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
+import { indexStreamName, indexSubjects, indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { durableTracesMount } from '../../src/reference-mounts/traces.js';
 import { eventually } from '../harness/eventually.js';
@@ -253,7 +253,7 @@ describe('the trace-id index', () => {
     // merge would purge what it never read).
     const jsm = await jetstreamManager(nc);
     const store = await StreamStore.open(nc);
-    await jsm.streams.add({ name: 'SLOW_READ_INDEX', subjects: ['system.dispatcher.audit.SLOW_READ.>'] });
+    await jsm.streams.add({ name: indexStreamName('SLOW_READ'), subjects: [indexSubjects('SLOW_READ')] });
     const writer = new StreamWriter(nc);
     for (let from = 0; from < 3_000; from += 500) {
       await Promise.all(
@@ -265,7 +265,7 @@ describe('the trace-id index', () => {
     expect(await readShard(store, 'SLOW_READ', 9)).toHaveLength(3_000);
     await expect(readShard(store, 'SLOW_READ', 9, { timeoutMs: 1 })).rejects.toBeInstanceOf(UnavailableError);
     writer.close();
-    await jsm.streams.delete('SLOW_READ_INDEX');
+    await jsm.streams.delete(indexStreamName('SLOW_READ'));
   }, 60_000);
 
   it('writes a message per shard and flush, not one per trace, and finds every trace', async () => {

@@ -6,6 +6,7 @@ import { type CallEvent, encodeCallEvents } from '../../src/audit/events.js';
 import { watchCalls } from '../../src/audit/log.js';
 import { BusClient } from '../../src/bus/client.js';
 import { ForbiddenError } from '../../src/bus/errors.js';
+import { indexShardSubject, indexStreamName } from '../../src/bus/subjects.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { GrantedSession } from '../../src/identity/granted.js';
 import { encodeGrant } from '../../src/identity/jwt.js';
@@ -150,9 +151,9 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
   it('refuses the operator and the agent a write into the audit trail or its trace-id index', async () => {
     const serviceNc = await bus.connect('service');
     const jsm = await jetstreamManager(serviceNc);
-    const shard = 'system.dispatcher.audit.MATRIX_AUDIT.7.0';
-    const stored = async () =>
-      (await jsm.streams.info('MATRIX_AUDIT_INDEX', { subjects_filter: shard })).state.subjects?.[shard] ?? 0;
+    const shard = indexShardSubject('MATRIX_AUDIT', 7);
+    const index = indexStreamName('MATRIX_AUDIT');
+    const stored = async () => (await jsm.streams.info(index, { subjects_filter: shard })).state.subjects?.[shard] ?? 0;
     const before = await stored();
     for (const client of [operator, agent]) {
       for (const subject of [shard, 'system.dispatcher.events.call']) {
@@ -204,7 +205,7 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     for (const reply of [
       'system.dispatcher.events.call',
       '$JS.API.STREAM.PURGE.MATRIX_AUDIT',
-      '$JS.API.STREAM.DELETE.MATRIX_AUDIT_INDEX',
+      `$JS.API.STREAM.DELETE.${indexStreamName('MATRIX_AUDIT')}`,
     ]) {
       operatorNc.publish('$SRV.PING.app-spy', new Uint8Array(), { reply });
     }
@@ -213,8 +214,8 @@ describe('identity on the bus: deploy/nats.conf and a service that trusts one is
     await mountNc.flush().catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await stored()).toBe(before);
-    await expect(jsm.streams.info('MATRIX_AUDIT_INDEX')).resolves.toMatchObject({
-      config: { name: 'MATRIX_AUDIT_INDEX' },
+    await expect(jsm.streams.info(indexStreamName('MATRIX_AUDIT'))).resolves.toMatchObject({
+      config: { name: indexStreamName('MATRIX_AUDIT') },
     });
     for (const nc of [mountNc, operatorNc, serviceNc]) await nc.close().catch(() => undefined);
   });

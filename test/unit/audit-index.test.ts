@@ -4,7 +4,12 @@ import { type CallEvent, encodeCallEvents, traceIdsOfBatch } from '../../src/aud
 import { encodeEntries, mergeEntries, PendingEntries, seqsIn } from '../../src/audit/index-entries.js';
 import { isTraceId, SHARDS, Shards } from '../../src/audit/shards.js';
 import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
-import { indexShardSubject as shardSubject } from '../../src/bus/subjects.js';
+import {
+  indexLevelOf,
+  indexStreamName,
+  overflowStreamName,
+  indexShardSubject as shardSubject,
+} from '../../src/bus/subjects.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
 
@@ -23,6 +28,11 @@ describe('the trace-id index: shards and entries', () => {
     expect(ids.filter((t) => other.of(t) === shards.of(t)).length).toBeLessThan(200);
     expect(shardSubject('MATRIX_AUDIT', 7)).toBe('system.dispatcher.audit.MATRIX_AUDIT.7.0');
     expect(shardSubject('MATRIX_AUDIT', 7, 2)).toBe('system.dispatcher.audit.MATRIX_AUDIT.7.2');
+    expect(indexLevelOf(shardSubject('MATRIX_AUDIT', 7))).toBe(0);
+    expect(indexLevelOf(shardSubject('MATRIX_AUDIT', 7, 12))).toBe(12);
+    expect(indexLevelOf('system.dispatcher.audit.MATRIX_AUDIT.7.top')).toBeUndefined();
+    expect(indexStreamName('MATRIX_AUDIT')).toBe('MATRIX_AUDIT_INDEX');
+    expect(overflowStreamName('MATRIX_AUDIT')).toBe('MATRIX_AUDIT_OVERFLOW');
     expect(isTraceId(id(5))).toBe(true);
     expect(isTraceId('0123')).toBe(false);
     expect(isTraceId(`${id(5).slice(1)}G`)).toBe(false);
@@ -72,6 +82,20 @@ describe('the trace-id index: shards and entries', () => {
     expect(seqsIn(Buffer.from(`{"${t}":[3`), t)).toEqual([]);
     expect(seqsIn(Buffer.from(`{"${t}":{"a":1}}`), t)).toEqual([]);
     expect(seqsIn(Buffer.from(`{"${id(8)}":[1]}`), t)).toEqual([]);
+  });
+
+  it('reads an index message alike for a lookup and for a merge', () => {
+    const t = id(9);
+    const messages = [
+      `{"${t}":[3,-1,0,2.5,"4",9007199254740993,5]}`,
+      `{"${t}":[3`,
+      `{"${t}":{"a":1}}`,
+      `[{"${t}":[6]}]`,
+      `{"${id(8)}":[1],"${t}":[7,7]}`,
+    ].map((text) => Buffer.from(text));
+    const looked = messages.flatMap((m) => seqsIn(m, t));
+    expect(looked).toEqual([3, 5, 7, 7]);
+    expect([...(mergeEntries(messages, 1).get(t) ?? [])].sort()).toEqual([...new Set(looked)].sort());
   });
 
   it('merges index messages into entries, each sequence once, without those of batches gone from the trail or anything malformed', () => {

@@ -1,10 +1,10 @@
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { decideByPolicy, loadPolicy } from '../../src/approvals/policy.js';
-import { type CallEvent, eventsIn } from '../../src/audit/events.js';
+import { type CallEvent, decodeCallEvents, eventsIn, traceIdsOfBatch } from '../../src/audit/events.js';
+import { TraceBuffer } from '../../src/audit/trace-buffer.js';
 import { describeMounts } from '../../src/reference-mounts/agents.js';
 import { validateSpecs } from '../../src/reference-mounts/packages.js';
-import { TraceBuffer } from '../../src/reference-mounts/traces.js';
 import { resolveToolContext } from '../../src/registry/resolver.js';
 import { StaticStore } from '../../src/registry/store.js';
 import { toStrictSchema } from '../../src/registry/strict.js';
@@ -51,6 +51,22 @@ describe('the trace buffer', () => {
     expect(eventsIn(encode('text'))).toBeUndefined();
     expect(eventsIn(Uint8Array.of(0xdd, 0xff, 0xff, 0xff, 0xff, 0x80))).toBeUndefined(); // claims 4 billion events in 6 bytes
     expect(eventsIn(new Uint8Array())).toBeUndefined();
+  });
+
+  it('takes a message for a batch by its header alone, in every reader: the decoder, the index and the buffer', () => {
+    const traced = event(1);
+    const notBatches = [encode('text'), new Uint8Array(), Uint8Array.of(0x93, 0xc1), Uint8Array.of(0xdc, 0x00)];
+    for (const data of notBatches) {
+      expect(eventsIn(data)).toBeUndefined();
+      expect(decodeCallEvents(data)).toEqual([]);
+      expect(traceIdsOfBatch(data).size).toBe(0);
+      expect(new TraceBuffer(5).addEncoded(data)).toBe(false);
+    }
+    for (const data of [encode([traced]), encode(traced)]) {
+      expect(eventsIn(data)).toBe(1);
+      expect(decodeCallEvents(data)).toEqual([traced]);
+      expect([...traceIdsOfBatch(data)]).toEqual(['00000000000000000000000000000001']);
+    }
   });
 
   it('refuses what is not a batch and skips entries of a batch that are not events', () => {

@@ -5,9 +5,9 @@
  */
 
 import type { CallEvent } from '../../audit/events.js';
+import type { TraceQuery } from '../../audit/query.js';
 import { traceIdOf } from '../../bus/headers.js';
 import { Mounts } from '../../bus/subjects.js';
-import type { TraceQuery } from '../../reference-mounts/traces.js';
 import { badge, href, html, notice, type SafeHtml, table } from '../html.js';
 import { isCallEvent } from '../live.js';
 import type { ConsoleRequest, Page } from '../types.js';
