@@ -6,8 +6,8 @@
 
 // Approvals: durable pending approvals a person answers (PROTOCOL 8), and the gate that waits for them.
 export { approvalGate, awaitDecision, type GateOptions } from './approvals/gate.js';
-export { type ApprovalsMountOptions, approvalsMount } from './approvals/mount.js';
 export type { ApprovalPolicyFile } from './approvals/policy.js';
+export { type ApprovalsMountOptions, approvalsMount } from './approvals/system-approvals.js';
 export type {
   AnswerReply,
   AnswerRequest,

@@ -5,8 +5,8 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Command } from 'commander';
 import { terminalAsker } from '../approvals/asker.js';
-import { approvalsMount } from '../approvals/mount.js';
 import { type ApprovalPolicyFile, loadPolicy } from '../approvals/policy.js';
+import { approvalsMount } from '../approvals/system-approvals.js';
 import type { RefusalBudgetOptions } from '../audit/refusals.js';
 import { DEFAULT_SHARE_DIVISOR, type TrailShareOptions, trailShareOf } from '../audit/share.js';
 import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';

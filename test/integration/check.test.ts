@@ -2,7 +2,7 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Service } from '@nats-io/services';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { approvalsMount } from '../../src/approvals/mount.js';
+import { approvalsMount } from '../../src/approvals/system-approvals.js';
 import { type CheckOutcome, checkConformance } from '../../src/bus/conformance.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { approvalsMount } from '../../src/approvals/mount.js';
+import { approvalsMount } from '../../src/approvals/system-approvals.js';
 import { ErrorCode, errorFromWire, errorStatus } from '../../src/bus/errors.js';
 import { Header } from '../../src/bus/headers.js';
 import type { Mount } from '../../src/bus/mount.js';
