@@ -76,7 +76,7 @@ export {
 // The reference mounts the built-in tools target.
 export { agentsMount } from './reference-mounts/agents.js';
 export { packagesMount } from './reference-mounts/packages.js';
-export { sessionsMount } from './reference-mounts/session-state.js';
+export { sessionsMount } from './reference-mounts/sessions.js';
 export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';
 // The registry: contexts of tools, resolved per profile, served as system.tools.
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';

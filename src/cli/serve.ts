@@ -21,7 +21,7 @@ import { RevocationStore, Revocations } from '../identity/revocations.js';
 import { DEFAULT_GRANT_MAX_TTL_SECONDS, type GrantVerifierOptions } from '../identity/verify.js';
 import { agentsMount } from '../reference-mounts/agents.js';
 import { packagesMount } from '../reference-mounts/packages.js';
-import { sessionsMount } from '../reference-mounts/session-state.js';
+import { sessionsMount } from '../reference-mounts/sessions.js';
 import { durableTracesMount } from '../reference-mounts/traces.js';
 import { KvContextStore } from '../registry/kv-store.js';
 import { Presence } from '../registry/presence.js';

@@ -8,7 +8,7 @@ import type { Mount } from '../../src/bus/mount.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
-import { sessionsMount } from '../../src/reference-mounts/session-state.js';
+import { sessionsMount } from '../../src/reference-mounts/sessions.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';
 import { registryMount } from '../../src/registry/system-tools.js';
 import { sharedNatsUrl, testConnection, uniqueMount } from '../harness/bus.js';

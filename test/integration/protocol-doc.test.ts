@@ -16,7 +16,7 @@ import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import { ToolErrorCode } from '../../src/dispatcher/types.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
-import { sessionsMount } from '../../src/reference-mounts/session-state.js';
+import { sessionsMount } from '../../src/reference-mounts/sessions.js';
 import { tracesMount } from '../../src/reference-mounts/traces.js';
 import { registryMount } from '../../src/registry/system-tools.js';
 import { TaskRunner } from '../../src/tasks/runner.js';

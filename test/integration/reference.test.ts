@@ -13,7 +13,7 @@ import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
 import { packagesMount } from '../../src/reference-mounts/packages.js';
-import { sessionsMount } from '../../src/reference-mounts/session-state.js';
+import { sessionsMount } from '../../src/reference-mounts/sessions.js';
 import { registryMount } from '../../src/registry/system-tools.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
 import { startTarget, type Target } from '../harness/targets.js';
