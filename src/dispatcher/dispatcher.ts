@@ -99,7 +99,7 @@ export interface DispatcherOptions {
  * A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known
  * of who sent it.
  */
-export interface EarlyRefusal {
+export interface RefusedCall {
   /** The error code the caller got. */
   code: string;
   /** The check its grant failed (`details.grant`), when it was refused for its grant. */
@@ -264,7 +264,7 @@ export class Dispatcher {
    * they are bounded (`refusals.ts`): within a budget (one for callers without a valid grant,
    * one per principal) each is stored, past it counted into a summary event instead.
    */
-  refused(toolCall: ToolCall, traceparent: string | undefined, why: EarlyRefusal | string): void {
+  refused(toolCall: ToolCall, traceparent: string | undefined, why: RefusedCall | string): void {
     const refusal = typeof why === 'string' ? { code: why } : why;
     const { principal, session } = refusal;
     const run = startRun(toolCall, { traceparent, principal, session }, undefined);
