@@ -54,13 +54,6 @@ export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
 // The oracle's side: a session's tools for an LLM, its calls through system.dispatcher.
 export type { CallOptions, CallProgress } from './oracle/call.js';
 export {
-  type ChangeListener,
-  openToolSession,
-  type SessionRequest,
-  ToolSession,
-  type ToolSessionOptions,
-} from './oracle/session.js';
-export {
   type AnthropicToolResult,
   type AnthropicToolUse,
   type AnyToolCall,
@@ -72,6 +65,13 @@ export {
   type ToolResultMessages,
   toolResultMessage,
 } from './oracle/tool-calls.js';
+export {
+  type ChangeListener,
+  openToolSession,
+  type SessionRequest,
+  ToolSession,
+  type ToolSessionOptions,
+} from './oracle/tool-session.js';
 
 // The reference mounts the built-in tools target.
 export { agentsMount } from './reference-mounts/agents.js';
