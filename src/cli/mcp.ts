@@ -2,10 +2,10 @@
  * `mcp --profile P`: the tools of a resolved context, served over MCP on stdio, so Claude,
  * Cursor or any MCP client can use the bus tools. `initialize` carries the context's
  * instructions, `tools/list` comes from `$resolve` (MCP format), `tools/call` goes through
- * `system.dispatcher.$call`, and `notifications/tools/list_changed` goes out when the profile's resolved
- * digest changes. With a grant, every request carries it in `Matrix-Grant`. The bridge ends when
- * stdin ends, the client goes away, or on SIGINT/SIGTERM.
- * Stdout is the MCP channel: logs go to stderr.
+ * `system.dispatcher.$call`, and `notifications/tools/list_changed` goes out when the profile's
+ * resolved digest changes. With a grant, every request carries it in `Matrix-Grant`. The bridge
+ * ends when stdin ends, the client goes away, or on SIGINT/SIGTERM. Stdout is the MCP channel:
+ * logs go to stderr.
  */
 
 import { randomBytes } from 'node:crypto';

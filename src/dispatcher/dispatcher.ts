@@ -9,8 +9,9 @@
  * sent once; `approve` (here, with approvals/gate.ts) asks `system.approvals` and fails closed;
  * `forward` (here, with route.ts's in-flight bound and retry rule) sends the request under the
  * smallest deadline; `shape` (shape.ts) turns the reply into what the model reads; `audit`
- * records every call, its refusals and failures included. A step that fails the call throws `CallFailure` (results.ts, where every error result
- * and its message is written); the pipeline turns it into the result.
+ * records every call, its refusals and failures included. A step that fails the call throws
+ * `CallFailure` (results.ts, where every error result and its message is written); the pipeline
+ * turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
  * published: the steps before `forward` are synchronous (but for the first calls of a tool with
