@@ -46,7 +46,10 @@ export class MatrixStructuredTool extends StructuredTool<JsonSchemaObject> {
     this.schema = tool.inputSchema;
   }
 
-  /** LangChain's schema check first, as every tool has it; what it refuses goes to the dispatcher, whose words the model reads. */
+  /**
+   * LangChain's schema check first, as every tool has it; what it refuses goes to the dispatcher,
+   * whose words the model reads.
+   */
   override async call(arg: CallInput, configArg?: ToolRunnableConfig, tags?: string[]): Promise<ToolMessage | string> {
     try {
       return await super.call(arg, configArg, tags);

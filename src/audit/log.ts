@@ -13,7 +13,10 @@ import { TrailShare, type TrailShareOptions } from './share.js';
 
 /** Subject of the audit events. */
 export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
-/** Subject of the audit events of principals past their share of the trail (`share.ts`), stored in the overflow stream. */
+/**
+ * Subject of the audit events of principals past their share of the trail (`share.ts`), stored in
+ * the overflow stream.
+ */
 export const OVERFLOW_CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call.overflow');
 
 /**

@@ -307,7 +307,10 @@ export function wholeNumber(
   return n;
 }
 
-/** `MATRIX_GRANT_MAX_TTL` / `--grant-max-ttl` in seconds (a duration, `24h`); undefined when unset; a usage error when not one. */
+/**
+ * `MATRIX_GRANT_MAX_TTL` / `--grant-max-ttl` in seconds (a duration, `24h`); undefined when unset;
+ * a usage error when not one.
+ */
 export function grantMaxTtlSeconds(value: unknown): number | undefined {
   if (typeof value !== 'string') return undefined;
   try {

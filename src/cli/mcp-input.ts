@@ -72,7 +72,10 @@ function failure(id: string | number | null, code: number, message: string): Jso
   return { jsonrpc: '2.0', id, error: { code, message } };
 }
 
-/** Stdin, line by line, for the SDK's transport: `answer` gets the response to each malformed line, which goes no further. */
+/**
+ * Stdin, line by line, for the SDK's transport: `answer` gets the response to each malformed line,
+ * which goes no further.
+ */
 export function wellFormedLines(answer: (response: JsonRpcErrorResponse) => void): Transform {
   const decoder = new StringDecoder('utf8');
   let pending = '';

@@ -64,7 +64,10 @@ export interface ServeOptions {
   grantMaxTtlSeconds?: number;
   /** Where audit events are stored, and for how long. */
   audit: AuditStreamOptions;
-  /** How many `$call`s refused without a valid grant are stored one by one (`MATRIX_AUDIT_REFUSALS`, `MATRIX_AUDIT_REFUSAL_BURST`). */
+  /**
+   * How many `$call`s refused without a valid grant are stored one by one
+   * (`MATRIX_AUDIT_REFUSALS`, `MATRIX_AUDIT_REFUSAL_BURST`).
+   */
   refusals?: RefusalBudgetOptions;
   /**
    * Each principal's share of the audit trail: 1/`auditShare` of its bytes per `max_age`, in

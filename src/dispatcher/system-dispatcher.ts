@@ -25,7 +25,10 @@ export const DISPATCHER_VERSION = '0.1.0';
 
 /** How to mount the dispatcher. */
 export interface DispatcherMountOptions {
-  /** The dispatcher to serve with (the caller closes it); default a new one on the same connection, closed by `stop()`. */
+  /**
+   * The dispatcher to serve with (the caller closes it); default a new one on the same connection,
+   * closed by `stop()`.
+   */
   dispatcher?: Dispatcher;
   maxRequestBytes?: number;
   logger?: Logger;
