@@ -6,8 +6,8 @@
 
 // Approvals: durable pending approvals a person answers (PROTOCOL 8), and the gate that waits for them.
 export { approvalGate, awaitDecision, type GateOptions } from './approvals/gate.js';
-export { type ApprovalsMountOptions, approvalsMount } from './approvals/mount.js';
 export type { ApprovalPolicyFile } from './approvals/policy.js';
+export { type ApprovalsMountOptions, approvalsMount } from './approvals/system-approvals.js';
 export type {
   AnswerReply,
   AnswerRequest,
@@ -54,13 +54,6 @@ export { GrantVerifier, type GrantVerifierOptions } from './identity/verify.js';
 // The oracle's side: a session's tools for an LLM, its calls through system.dispatcher.
 export type { CallOptions, CallProgress } from './oracle/call.js';
 export {
-  type ChangeListener,
-  openToolSession,
-  type SessionRequest,
-  ToolSession,
-  type ToolSessionOptions,
-} from './oracle/session.js';
-export {
   type AnthropicToolResult,
   type AnthropicToolUse,
   type AnyToolCall,
@@ -72,11 +65,18 @@ export {
   type ToolResultMessages,
   toolResultMessage,
 } from './oracle/tool-calls.js';
+export {
+  type ChangeListener,
+  openToolSession,
+  type SessionRequest,
+  ToolSession,
+  type ToolSessionOptions,
+} from './oracle/tool-session.js';
 
 // The reference mounts the built-in tools target.
 export { agentsMount } from './reference-mounts/agents.js';
 export { packagesMount } from './reference-mounts/packages.js';
-export { sessionsMount } from './reference-mounts/session-state.js';
+export { sessionsMount } from './reference-mounts/sessions.js';
 export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';
 // The registry: contexts of tools, resolved per profile, served as system.tools.
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';

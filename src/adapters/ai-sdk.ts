@@ -6,8 +6,8 @@
  */
 import { jsonSchema, type ToolSet, tool } from 'ai';
 import type { ToolResult } from '../dispatcher/types.js';
-import type { ToolSession } from '../oracle/session.js';
 import { argumentsOf } from '../oracle/tool-calls.js';
+import type { ToolSession } from '../oracle/tool-session.js';
 import type { ProviderFormat } from '../registry/types.js';
 import { strictParameters } from './strict-parameters.js';
 

@@ -10,8 +10,8 @@ import type { CallbackManagerForToolRun } from '@langchain/core/callbacks/manage
 import { ToolMessage } from '@langchain/core/messages';
 import { StructuredTool, ToolInputParsingException, type ToolRunnableConfig } from '@langchain/core/tools';
 import type { ToolResult } from '../dispatcher/types.js';
-import type { ToolSession } from '../oracle/session.js';
 import { argumentsOf } from '../oracle/tool-calls.js';
+import type { ToolSession } from '../oracle/tool-session.js';
 import type { JsonSchemaObject, ProviderFormat, ResolvedTool } from '../registry/types.js';
 
 /** The session's tools as LangChain takes them. */
@@ -46,7 +46,10 @@ export class MatrixStructuredTool extends StructuredTool<JsonSchemaObject> {
     this.schema = tool.inputSchema;
   }
 
-  /** LangChain's schema check first, as every tool has it; what it refuses goes to the dispatcher, whose words the model reads. */
+  /**
+   * LangChain's schema check first, as every tool has it; what it refuses goes to the dispatcher,
+   * whose words the model reads.
+   */
   override async call(arg: CallInput, configArg?: ToolRunnableConfig, tags?: string[]): Promise<ToolMessage | string> {
     try {
       return await super.call(arg, configArg, tags);

@@ -5,8 +5,8 @@
  * tool's words included, never the SDK's generic error text. Strict where the schema allows.
  */
 import { type FunctionTool, tool } from '@openai/agents';
-import type { ToolSession } from '../oracle/session.js';
 import { argumentsOf } from '../oracle/tool-calls.js';
+import type { ToolSession } from '../oracle/tool-session.js';
 import type { JsonSchemaObject, ProviderFormat } from '../registry/types.js';
 import { strictParameters } from './strict-parameters.js';
 

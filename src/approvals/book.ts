@@ -14,7 +14,10 @@ export const DEFAULT_SWEEP_MS = 5_000;
 /** Longest wait at start for the watch to catch up with the bucket, in ms. */
 const CATCH_UP_MS = 3_000;
 
-/** How many live approvals (pending, or approved and unused) the book holds: in all, of one principal, of one session. */
+/**
+ * How many live approvals (pending, or approved and unused) the book holds: in all, of one
+ * principal, of one session.
+ */
 export interface LiveCounts {
   total: number;
   principal: number;

@@ -3,15 +3,6 @@ export { type Asker, terminalAsker } from './asker.js';
 export { ApprovalBook, DEFAULT_SWEEP_MS } from './book.js';
 export { approvalGate, awaitDecision, type GateOptions, ServiceStopping } from './gate.js';
 export {
-  type ApprovalLimits,
-  type ApprovalsMountOptions,
-  approvalsMount,
-  eventOf,
-  MAX_LIVE_APPROVALS,
-  MAX_LIVE_APPROVALS_PER_PRINCIPAL,
-  MAX_LIVE_APPROVALS_PER_SESSION,
-} from './mount.js';
-export {
   type ApprovalPolicyFile,
   type ApprovalRule,
   DEFAULT_ASK_TIMEOUT_MS,
@@ -30,4 +21,13 @@ export {
   type Revisioned,
   SHOWN_ARGUMENTS_CHARS,
 } from './store.js';
+export {
+  type ApprovalLimits,
+  type ApprovalsMountOptions,
+  approvalsMount,
+  eventOf,
+  MAX_LIVE_APPROVALS,
+  MAX_LIVE_APPROVALS_PER_PRINCIPAL,
+  MAX_LIVE_APPROVALS_PER_SESSION,
+} from './system-approvals.js';
 export * from './types.js';

@@ -17,7 +17,10 @@ export interface ApprovalRule {
   target?: string;
   /** Op name, or `*`. */
   op?: string;
-  /** Glob on the verified principal (`*` any run of characters, `?` one): `user:ops-*`. A rule with one never matches a call without a principal. */
+  /**
+   * Glob on the verified principal (`*` any run of characters, `?` one): `user:ops-*`. A rule with
+   * one never matches a call without a principal.
+   */
   principal?: string;
   decision: 'allow' | 'deny' | 'ask';
   reason?: string;
@@ -42,7 +45,10 @@ export interface ApprovalPolicyFile {
 /** How long an approval stays pending when the policy does not say: 1 h. */
 export const DEFAULT_ASK_TIMEOUT_MS = 3_600_000;
 
-/** When a pending approval asked at `now` expires (Unix ms): the policy's bound, the 24 h bound, the caller's deadline. */
+/**
+ * When a pending approval asked at `now` expires (Unix ms): the policy's bound, the 24 h bound, the
+ * caller's deadline.
+ */
 export function expiryOf(policy: ApprovalPolicyFile, deadline: number | undefined, now = Date.now()): number {
   const own = now + Math.min(policy.askTimeoutMs ?? DEFAULT_ASK_TIMEOUT_MS, MAX_PENDING_MS);
   return deadline === undefined ? own : Math.min(own, deadline);

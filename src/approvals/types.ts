@@ -60,7 +60,10 @@ export interface ApprovalRequest {
   session?: string;
   /** Who acts. */
   principal?: string;
-  /** Unix ms after which the caller no longer waits: a pending approval expires no later. Absent: the policy's `askTimeoutMs` alone. */
+  /**
+   * Unix ms after which the caller no longer waits: a pending approval expires no later. Absent:
+   * the policy's `askTimeoutMs` alone.
+   */
   deadline?: number;
 }
 
@@ -87,7 +90,10 @@ export interface PendingApproval {
   tool: string;
   target: string;
   op: string;
-  /** The arguments as the call carried them when their JSON is at most 16 KiB, else the first 16 KiB of that JSON (with `truncated`). */
+  /**
+   * The arguments as the call carried them when their JSON is at most 16 KiB, else the first 16 KiB
+   * of that JSON (with `truncated`).
+   */
   arguments: Record<string, unknown> | string;
   /** Present when `arguments` is a preview: the arguments' JSON is longer. */
   truncated?: true;

@@ -69,7 +69,10 @@ export interface RefusalSummary {
   since: string;
 }
 
-/** A call's event at its start: every field present (so every event has one object shape), none filled in but its id and name. */
+/**
+ * A call's event at its start: every field present (so every event has one object shape), none
+ * filled in but its id and name.
+ */
 export function newCallEvent(callId: string, name: string): CallEvent {
   return {
     callId,

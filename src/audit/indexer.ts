@@ -106,7 +106,10 @@ export class TraceIndexer {
   private messages: ConsumerMessages | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  /** Level-0 messages this instance wrote per shard since it last merged it; started at random so merges spread over flushes. */
+  /**
+   * Level-0 messages this instance wrote per shard since it last merged it; started at random so
+   * merges spread over flushes.
+   */
   private readonly written = Array.from({ length: SHARDS }, () => Math.floor(Math.random() * MERGE_AT));
 
   private readonly store: StreamStore;

@@ -58,7 +58,10 @@ export class AuditStream {
     this.overflow = new OverflowStream(store, overflowStreamName(name));
   }
 
-  /** The overflow stream, read as a query reads the trail: it has no index, a lookup by trace id scans it a page at a time. */
+  /**
+   * The overflow stream, read as a query reads the trail: it has no index, a lookup by trace id
+   * scans it a page at a time.
+   */
   readonly overflow: OverflowStream;
 
   /** The stream holding the trace-id index. */
@@ -66,7 +69,10 @@ export class AuditStream {
     return indexStreamName(this.name);
   }
 
-  /** Opens the trail, creating the stream, its index and the indexer's consumer when missing; `UnavailableError` without JetStream. */
+  /**
+   * Opens the trail, creating the stream, its index and the indexer's consumer when missing;
+   * `UnavailableError` without JetStream.
+   */
   static async open(nc: NatsConnection, options: AuditStreamOptions = {}): Promise<AuditStream> {
     const name = options.stream ?? 'MATRIX_AUDIT';
     const limits = {

@@ -22,7 +22,10 @@ export interface ConnectOptions {
   nkeyFile?: string;
   /** Path of a JWT creds file (`NATS_CREDS`). */
   credsFile?: string;
-  /** Prefix of reply subjects (`NATS_INBOX_PREFIX`), e.g. `_INBOX_agent` where a user may subscribe only to its own; default `_INBOX`. */
+  /**
+   * Prefix of reply subjects (`NATS_INBOX_PREFIX`), e.g. `_INBOX_agent` where a user may subscribe
+   * only to its own; default `_INBOX`.
+   */
   inboxPrefix?: string;
 }
 

@@ -59,7 +59,10 @@ export interface OpContext extends CallContext {
   op: string;
   /** The encoding of the request, which the reply will use too. */
   encoding: Encoding;
-  /** The caller sent `Matrix-Progress: 1`: it takes progress reports (a mount that relays them need not build any otherwise). */
+  /**
+   * The caller sent `Matrix-Progress: 1`: it takes progress reports (a mount that relays them need
+   * not build any otherwise).
+   */
   wantsProgress: boolean;
   /**
    * Fires when the dispatcher cancels this request (`<mount>.$cancel {callId}`) or its deadline

@@ -101,7 +101,10 @@ export interface ServiceInfo {
   endpoints?: Array<{ name: string; subject: string; queue_group?: string }>;
 }
 
-/** Every answer to `$SRV.<verb>.<service>` within `waitMs`, parsed (answers that are not ADR-32 JSON are skipped): the instances of one service, by its ADR-32 name. */
+/**
+ * Every answer to `$SRV.<verb>.<service>` within `waitMs`, parsed (answers that are not ADR-32 JSON
+ * are skipped): the instances of one service, by its ADR-32 name.
+ */
 export async function discoverService<T extends { name: string }>(
   nc: NatsConnection,
   verb: Verb,
@@ -146,7 +149,10 @@ export async function discoverByName<T extends { name: string }>(
   return { all: options.wholeBus ? (answers[names.length] ?? []) : [], byName };
 }
 
-/** Most answers one discovery keeps per subject asked, and in all, and the largest it reads: answers are any mount user's to write. */
+/**
+ * Most answers one discovery keeps per subject asked, and in all, and the largest it reads: answers
+ * are any mount user's to write.
+ */
 const MAX_ANSWERS = 1024;
 const MAX_ANSWERS_IN_ALL = 4 * MAX_ANSWERS;
 const MAX_ANSWER_BYTES = 16 * 1024;

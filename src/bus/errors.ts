@@ -132,11 +132,12 @@ export class UnavailableError extends MatrixError {
 }
 
 /**
- * The request found no responders (the NATS `503` status with no body): the server sends it when
- * nobody is subscribed, so usually nothing ran. A target can send the same status itself after
- * doing the work, so it proves nothing: the dispatcher sends a call again after it only when the
- * call may be sent more than once (never an approved one; `retryDelay`). A mount's own `503`
- * error reply (with a body) is an `UnavailableError` but not this one: that mount did receive it.
+ * The request got the NATS `503` status with no body. The server sends it when nobody is
+ * subscribed to the subject: the request was delivered to no one, so nothing ran and it may be
+ * sent again. A target can send the same status itself, after doing the work, and the two cannot
+ * be told apart, so the dispatcher sends a call again after it unless the call may be sent only
+ * once (an approved one; `retryDelay`). A mount's own `503` error reply (with a body) is an
+ * `UnavailableError` but not this one: that mount did receive the request.
  */
 export class NoRespondersError extends UnavailableError {
   override name = 'NoRespondersError';

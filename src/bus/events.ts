@@ -4,7 +4,10 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { decodeBody } from './codec.js';
 import { guarded } from './subjects.js';
 
-/** Calls `onEvent` with each decoded event on `subject`; returns a function that stops. Unreadable events are skipped. */
+/**
+ * Calls `onEvent` with each decoded event on `subject`; returns a function that stops. Unreadable
+ * events are skipped.
+ */
 export function subscribeEvents<T>(nc: NatsConnection, subject: string, onEvent: (event: T) => void): () => void {
   return subscribeEventData(nc, subject, (data) => {
     let event: T;

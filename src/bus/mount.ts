@@ -92,11 +92,11 @@ export interface MountOptions {
    * Told of a request refused before its op's handler ran (unknown op, an unreadable or invalid
    * body, a bad header, a deadline already past): the dispatcher audits such `$call`s too.
    */
-  onRefused?: (refusal: Refusal) => void;
+  onRefused?: (request: RefusedRequest) => void;
 }
 
 /** A request a mount refused before its handler ran. */
-export interface Refusal {
+export interface RefusedRequest {
   op: string;
   data: Uint8Array;
   traceparent: string | undefined;

@@ -29,7 +29,10 @@ export class StreamWriter {
     private readonly timeoutMs = 5_000,
   ) {}
 
-  /** Stores `data` on `subject`; `UnavailableError` if no stream takes it, it is refused, or not acknowledged in time. */
+  /**
+   * Stores `data` on `subject`; `UnavailableError` if no stream takes it, it is refused, or not
+   * acknowledged in time.
+   */
   append(subject: string, data: Uint8Array): Promise<number> {
     // Random, not a counter: a write's reply subject tells nothing of the next one's.
     let token = randomToken();

@@ -125,7 +125,10 @@ const reservedOthers = reservedPatterns.filter(
   (p) => !reservedExact.has(p) && !reservedPrefixes.includes(p.slice(0, -1)),
 );
 
-/** Is `subject` (a concrete subject, or a mount name) reserved? Every inbox is: `_INBOX.…` and `_INBOX_<user>.…` alike. */
+/**
+ * Is `subject` (a concrete subject, or a mount name) reserved? Every inbox is: `_INBOX.…` and
+ * `_INBOX_<user>.…` alike.
+ */
 export function isReservedSubject(subject: string): boolean {
   if (subject.startsWith('_INBOX') || reservedExact.has(subject)) return true;
   for (const prefix of reservedPrefixes) if (subject.startsWith(prefix)) return true;

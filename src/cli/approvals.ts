@@ -28,7 +28,10 @@ const TIMEOUT_MS = 10_000;
 /** Characters of the arguments a table row shows. */
 const ARGS_SHOWN = 60;
 
-/** What `approvals` takes; `id` shows that one approval in full; `until` ends `--watch` (default: Ctrl-C or SIGTERM). */
+/**
+ * What `approvals` takes; `id` shows that one approval in full; `until` ends `--watch` (default:
+ * Ctrl-C or SIGTERM).
+ */
 export interface ApprovalsArgs {
   id?: string;
   grant?: string;
@@ -37,7 +40,10 @@ export interface ApprovalsArgs {
   until?: Promise<unknown>;
 }
 
-/** `approvals`: the pending approvals the grant may answer, oldest first (every page); `--watch` then follows events. */
+/**
+ * `approvals`: the pending approvals the grant may answer, oldest first (every page); `--watch`
+ * then follows events.
+ */
 export async function approvals(client: BusClient, args: ApprovalsArgs, out: Output): Promise<number> {
   if (args.id !== undefined) {
     const one = await findPending(client, args.id, args);

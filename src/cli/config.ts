@@ -13,7 +13,7 @@ import { DEFAULT_REFUSAL_BURST, DEFAULT_REFUSALS_PER_MINUTE } from '../audit/ref
 import type { AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectOptionsFromEnv, DEFAULT_NATS_URL } from '../bus/connect.js';
 import { parseDuration } from '../identity/mint.js';
-import { DEFAULT_SESSIONS_BUCKET } from '../reference-mounts/session-state.js';
+import { DEFAULT_SESSIONS_BUCKET } from '../reference-mounts/sessions.js';
 import { DEFAULT_BUCKET } from '../registry/kv-store.js';
 import { UsageError } from './output.js';
 import type { ServeOptions } from './serve.js';
@@ -307,7 +307,10 @@ export function wholeNumber(
   return n;
 }
 
-/** `MATRIX_GRANT_MAX_TTL` / `--grant-max-ttl` in seconds (a duration, `24h`); undefined when unset; a usage error when not one. */
+/**
+ * `MATRIX_GRANT_MAX_TTL` / `--grant-max-ttl` in seconds (a duration, `24h`); undefined when unset;
+ * a usage error when not one.
+ */
 export function grantMaxTtlSeconds(value: unknown): number | undefined {
   if (typeof value !== 'string') return undefined;
   try {

@@ -71,7 +71,10 @@ export function addIdentityCommands(program: Command, withSession: (cmd: Command
     .action((flags: { out: string }) => exitWith(() => keys(flags.out, processOutput)));
 }
 
-/** Runs an offline verb and sets the exit code main.ts exits with; a plain `Error` from reading a seed or a duration is a usage error. */
+/**
+ * Runs an offline verb and sets the exit code main.ts exits with; a plain `Error` from reading a
+ * seed or a duration is a usage error.
+ */
 function exitWith(verb: () => number): void {
   try {
     process.exitCode = verb();

@@ -20,7 +20,10 @@ export type PostBody =
   /** The client went away (or its time to send the body ran out) before the body was whole. */
   | { ok: false; status: 0; error?: undefined };
 
-/** Reads the whole body (at most `MAX_BODY_BYTES`, within `BODY_TIMEOUT_MS`, else the socket is closed), checks and parses it. */
+/**
+ * Reads the whole body (at most `MAX_BODY_BYTES`, within `BODY_TIMEOUT_MS`, else the socket is
+ * closed), checks and parses it.
+ */
 export function readPostBody(req: IncomingMessage): Promise<PostBody> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) return Promise.resolve(tooLarge());

@@ -69,7 +69,10 @@ export interface McpHttpBridge {
 export const MCP_PATH = '/mcp';
 export const DEFAULT_MCP_HTTP_PORT = 3333;
 
-/** One client's MCP session: its transport, its bridge, the grant it was opened with, and when it was last asked anything. */
+/**
+ * One client's MCP session: its transport, its bridge, the grant it was opened with, and when it
+ * was last asked anything.
+ */
 interface Session {
   transport: StreamableHTTPServerTransport;
   bridge: McpBridge;
@@ -247,7 +250,10 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     }
   };
 
-  /** A new session: its body read and checked to be `initialize` before its tools are resolved or anything subscribed. */
+  /**
+   * A new session: its body read and checked to be `initialize` before its tools are resolved or
+   * anything subscribed.
+   */
   const openSession = async (
     req: IncomingMessage,
     res: ServerResponse,

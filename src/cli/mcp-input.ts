@@ -1,8 +1,9 @@
 /**
  * What the MCP bridge reads from stdin, before the SDK's stdio transport does. That transport
  * drops, without a word, a line that is not JSON or not a JSON-RPC message (a `tools/call`
- * whose params are a string: -32602 here), and a client waits for an answer that never comes. JSON-RPC 2.0
- * says such lines are answered: here they are, and only well-formed lines go on to the SDK.
+ * whose params are a string: -32602 here), and a client waits for an answer that never comes.
+ * JSON-RPC 2.0 says such lines are answered: here they are, and only well-formed lines go on to
+ * the SDK.
  */
 import { Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
@@ -71,7 +72,10 @@ function failure(id: string | number | null, code: number, message: string): Jso
   return { jsonrpc: '2.0', id, error: { code, message } };
 }
 
-/** Stdin, line by line, for the SDK's transport: `answer` gets the response to each malformed line, which goes no further. */
+/**
+ * Stdin, line by line, for the SDK's transport: `answer` gets the response to each malformed line,
+ * which goes no further.
+ */
 export function wellFormedLines(answer: (response: JsonRpcErrorResponse) => void): Transform {
   const decoder = new StringDecoder('utf8');
   let pending = '';

@@ -174,7 +174,10 @@ export async function taskCall(
   return { task: mcpTaskOf(reply.task) };
 }
 
-/** Sends the task's progress, each time it changes, until it ends, the bridge stops hearing from it, or the client can no longer be told. */
+/**
+ * Sends the task's progress, each time it changes, until it ends, the bridge stops hearing from it,
+ * or the client can no longer be told.
+ */
 async function followProgress(calls: BridgeCalls, taskId: string, token: string | number) {
   let last = '';
   for (;;) {

@@ -2,10 +2,10 @@
  * `mcp --profile P`: the tools of a resolved context, served over MCP on stdio, so Claude,
  * Cursor or any MCP client can use the bus tools. `initialize` carries the context's
  * instructions, `tools/list` comes from `$resolve` (MCP format), `tools/call` goes through
- * `system.dispatcher.$call`, and `notifications/tools/list_changed` goes out when the profile's resolved
- * digest changes. With a grant, every request carries it in `Matrix-Grant`. The bridge ends when
- * stdin ends, the client goes away, or on SIGINT/SIGTERM.
- * Stdout is the MCP channel: logs go to stderr.
+ * `system.dispatcher.$call`, and `notifications/tools/list_changed` goes out when the profile's
+ * resolved digest changes. With a grant, every request carries it in `Matrix-Grant`. The bridge
+ * ends when stdin ends, the client goes away, or on SIGINT/SIGTERM. Stdout is the MCP channel:
+ * logs go to stderr.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -92,7 +92,10 @@ export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx:
   await (await openBridge(nc, session, ctx)).run();
 }
 
-/** A bridge for `session`, its tools resolved once (`initialize` carries their instructions); a `MatrixError` when they cannot be. */
+/**
+ * A bridge for `session`, its tools resolved once (`initialize` carries their instructions); a
+ * `MatrixError` when they cannot be.
+ */
 export async function openBridge(nc: NatsConnection, session: ResolveRequest, ctx: CallContext): Promise<McpBridge> {
   const request: ResolveRequest = { ...session, format: 'mcp' };
   const client = new GrantWatchingClient(nc, { timeoutMs: 10_000 });
@@ -107,7 +110,10 @@ export async function openBridge(nc: NatsConnection, session: ResolveRequest, ct
   return new McpBridge(nc, client, session, first, ctx);
 }
 
-/** A bus client that keeps the first refusal of the session's grant by the service (revoked, expired, another holder's). */
+/**
+ * A bus client that keeps the first refusal of the session's grant by the service (revoked,
+ * expired, another holder's).
+ */
 class GrantWatchingClient extends BusClient {
   refusal: MatrixError | undefined;
 
@@ -180,7 +186,10 @@ export class McpBridge {
     };
   }
 
-  /** Serves until the client is gone, then closes: requests in flight get up to a second, the dispatcher flushes its audit events. */
+  /**
+   * Serves until the client is gone, then closes: requests in flight get up to a second, the
+   * dispatcher flushes its audit events.
+   */
   async run(): Promise<void> {
     const input = process.stdin.pipe(
       wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)),
@@ -199,7 +208,10 @@ export class McpBridge {
     await this.server.connect(transport);
   }
 
-  /** Sends its later requests with `grant`: the session's grant, signed again for the same principal, session and authority. */
+  /**
+   * Sends its later requests with `grant`: the session's grant, signed again for the same
+   * principal, session and authority.
+   */
   renewGrant(grant: string): void {
     this.ctx.grant = grant;
     this.client.refusal = undefined;
@@ -261,7 +273,10 @@ export class McpBridge {
     return { tools: (resolved.providerTools ?? []) as Tool[] };
   }
 
-  /** A `tools/call`: a task when it asks for one (`params.task`), else a plain call; both through `system.dispatcher`. */
+  /**
+   * A `tools/call`: a task when it asks for one (`params.task`), else a plain call; both
+   * through `system.dispatcher`.
+   */
   private callTool(
     params: ToolCallParams,
     requestId: string,

@@ -5,8 +5,8 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Command } from 'commander';
 import { terminalAsker } from '../approvals/asker.js';
-import { approvalsMount } from '../approvals/mount.js';
 import { type ApprovalPolicyFile, loadPolicy } from '../approvals/policy.js';
+import { approvalsMount } from '../approvals/system-approvals.js';
 import type { RefusalBudgetOptions } from '../audit/refusals.js';
 import { DEFAULT_SHARE_DIVISOR, type TrailShareOptions, trailShareOf } from '../audit/share.js';
 import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
@@ -21,7 +21,7 @@ import { RevocationStore, Revocations } from '../identity/revocations.js';
 import { DEFAULT_GRANT_MAX_TTL_SECONDS, type GrantVerifierOptions } from '../identity/verify.js';
 import { agentsMount } from '../reference-mounts/agents.js';
 import { packagesMount } from '../reference-mounts/packages.js';
-import { sessionsMount } from '../reference-mounts/session-state.js';
+import { sessionsMount } from '../reference-mounts/sessions.js';
 import { durableTracesMount } from '../reference-mounts/traces.js';
 import { KvContextStore } from '../registry/kv-store.js';
 import { Presence } from '../registry/presence.js';
@@ -64,7 +64,10 @@ export interface ServeOptions {
   grantMaxTtlSeconds?: number;
   /** Where audit events are stored, and for how long. */
   audit: AuditStreamOptions;
-  /** How many `$call`s refused without a valid grant are stored one by one (`MATRIX_AUDIT_REFUSALS`, `MATRIX_AUDIT_REFUSAL_BURST`). */
+  /**
+   * How many `$call`s refused without a valid grant are stored one by one
+   * (`MATRIX_AUDIT_REFUSALS`, `MATRIX_AUDIT_REFUSAL_BURST`).
+   */
   refusals?: RefusalBudgetOptions;
   /**
    * Each principal's share of the audit trail: 1/`auditShare` of its bytes per `max_age`, in

@@ -9,7 +9,10 @@ import { jsonFlag, UsageError } from './output.js';
 export interface SessionFlags {
   /** Required unless `grant` gives it. */
   profile?: string;
-  /** A session grant (its text or a file), `--grant` / `MATRIX_GRANT`: sent as `Matrix-Grant`, its authority the request's. */
+  /**
+   * A session grant (its text or a file), `--grant` / `MATRIX_GRANT`: sent as `Matrix-Grant`, its
+   * authority the request's.
+   */
   grant?: string;
   worker?: string;
   refs?: string;

@@ -100,7 +100,10 @@ function unsendable(node: object, depth: number, path: string): string | undefin
   return undefined;
 }
 
-/** Records a digest of the arguments (never the arguments) on the audit event: of their JSON text, or of the text itself. */
+/**
+ * Records a digest of the arguments (never the arguments) on the audit event: of their JSON text,
+ * or of the text itself.
+ */
 function recordDigest(event: CallEvent, args: unknown): void {
   let text: string | undefined;
   try {
@@ -168,7 +171,10 @@ export class ArgumentValidators {
     return this.compiler.check(schema);
   }
 
-  /** The check of a schema, or while a large one is compiled off the event loop, a promise of it (`SchemaCompiler.checkSoon`). */
+  /**
+   * The check of a schema, or while a large one is compiled off the event loop, a promise of
+   * it (`SchemaCompiler.checkSoon`).
+   */
   checkSoon(schema: JsonSchemaObject): Check | Promise<Check> {
     return this.compiler.checkSoon(schema);
   }
@@ -182,7 +188,10 @@ export class ArgumentValidators {
  * on a required property, or on one whose schema allows null, is left for validation to judge.
  */
 
-/** `value` without the nulls strict rendering put where `schema` has optional properties; the same object when there are none. */
+/**
+ * `value` without the nulls strict rendering put where `schema` has optional properties; the same
+ * object when there are none.
+ */
 export function withoutStrictNulls(schema: unknown, value: unknown): unknown {
   if (value === null || typeof value !== 'object' || !isObjectSchema(schema)) return value;
   if (Array.isArray(value)) return itemsWithoutNulls(schema.items, value);

@@ -9,8 +9,9 @@
  * sent once; `approve` (here, with approvals/gate.ts) asks `system.approvals` and fails closed;
  * `forward` (here, with route.ts's in-flight bound and retry rule) sends the request under the
  * smallest deadline; `shape` (shape.ts) turns the reply into what the model reads; `audit`
- * records every call, its refusals and failures included. A step that fails the call throws `CallFailure` (results.ts, where every error result
- * and its message is written); the pipeline turns it into the result.
+ * records every call, its refusals and failures included. A step that fails the call throws
+ * `CallFailure` (results.ts, where every error result and its message is written); the pipeline
+ * turns it into the result.
  *
  * On the warm path (a cached session, no approval) nothing is awaited before the request is
  * published: the steps before `forward` are synchronous (but for the first calls of a tool with
@@ -99,7 +100,7 @@ export interface DispatcherOptions {
  * A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known
  * of who sent it.
  */
-export interface EarlyRefusal {
+export interface RefusedCall {
   /** The error code the caller got. */
   code: string;
   /** The check its grant failed (`details.grant`), when it was refused for its grant. */
@@ -264,7 +265,7 @@ export class Dispatcher {
    * they are bounded (`refusals.ts`): within a budget (one for callers without a valid grant,
    * one per principal) each is stored, past it counted into a summary event instead.
    */
-  refused(toolCall: ToolCall, traceparent: string | undefined, why: EarlyRefusal | string): void {
+  refused(toolCall: ToolCall, traceparent: string | undefined, why: RefusedCall | string): void {
     const refusal = typeof why === 'string' ? { code: why } : why;
     const { principal, session } = refusal;
     const run = startRun(toolCall, { traceparent, principal, session }, undefined);

@@ -8,7 +8,7 @@ export {
   readArguments,
   withoutStrictNulls,
 } from './arguments.js';
-export { Dispatcher, type DispatcherOptions, type EarlyRefusal } from './dispatcher.js';
+export { Dispatcher, type DispatcherOptions, type RefusedCall } from './dispatcher.js';
 export { CallFailure, errorResult, failure, targetFailed } from './results.js';
 export { isInvokeTool, type RetryPolicy, type Route, retryDelay, route, TargetSlots } from './route.js';
 export {

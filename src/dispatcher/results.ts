@@ -162,7 +162,10 @@ export const failure = {
       `You already have ${live} tasks running, the most one caller may have; "${tool}" was not started. Wait for some to finish (system.tasks.$list), or cancel one, then call again.`,
     ),
 
-  /** The grant the call was made under was revoked or expired before it was sent (it waited for approval, or as a task). */
+  /**
+   * The grant the call was made under was revoked or expired before it was sent (it waited for
+   * approval, or as a task).
+   */
   grantLapsed: (tool: string, why: string) =>
     new CallFailure(
       'forbidden',

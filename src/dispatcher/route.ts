@@ -5,8 +5,8 @@
  * `allowTargets` allow, never to a reserved subject, and always behind approval. Then what the
  * `forward` step obeys besides the deadline: a bound of calls in flight per target (taken
  * before the request, given back on every way out), and when a failed request may be sent
- * again (PROTOCOL 6.1: only when it reached nobody, or the tool is idempotent; never an
- * approved call).
+ * again (PROTOCOL 6.1: after no responders, the request delivered to no one, or after a
+ * transient failure of an idempotent tool; never an approved call).
  */
 
 import type { CallEvent } from '../audit/events.js';
@@ -45,9 +45,10 @@ export interface Route {
 /**
  * A route, and how its call may be sent (the one place this is decided): an approved call (a tool
  * that requires approval, every `matrix_invoke`) reaches its target at most once, idempotent or
- * not, whatever comes back. One approval is for one request, and an empty 503 "no responders"
- * cannot be told from one the target sends itself after doing the work. Any other call that reached
- * nobody may be sent again, and an idempotent tool's after a transient failure (`retryDelay`).
+ * not, whatever comes back. One approval is for one request, and the server's "no responders"
+ * (an empty 503: delivered to no one) cannot be told from the same status a target sends itself
+ * after doing the work. Any other call is sent again after no responders, and an idempotent
+ * tool's after a transient failure (`retryDelay`).
  */
 function routeTo(
   tool: ResolvedTool,
@@ -176,10 +177,12 @@ export interface RetryPolicy {
 
 /**
  * How long to wait before attempt `attempt + 1`, or undefined to give up. A route sent once (an
- * approved call, `route.ts`'s `routeTo`) is never sent again. No responders means nobody
- * received the request: sent again. An answer (an error reply, a mount's own 503 included) is
- * final unless the route is idempotent, and then only `internal`/`unavailable` are retried.
- * Never after a timeout (the target may still be working), never past the deadline.
+ * approved call, `routeTo`) is never sent again. Any other route is sent again after no
+ * responders: the server sends that status for a request it delivered to no one (a target that
+ * sends it itself after doing the work has the call again). An answer (an error reply, a
+ * mount's own 503 included) is final unless the route is idempotent, and then only
+ * `internal`/`unavailable` are retried. Never after a timeout (the target may still be working),
+ * never past the deadline.
  */
 export function retryDelay(
   route: Route,

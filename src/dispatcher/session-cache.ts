@@ -17,7 +17,10 @@ import { cacheLookups } from '../telemetry/caches.js';
 /** Where resolutions come from: the registry over the bus, or one in this process. */
 export interface ToolSource {
   resolve(request: ResolveRequest, ctx: CallContext): Promise<ResolvedToolContext>;
-  /** Calls `listener` for each change of the contexts, where the source can see them (a registry in this process); returns a function that stops it. */
+  /**
+   * Calls `listener` for each change of the contexts, where the source can see them (a registry in
+   * this process); returns a function that stops it.
+   */
   onChange?(listener: (change: StoreChange) => void): () => void;
 }
 
@@ -49,7 +52,10 @@ export interface SessionCacheOptions {
   maxEntries?: number;
   /** Most bytes the entries may hold, by estimate (request key + 3 × the resolution's JSON text); default 64 MiB. */
   maxBytes?: number;
-  /** Most characters of a session request's JSON text; default `MAX_SESSION_REQUEST_CHARS` (64 KiB). Longer → `payload_too_large`. */
+  /**
+   * Most characters of a session request's JSON text; default `MAX_SESSION_REQUEST_CHARS` (64 KiB).
+   * Longer → `payload_too_large`.
+   */
   maxRequestChars?: number;
 }
 
@@ -149,7 +155,10 @@ export class SessionCache {
     else this.changed({ key: event.key, change, revision });
   }
 
-  /** Drops the entries a change of one context may alter: those that read it, and on a new or updated context those that chose a provider. */
+  /**
+   * Drops the entries a change of one context may alter: those that read it, and on a new or
+   * updated context those that chose a provider.
+   */
   changed(change: StoreChange): void {
     this.minRevision = Math.max(this.minRevision, change.revision);
     const couldProvide = change.change !== 'unregistered';

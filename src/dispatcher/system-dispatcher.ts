@@ -16,7 +16,7 @@ import type { ResolveRequest } from '../registry/types.js';
 import type { TaskRunner } from '../tasks/runner.js';
 import type { Task, TaskRequest } from '../tasks/types.js';
 import type { CallHooks } from './call-hooks.js';
-import { Dispatcher, type EarlyRefusal } from './dispatcher.js';
+import { Dispatcher, type RefusedCall } from './dispatcher.js';
 import { errorResult, failure } from './results.js';
 import type { CallRequest, ToolCall, ToolResult } from './types.js';
 
@@ -25,7 +25,10 @@ export const DISPATCHER_VERSION = '0.1.0';
 
 /** How to mount the dispatcher. */
 export interface DispatcherMountOptions {
-  /** The dispatcher to serve with (the caller closes it); default a new one on the same connection, closed by `stop()`. */
+  /**
+   * The dispatcher to serve with (the caller closes it); default a new one on the same connection,
+   * closed by `stop()`.
+   */
   dispatcher?: Dispatcher;
   maxRequestBytes?: number;
   logger?: Logger;
@@ -54,7 +57,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     // under the principal of its grant when that grant is valid.
     onRefused: ({ op, data, traceparent, grant, error }) => {
       if (op !== '$call') return;
-      if (error instanceof GrantError) dispatcher.refused(callIn(data), traceparent, grantRefusal(error));
+      if (error instanceof GrantError) dispatcher.refused(callIn(data), traceparent, refusedCallOf(error));
       else dispatcher.refused(callIn(data), traceparent, { code: error.code, ...identity.holder(grant) });
     },
     ops: {
@@ -67,7 +70,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
         handle: (request: CallRequest, ctx: OpContext) => {
           // The grant decides the session's authority, principal and session before anything runs.
           const admitted = identity.admit(request.session, ctx, (err) =>
-            dispatcher.refused(request.call, ctx.traceparent, grantRefusal(err)),
+            dispatcher.refused(request.call, ctx.traceparent, refusedCallOf(err)),
           );
           const { traceparent, deadline, session, principal, grant, readSessions } = admitted.ctx;
           if (request.task !== undefined)
@@ -116,8 +119,8 @@ async function startTask(
  * names: the principal and session of a valid grant (the body asked for other authority),
  * else only the signed `sub` (an expired grant proves nothing of who sends it now).
  */
-function grantRefusal(err: GrantError): EarlyRefusal {
-  const refusal: EarlyRefusal = { code: err.code, grantFailure: err.failure };
+function refusedCallOf(err: GrantError): RefusedCall {
+  const refusal: RefusedCall = { code: err.code, grantFailure: err.failure };
   if (err.failure === GrantFailure.Authority && err.subject !== undefined && err.session !== undefined) {
     refusal.principal = err.subject;
     refusal.session = err.session;

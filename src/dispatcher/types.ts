@@ -21,7 +21,10 @@ export interface CallRequest {
   task?: { ttlMs?: number };
 }
 
-/** Codes a failed tool result carries: the protocol's, plus `approval_denied` and `cancelled` (its caller stopped it). */
+/**
+ * Codes a failed tool result carries: the protocol's, plus `approval_denied` and `cancelled` (its
+ * caller stopped it).
+ */
 export const ToolErrorCode = { ...ErrorCode, ApprovalDenied: 'approval_denied', Cancelled: 'cancelled' } as const;
 export type ToolErrorCode = (typeof ToolErrorCode)[keyof typeof ToolErrorCode];
 

@@ -77,8 +77,9 @@ export class IdentityGate {
    * alone: run before its body is read, so a caller without a valid grant costs one header read
    * and a cache lookup. A grant bound to its holder holds only for that holder (`wrong_holder`):
    * with `nats.user`, the sender nats-server attests in the `Nats-Request-Info` of the request's
-   * last header line (`requestInfo`, parsed only for such a grant); with only `nats.inbox`, a reply subject under
-   * that prefix. The verified grant stays cached for `admit`. A no-op when trusting callers.
+   * last header line (`requestInfo`, parsed only for such a grant); with only `nats.inbox`, a
+   * reply subject under that prefix. The verified grant stays cached for `admit`. A no-op when
+   * trusting callers.
    */
   checkGrant(ctx: CallContext, reply: string | undefined, requestInfo?: string): void {
     if (this.verifier === undefined) return;

@@ -70,7 +70,10 @@ export function splitSigned(text: string): SignedParts {
   return { header, claimsSegment: c, signed: Buffer.from(`${h}.${c}`), signature };
 }
 
-/** The claims of a grant's base64url segment; a `malformed` GrantError when they are not a JSON object of the grant's shape. */
+/**
+ * The claims of a grant's base64url segment; a `malformed` GrantError when they are not a JSON
+ * object of the grant's shape.
+ */
 export function readClaims(segment: string): Record<string, unknown> {
   return jsonObject(segment, 'claims');
 }

@@ -22,7 +22,10 @@ export interface GrantSpec {
   approve?: ApproveClaim;
   /** The reply prefix of its holder's NATS user (`nats.inbox`, e.g. `_INBOX_agent`): binds its replies to that user. */
   inbox?: string;
-  /** Its holder's NATS user (`nats.user`), as nats-server attests it across the agents' account import: binds its requests. */
+  /**
+   * Its holder's NATS user (`nats.user`), as nats-server attests it across the agents' account
+   * import: binds its requests.
+   */
   user?: string;
   /** The account of that user (`nats.account`, e.g. `AGENTS`). */
   account?: string;

@@ -16,8 +16,8 @@ export const DEFAULT_REFUSAL_TTL_MS = 60_000;
 /** What an entry costs besides its key and message (the entry object, map slot), in bytes. */
 const ENTRY_OVERHEAD = 256;
 
-/** A refusal as held: enough to throw the same `GrantError` again. */
-interface Refusal {
+/** A refused grant as held: enough to throw the same `GrantError` again. */
+interface RefusedGrant {
   readonly failure: GrantFailure;
   readonly message: string;
   readonly subject: string | undefined;
@@ -38,11 +38,11 @@ export function isLasting(failure: GrantFailure): boolean {
 
 /** A byte-bounded, time-bounded map from a grant text's hash to its refusal. */
 export class RefusalCache {
-  private readonly entries = new Map<string, Refusal>();
+  private readonly entries = new Map<string, RefusedGrant>();
   private used = 0;
   /** The text refused last, compared before hashing: a flood sends one text again and again. */
   private lastText: string | undefined;
-  private lastRefusal: Refusal | undefined;
+  private lastRefusal: RefusedGrant | undefined;
   /** The text `get` hashed last and did not find, and its key: `set` after a miss hashes it once, not twice. */
   private missedText: string | undefined;
   private missedKey: string | undefined;
@@ -91,7 +91,7 @@ export class RefusalCache {
       if (this.used + cost <= this.maxBytes) break;
       this.delete(old, refusal);
     }
-    const refusal: Refusal = {
+    const refusal: RefusedGrant = {
       failure: err.failure,
       message: err.message,
       subject: err.subject,
@@ -113,7 +113,7 @@ export class RefusalCache {
     return this.used;
   }
 
-  private delete(key: string, refusal: Refusal): void {
+  private delete(key: string, refusal: RefusedGrant): void {
     if (this.lastRefusal === refusal) {
       this.lastText = undefined;
       this.lastRefusal = undefined;

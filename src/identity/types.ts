@@ -1,4 +1,7 @@
-/** The shapes of session grants (PROTOCOL 3.1): a NATS-style JWT that binds a principal and a session to the authority of a `$resolve` request. */
+/**
+ * The shapes of session grants (PROTOCOL 3.1): a NATS-style JWT that binds a principal and a
+ * session to the authority of a `$resolve` request.
+ */
 import type { ResolveRequest } from '../registry/types.js';
 
 /** `nats.type` of a grant. */

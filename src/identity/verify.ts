@@ -31,7 +31,10 @@ export interface GrantVerifierOptions {
   refusalCacheBytes?: number;
   /** How long a refused grant text is refused from memory, in ms; default 60000. */
   refusalTtlMs?: number;
-  /** How far `nbf` and `iat` may be ahead of this clock, in ms (issuers' clocks drift); default 10000. `exp` has no slack. */
+  /**
+   * How far `nbf` and `iat` may be ahead of this clock, in ms (issuers' clocks drift); default
+   * 10000. `exp` has no slack.
+   */
   clockSkewMs?: number;
   /** The clock, Unix ms; default `Date.now`. */
   now?: () => number;

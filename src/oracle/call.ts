@@ -22,7 +22,10 @@ export interface CallOptions {
    * rejects with the signal's reason at once.
    */
   signal?: AbortSignal;
-  /** Run it as a task (PROTOCOL 9) and wait for its result; `{ttlMs}` keeps the finished task that long (default 1 h). */
+  /**
+   * Run it as a task (PROTOCOL 9) and wait for its result; `{ttlMs}` keeps the finished task that
+   * long (default 1 h).
+   */
   task?: boolean | { ttlMs?: number };
   /** Told each progress report of the target: relayed on a plain call, read from the task on a task. */
   onProgress?: (progress: CallProgress) => void;

@@ -1,9 +1,9 @@
 export { type CallOptions, type CallProgress, runCall } from './call.js';
+export * from './tool-calls.js';
 export {
   type ChangeListener,
   openToolSession,
   type SessionRequest,
   ToolSession,
   type ToolSessionOptions,
-} from './session.js';
-export * from './tool-calls.js';
+} from './tool-session.js';

@@ -19,7 +19,10 @@ import type { RegistrationCheck } from './validate.js';
 /** Checks one worker holds at once (running and queued); past it `$register` is refused as unavailable. */
 export const MAX_QUEUED_CHECKS = 32;
 
-/** Specs of at least this many bytes of JSON are checked on the worker; a smaller one's checks cost a few ms in-process. */
+/**
+ * Specs of at least this many bytes of JSON are checked on the worker; a smaller one's checks cost
+ * a few ms in-process.
+ */
 export const OFF_LOOP_BYTES = 16 * 1024;
 
 /** One check sent to the worker: the spec as JSON text (a string crosses threads without a deep clone). */

@@ -163,7 +163,10 @@ export class KvContextStore implements ToolContextStore {
     return { key, change: 'unregistered', revision };
   }
 
-  /** Calls `listener` for every change this store applies (from any instance, or written to the bucket directly); returns a function that stops it. */
+  /**
+   * Calls `listener` for every change this store applies (from any instance, or written to the
+   * bucket directly); returns a function that stops it.
+   */
   onChange(listener: (change: StoreChange) => void): () => void {
     this.listeners.push(listener);
     return () => {
@@ -234,7 +237,10 @@ export class KvContextStore implements ToolContextStore {
     }
   }
 
-  /** Serves a written entry when it passes the checks of `$register`; else leaves it (and any older value of its key) out. */
+  /**
+   * Serves a written entry when it passes the checks of `$register`; else leaves it (and any older
+   * value of its key) out.
+   */
   private put(entry: BucketEntry, spec: ToolContextSpec | undefined): StoreChange['change'] | undefined {
     if (spec === undefined) return this.remove(entry.key);
     this.leftOut.delete(entry.key);
@@ -259,7 +265,10 @@ export class KvContextStore implements ToolContextStore {
     return 'unregistered';
   }
 
-  /** Indexes what the initial load brought, in one sort (inserting 100,000 keys one by one would move each array N times). */
+  /**
+   * Indexes what the initial load brought, in one sort (inserting 100,000 keys one by one would
+   * move each array N times).
+   */
   private indexLoaded(): void {
     for (const key of this.registered.keys()) this.sortedKeys.push(key);
     this.sortedKeys.sort(compareKeys);

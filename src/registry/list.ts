@@ -45,7 +45,10 @@ export function listContexts(
   return reply;
 }
 
-/** What each stored context (a new object at each change) takes in a page, measured once: a page of 100 measured every `$list`. */
+/**
+ * What each stored context (a new object at each change) takes in a page, measured once: a page of
+ * 100 measured every `$list`.
+ */
 const bytesListed = new WeakMap<StoredContext, number>();
 
 function listedBytes(stored: StoredContext, item: ListedContext): number {

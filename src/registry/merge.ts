@@ -15,7 +15,10 @@ import type {
   Verification,
 } from './types.js';
 
-/** What the merged contexts give: the reply's fields of that name (`timeoutMs` Infinity when no context or tool sets one). */
+/**
+ * What the merged contexts give: the reply's fields of that name (`timeoutMs` Infinity when no
+ * context or tool sets one).
+ */
 export type Merged = Pick<
   ResolvedToolContext,
   'matrixTools' | 'sdkTools' | 'instructions' | 'timeoutMs' | 'environmentRequirements' | 'verification'

@@ -27,7 +27,10 @@ export class Presence {
     private readonly waitMs = 150,
   ) {}
 
-  /** A snapshot of `mounts` (the same array while they stay the same, as `Registry.targets` gives it), no older than `maxAgeMs`. */
+  /**
+   * A snapshot of `mounts` (the same array while they stay the same, as `Registry.targets` gives
+   * it), no older than `maxAgeMs`.
+   */
   current(mounts: readonly string[]): Promise<PresenceSnapshot> {
     const held = this.snapshot;
     if (held !== undefined && held.of === mounts && Date.now() - held.at < this.maxAgeMs) return Promise.resolve(held);

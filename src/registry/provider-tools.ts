@@ -12,7 +12,10 @@ export interface OpenAIFunctionTool {
     /** The tool's name, `^[a-zA-Z0-9_-]{1,64}$`. */
     name: string;
     description: string;
-    /** JSON Schema of the arguments; with `strict: true`, the strict-mode form (every object closed, every property required). */
+    /**
+     * JSON Schema of the arguments; with `strict: true`, the strict-mode form (every object closed,
+     * every property required).
+     */
     parameters: JsonSchemaObject;
     /** Present when the session asked for strict mode: `true` when the schema could be made strict, else `false`. */
     strict?: boolean;

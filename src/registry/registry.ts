@@ -117,7 +117,10 @@ export class Registry {
     return this.writable().unregister(request.key, request.expectedRevision);
   }
 
-  /** Calls `listener` for each change of the store (from any instance, or a direct write to it); returns a function that stops it. */
+  /**
+   * Calls `listener` for each change of the store (from any instance, or a direct write to it);
+   * returns a function that stops it.
+   */
   onChange(listener: (change: StoreChange) => void): () => void {
     return this.store.onChange?.(listener) ?? (() => {});
   }

@@ -37,7 +37,10 @@ export interface RegistryMountOptions {
   identity?: IdentityGate;
   /** Where `$revoke` writes (trusted issuers and JetStream); without it `$revoke` is `unavailable`. */
   revocations?: RevocationStore;
-  /** How long a change the store saw waits for its change event before this instance publishes one, in ms; default 1000 (plus up to as much again, at random). */
+  /**
+   * How long a change the store saw waits for its change event before this instance publishes one,
+   * in ms; default 1000 (plus up to as much again, at random).
+   */
   announceAfterMs?: number;
 }
 

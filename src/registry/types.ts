@@ -58,7 +58,10 @@ export interface MatrixToolProjection {
   timeoutMs?: number;
   /** MCP's hints; `idempotent` allows the dispatcher to retry. */
   annotations?: ToolAnnotations;
-  /** How the target reads its requests: `msgpack` (default), or `json` for a mount that reads only JSON (PROTOCOL section 2). */
+  /**
+   * How the target reads its requests: `msgpack` (default), or `json` for a mount that reads only
+   * JSON (PROTOCOL section 2).
+   */
   encoding?: 'msgpack' | 'json';
   /** Whether its calls run as tasks (PROTOCOL 9); default `{taskSupport: 'optional'}`. */
   execution?: ToolExecution;
@@ -246,7 +249,10 @@ export interface IntrospectReply {
   revision?: number;
   contexts?: number;
   tools?: number;
-  /** The registry's: stored contexts it leaves out (`stored_context_invalid`), at most 100 and one counting the rest. */
+  /**
+   * The registry's: stored contexts it leaves out (`stored_context_invalid`), at most 100 and one
+   * counting the rest.
+   */
   diagnostics?: Diagnostic[];
   instance: { id: string; startedAt: string };
 }

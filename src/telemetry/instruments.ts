@@ -74,7 +74,10 @@ export function observeInFlight(read: () => ReadonlyMap<string, number>): () => 
   return () => inFlightSources.delete(read);
 }
 
-/** Most targets the in-flight gauge reports over the process's life; the calls of others are summed under `(overflow)`. */
+/**
+ * Most targets the in-flight gauge reports over the process's life; the calls of others are summed
+ * under `(overflow)`.
+ */
 const MAX_TARGETS_REPORTED = MAX_SERIES_PER_METRIC;
 /** Targets the gauge has reported: each is reported every collection, at 0 when nothing is in flight. */
 const targetsReported = new Set<string>();
@@ -105,7 +108,10 @@ export function telemetryRegistered(): boolean {
 
 let instrumentsOf: unknown;
 let instruments: Instruments | undefined;
-/** The instruments made for each meter provider seen (none for a no-op one), so re-registering one adds no second callback. */
+/**
+ * The instruments made for each meter provider seen (none for a no-op one), so re-registering one
+ * adds no second callback.
+ */
 const made = new WeakMap<object, Instruments | null>();
 
 /** The registry's instruments, or undefined while no meter provider is registered. */

@@ -1,7 +1,7 @@
 /**
  * The harness against a real container engine (run by `npm run test:containers`, which needs
- * one: scripts/containers.sh makes one here). Both defects of issue 14 are tested: the NATS
- * container's credentials, and a half-there engine that must not fail the suite.
+ * one: scripts/containers.sh makes one here): the NATS container is reached with its
+ * credentials, and a half-there engine (no image to be had) does not fail the suite.
  */
 
 import { afterEach, describe, expect, it } from 'vitest';

@@ -4,7 +4,7 @@
  * bucket of the test's own.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { type ApprovalsMountOptions, approvalsMount } from '../../src/approvals/mount.js';
+import { type ApprovalsMountOptions, approvalsMount } from '../../src/approvals/system-approvals.js';
 import type { AnswerReply, PendingApproval, PendingReply } from '../../src/approvals/types.js';
 import { BusClient } from '../../src/bus/client.js';
 import type { CallContext } from '../../src/bus/context.js';

@@ -99,7 +99,7 @@ function nestedArrays(levels: number): unknown {
   return value;
 }
 
-/** JSON text of `{"spec": …}` nested `levels` maps deep, as the attacker of issue 12 sent it. */
+/** JSON text of `{"spec": …}` nested `levels` maps deep: arguments whose depth shows only once parsed. */
 const deepSpec = (levels: number) => `{"spec":${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}}`;
 
 /** MessagePack of arrays nested 100,000 deep: decodable, too deep for JSON.stringify. */
@@ -812,7 +812,7 @@ describe('system.dispatcher', () => {
     expect(after?.average_processing_time).toBeGreaterThan(0);
   });
 
-  describe('under the attack of issue 12', () => {
+  describe('with arguments nested past the depth bound', () => {
     const packagesSession: ResolveRequest = { profile: 'test', toolContextRefs: ['repo-coding'] };
     const validate = (id: string, args: string | Record<string, unknown>) =>
       client.request<ToolResult>('system.dispatcher', '$call', {

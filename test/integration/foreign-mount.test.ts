@@ -19,7 +19,7 @@ describe('a mount the project did not write, as matrix_introspect sees it', () =
 
   beforeAll(async () => {
     nc = await testConnection();
-    // Discovery waits 1 s, not 200 ms: on a loaded machine (two lanes, other work) answers took longer.
+    // Discovery waits 1 s, not 200 ms: on a loaded machine (two lanes, other work) answers take longer.
     mounts.push(await registryMount(nc).start(), await agentsMount(nc, { discoveryWaitMs: 1_000 }).start());
     micro = await startJsonMicroMount(nc, mount);
     dispatcher = new Dispatcher(nc);

@@ -1,9 +1,8 @@
 /**
  * A worst-case valid `$register` (13 tools, each input schema just under the 32 KiB bound: the
  * most that fits a 1 MB max_payload) costs seconds of CPU to check; other callers of the same
- * process must not wait on it. A victim
- * mount in the same process answers `$introspect` throughout, within a bound far below one
- * schema compile on the event loop.
+ * process must not wait on it. A victim mount in the same process answers `$introspect`
+ * throughout, within a bound far below one schema compile on the event loop.
  */
 
 import { monitorEventLoopDelay } from 'node:perf_hooks';

@@ -226,7 +226,8 @@ describe('requests built to be expensive, from an agent user', () => {
         `${flood.name} (${flood.body.length} bytes): refusal ${cost.toFixed(1)} ms idle; victim p50 ${p50.toFixed(2)} ms under 8 lanes at ${flood.perSecond ?? 5}/s (${underFlood.length} calls in 3 s, ${sent} refusals)`,
       );
       // Generous bounds (the machine is shared): a refusal costs a fraction of decoding the body
-      // (0.4-1.2 s each before, measured by this test), and the victim waits at most 10× its idle median, never less than 25 ms.
+      // (which takes 0.4-1.2 s for these bodies), and the victim waits at most 10× its idle
+      // median, never less than 25 ms.
       expect(cost, flood.name).toBeLessThan(60);
       expect(p50, flood.name).toBeLessThan(Math.max(10 * idleP50, 25));
     }, 60_000);

@@ -2,10 +2,10 @@
  * Grants that hold only for their holder, under deploy/nats.conf with a service that trusts one
  * issuer and names its audience: a grant bound to NATS user `agent` is refused to `agent-2`
  * (`wrong_holder`; blind requests: blind-requests.test.ts), and one bound to an inbox prefix
- * holds only in the service's own account (an approver's); a grant for another audience (`audience_mismatch`) or living
- * longer than the service's maximum (`too_long`) is refused, and `matrix-tools grant` will not
- * mint one; a revoked grant is refused (`revoked`) by every instance within a second, by one
- * command, and an agent cannot revoke anything.
+ * holds only in the service's own account (an approver's); a grant for another audience
+ * (`audience_mismatch`) or living longer than the service's maximum (`too_long`) is refused, and
+ * `matrix-tools grant` will not mint one; a revoked grant is refused (`revoked`) by every
+ * instance within a second, by one command, and an agent cannot revoke anything.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -128,7 +128,7 @@ describe('losing one of three registry instances under load', () => {
     const killedAt = performance.now();
     await instances[0]?.stop('SIGKILL');
     // Until the server sees the dead connection (a few ms idle), it still routes requests to it.
-    // The bound is 10x that and more: a loaded machine took over 50 ms.
+    // The bound is 10x that and more: on a loaded machine it takes over 50 ms.
     const noticed = killedAt + 500;
     await eventually(() =>
       expect(load.records.filter((r) => r.started > noticed).length).toBeGreaterThanOrEqual(STAGE_CALLS),

@@ -386,9 +386,11 @@ describe('grants built to break the verifier', () => {
   });
 
   it('refuses claims nested deeper than a grant has, and tells the refusal to the audit', () => {
-    // A trusted issuer's name, 64 zero bytes for a signature, and claims an array 6,000 deep:
-    // hashing them to tell tampering from a bad signature overflowed the stack, a RangeError no
-    // refusal was audited for. Such claims are not read unsigned now; 1,000 deep ones are read, and malformed.
+    // A trusted issuer's name, 64 zero bytes for a signature, and claims an array 6,000 deep.
+    // Hashing such claims to tell tampering from a bad signature would overflow the stack (a
+    // RangeError, audited as no refusal): claims longer than CLASSIFIED_CLAIMS_CHARS that no
+    // trusted issuer signed are refused unread. Claims 1,000 deep are short enough to be read,
+    // and are malformed (a grant nests at most 16 levels).
     for (const [levels, failure, words] of [
       [6_000, GrantFailure.BadSignature, /no issuer this service trusts signed it/],
       [1_000, GrantFailure.Malformed, /nest deeper than 16 levels/],

@@ -2,7 +2,8 @@
  * `system.sessions`: each session's state, one JetStream KV key per session. `$read` is the
  * target of the built-in `session_state_read`; `$write` merges values (null removes a key).
  * The session is the request's `session`, else its `Matrix-Session` header; a caller with a
- * session of its own reads it and those its grant lists, and writes only its own (`session-scope.ts`).
+ * session of its own reads it and those its grant lists, and writes only its own
+ * (`session-scope.ts`).
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { SchemaId } from '../bus/contracts.js';

@@ -165,9 +165,9 @@ export class ToolSession<F extends ProviderFormat = 'matrix'> {
    * A failed tool is a result with `isError` (what the model reads), and so is a call the bus
    * refused (`error.code` the bus's: `payload_too_large`, `bad_request` for a body too deep to
    * send, `forbidden` for a grant expired or revoked since the session opened, `timeout`,
-   * `unavailable`); a call aborted by `signal`
-   * rejects with the signal's reason. With `task` (or for a tool whose `execution.taskSupport`
-   * is `required`) it runs as a task and waits for its result, reporting progress.
+   * `unavailable`); a call aborted by `signal` rejects with the signal's reason. With `task` (or
+   * for a tool whose `execution.taskSupport` is `required`) it runs as a task and waits for its
+   * result, reporting progress.
    */
   async call(toolCall: AnyToolCall, options: CallOptions = {}): Promise<ToolResult> {
     if (this.closed) throw new Error('the tool session is closed');
