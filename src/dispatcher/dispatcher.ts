@@ -97,8 +97,8 @@ export interface DispatcherOptions {
 }
 
 /**
- * A call refused before the pipeline ran (at the mount, or for its grant): why, and what is known
- * of who sent it.
+ * A call refused outside the pipeline (at the mount, for its grant, or as a task the service
+ * would not start): why, and what is known of who sent it.
  */
 export interface RefusedCall {
   /** The error code the caller got. */
@@ -106,8 +106,8 @@ export interface RefusedCall {
   /** The check its grant failed (`details.grant`), when it was refused for its grant. */
   grantFailure?: string;
   /**
-   * The principal and session of a valid grant (the body asked for other authority): its event is
-   * stored whatever the rate.
+   * The principal and session of a valid grant (the body asked for other authority), or of a
+   * caller the service trusts: its event counts against that principal's refusal budget.
    */
   principal?: string;
   session?: string;

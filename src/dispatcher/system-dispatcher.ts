@@ -97,7 +97,9 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
 
 /**
  * A `$call` with `task`: membership and arguments checked at once (a refusal is the result, as
- * for any call), then `{task}` before any approval or target; the runner goes on with it.
+ * for any call), then `{task}` before any approval or target; the runner goes on with it. A task
+ * refused here (no runner, or the principal's live tasks at their cap) is told to the audit
+ * trail as every refused call is, within the principal's refusal budget.
  */
 async function startTask(
   dispatcher: Dispatcher,
@@ -109,9 +111,14 @@ async function startTask(
 ): Promise<ToolResult | { task: Task }> {
   const checked = await dispatcher.check(session, call, ctx);
   if ('isError' in checked) return checked;
-  if (runner === undefined) return errorResult(call.id, call.name, failure.tasksOff(call.name));
+  const refused = (result: ToolResult) => {
+    const code = result.error?.code ?? 'internal';
+    dispatcher.refused(call, ctx.traceparent, { code, principal: ctx.principal, session: ctx.session });
+    return result;
+  };
+  if (runner === undefined) return refused(errorResult(call.id, call.name, failure.tasksOff(call.name)));
   const made = await runner.create(session, call, ctx, checked, task);
-  return 'isError' in made ? made : { task: made };
+  return 'isError' in made ? refused(made) : { task: made };
 }
 
 /**

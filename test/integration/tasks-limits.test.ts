@@ -5,11 +5,18 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BusClient } from '../../src/bus/client.js';
+import type { CallEvent } from '../../src/audit/events.js';
+import { CALL_EVENTS } from '../../src/audit/log.js';
+import { BusClient } from '../../src/bus/client.js';
+import { decodeBody, Encoding } from '../../src/bus/codec.js';
+import type { Mount } from '../../src/bus/mount.js';
+import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
+import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { Task, TaskListReply } from '../../src/tasks/types.js';
-import { uniqueMount } from '../harness/bus.js';
+import { testConnection, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
+import { staticRegistry } from '../harness/registry.js';
 import { slowContext, startTaskBus, type TaskBus } from '../harness/slow-mount.js';
 
 const SLOW = uniqueMount('slow');
@@ -21,6 +28,7 @@ describe('the cost of one caller’s tasks', () => {
   let nc: NatsConnection;
   let client: BusClient;
   let bucket: string;
+  const events: CallEvent[] = [];
 
   const call = (id: string, args: Record<string, unknown>, who: { principal: string; session: string }) =>
     client.request<{ task: Task } | ToolResult>(
@@ -36,6 +44,11 @@ describe('the cost of one caller’s tasks', () => {
       timeoutMs: 20_000,
     });
     ({ nc, client, bucket } = bus);
+    nc.subscribe(CALL_EVENTS, {
+      callback: (_err, msg) => {
+        for (const e of decodeBody(msg.data, Encoding.MsgPack) as CallEvent[]) events.push(e);
+      },
+    });
   });
   afterAll(() => bus.stop());
 
@@ -49,6 +62,13 @@ describe('the cost of one caller’s tasks', () => {
     expect(made).toHaveLength(CAP);
     expect(refused).toHaveLength(40 - CAP);
     expect(refused.every((r) => r.isError && r.error?.code === 'unavailable')).toBe(true);
+    // Every refusal is in the trail, under its principal (36 are within the principal's budget).
+    const refusedIds = new Set(refused.map((r) => r.callId));
+    await eventually(() =>
+      expect(
+        events.filter((e) => refusedIds.has(e.callId) && e.principal === who.principal && e.code === 'unavailable'),
+      ).toHaveLength(refused.length),
+    );
     // Once one ends, its place is free again.
     await client.request('system.tasks', '$cancel', { taskId: made[0]?.task.taskId }, who);
     expect(await call('burst-after', { steps: 400, stepMs: 50 }, who)).toHaveProperty('task');
@@ -87,5 +107,46 @@ describe('the cost of one caller’s tasks', () => {
     expect(asked.filter((s) => s.includes(`KV_${bucket}`))).toEqual([]);
     expect([...first.tasks, ...second.tasks].map((t) => t.taskId)).toEqual([...ids].reverse());
     expect(second.nextCursor).toBeUndefined();
+  });
+});
+
+describe('a service that runs no tasks', () => {
+  const events: CallEvent[] = [];
+  let nc: NatsConnection;
+  let client: BusClient;
+  let stop: () => Promise<void>;
+
+  beforeAll(async () => {
+    nc = await testConnection();
+    const registry = await staticRegistry(nc, slowContext('tasks-limits', SLOW));
+    const dispatcher = new Dispatcher(nc);
+    const mount: Mount = await dispatcherMount(nc, { dispatcher }).start();
+    client = new BusClient(nc, { timeoutMs: 10_000 });
+    nc.subscribe(CALL_EVENTS, {
+      callback: (_err, msg) => {
+        for (const e of decodeBody(msg.data, Encoding.MsgPack) as CallEvent[]) events.push(e);
+      },
+    });
+    stop = async () => {
+      client.close();
+      await mount.stop();
+      dispatcher.close();
+      await registry.stop();
+    };
+  });
+  afterAll(() => stop());
+
+  it('refuses a call with task, and tells the trail', async () => {
+    const who = { principal: 'agent:no-tasks', session: 's-no-tasks' };
+    const reply = await client.request<ToolResult>(
+      'system.dispatcher',
+      '$call',
+      { session, call: { id: 'no-tasks-1', name: 'work', arguments: { steps: 1, stepMs: 1 } }, task: {} },
+      who,
+    );
+    expect(reply).toMatchObject({ isError: true, error: { code: 'unavailable' } });
+    await eventually(() =>
+      expect(events.filter((e) => e.callId === 'no-tasks-1' && e.principal === who.principal)).toHaveLength(1),
+    );
   });
 });
