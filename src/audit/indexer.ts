@@ -13,7 +13,7 @@
  * failed write indexes it again; a merge writes before it purges, so a lookup never misses.
  */
 import type { Logger } from '../bus/log.js';
-import type { Acknowledgement, ConsumerMessages, JsMsg, StreamStore } from '../bus/stream-store.js';
+import type { Acknowledgement, Deliveries, JsMsg, StreamStore } from '../bus/stream-store.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
 import { indexLevelOf, indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
 import { traceIdsOfBatch } from './events.js';
@@ -103,7 +103,7 @@ export class TraceIndexer {
   private pending: PendingEntries;
   private held: Acknowledgement[] = [];
   private flushing: Promise<void> = Promise.resolve();
-  private messages: ConsumerMessages | undefined;
+  private messages: Deliveries | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   /**
@@ -197,13 +197,10 @@ export class TraceIndexer {
   }
 
   /** The client keeps pulling from a consumer or stream someone deleted: restore them and consume anew. */
-  private async watch(messages: ConsumerMessages): Promise<void> {
-    for await (const status of messages.status()) {
-      if (status.type !== 'consumer_deleted' && status.type !== 'consumer_not_found') continue;
-      await this.restoreQuietly();
-      messages.stop();
-      return;
-    }
+  private async watch(messages: Deliveries): Promise<void> {
+    if (!(await messages.gone)) return;
+    await this.restoreQuietly();
+    messages.stop();
   }
 
   private async restoreQuietly(): Promise<void> {

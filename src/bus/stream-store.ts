@@ -22,7 +22,22 @@ import { createInbox, type NatsConnection, nanos } from '@nats-io/nats-core';
 import { UnavailableError } from './errors.js';
 import { guarded, subjectMatches } from './subjects.js';
 
-export type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+export type { JsMsg } from '@nats-io/jetstream';
+
+/**
+ * What a durable consumer delivers, as nats.js pulls it, and `gone`: true once the server says
+ * the consumer (or its stream) was deleted, after which it delivers nothing more; false when the
+ * deliveries stopped first.
+ */
+export type Deliveries = ConsumerMessages & { readonly gone: Promise<boolean> };
+
+/** Whether `messages` heard that its consumer is deleted or not found before it stopped. */
+async function goneOf(messages: ConsumerMessages): Promise<boolean> {
+  for await (const status of messages.status()) {
+    if (status.type === 'consumer_deleted' || status.type === 'consumer_not_found') return true;
+  }
+  return false;
+}
 
 /** How long and how much a stream keeps; every field is required. */
 export interface StreamLimits {
@@ -181,8 +196,9 @@ export class StreamStore {
   }
 
   /** Pulls from a durable consumer, up to `maxMessages` buffered. */
-  async consume(stream: string, durable: string, maxMessages: number): Promise<ConsumerMessages> {
-    return (await this.js.consumers.get(stream, durable)).consume({ max_messages: maxMessages });
+  async consume(stream: string, durable: string, maxMessages: number): Promise<Deliveries> {
+    const messages = await (await this.js.consumers.get(stream, durable)).consume({ max_messages: maxMessages });
+    return Object.assign(messages, { gone: goneOf(messages) });
   }
 
   /**
