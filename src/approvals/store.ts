@@ -158,7 +158,10 @@ export class ApprovalStore {
     return record;
   }
 
-  /** Marks an approved approval used (compare-and-set): true for the one call that may go ahead, false for any other. */
+  /**
+   * Marks an approved approval used (compare-and-set): true for the one call that may go ahead,
+   * false for any other.
+   */
   async consume(found: Revisioned): Promise<boolean> {
     if (found.record.status !== ApprovalStatus.Approved) return false;
     const record: StoredApproval = { ...found.record, status: ApprovalStatus.Consumed };
@@ -171,7 +174,10 @@ export class ApprovalStore {
     }
   }
 
-  /** Removes an approval still as it was read (a pending one nobody answered in time); false when it changed meanwhile. */
+  /**
+   * Removes an approval still as it was read (a pending one nobody answered in time); false when it
+   * changed meanwhile.
+   */
   async remove(found: Revisioned): Promise<boolean> {
     try {
       await this.bucket.delete(keyOf(found.record), found.revision);

@@ -109,7 +109,10 @@ export class RefusalBudget {
 /** The `name` of a summary event of refusals. */
 export const REFUSALS = '(refusals)';
 
-/** Characters of a refused call's id and tool name its event keeps (a name no session has is the caller's to choose). */
+/**
+ * Characters of a refused call's id and tool name its event keeps (a name no session has is the
+ * caller's to choose).
+ */
 const REFUSED_NAME_CHARS = 64;
 
 /**
@@ -153,7 +156,10 @@ export class RefusalAudit {
     this.principals.clear();
   }
 
-  /** Publishes a summary of refusals counted past the rate (one principal's, when given), as an event of its own (no call's). */
+  /**
+   * Publishes a summary of refusals counted past the rate (one principal's, when given), as an
+   * event of its own (no call's).
+   */
   private summarise(summary: RefusalSummary, principal?: string): void {
     const event = newCallEvent(`refusals-${randomUUID()}`, REFUSALS);
     event.principal = principal;

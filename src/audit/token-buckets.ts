@@ -25,7 +25,10 @@ export class TokenBucket {
     this.tokens = burst;
   }
 
-  /** Fills the bucket for the time since it was last taken from, then takes `count` tokens at `now` (ms); false, taking none, when it holds fewer. */
+  /**
+   * Fills the bucket for the time since it was last taken from, then takes `count` tokens at `now`
+   * (ms); false, taking none, when it holds fewer.
+   */
   take(count: number, now: number): boolean {
     if (this.tokens < this.burst) this.tokens = Math.min(this.burst, this.tokens + (now - this.at) * this.perMs);
     this.at = now;

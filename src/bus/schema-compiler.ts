@@ -33,7 +33,10 @@ export const FULL_REPORT_MAX_BYTES = 16 * 1024;
 
 /** How much of a value's violations to collect. */
 export interface CheckOptions {
-  /** The value's size in bytes, as it came; past `FULL_REPORT_MAX_BYTES` the check stops at the first violation. Default 0. */
+  /**
+   * The value's size in bytes, as it came; past `FULL_REPORT_MAX_BYTES` the check stops at the
+   * first violation. Default 0.
+   */
   bytes?: number;
 }
 
@@ -62,13 +65,17 @@ export const TOOL_SCHEMA_CACHE: CacheBounds = { maxEntries: 5_000, maxBytes: 8 *
  */
 export const OFF_LOOP_SCHEMA_CHARS = 4 * 1024;
 
-/** Compilations the compiler thread holds at once (running and queued); past it a first call is refused as unavailable. */
+/**
+ * Compilations the compiler thread holds at once (running and queued); past it a first call is
+ * refused as unavailable.
+ */
 export const MAX_QUEUED_COMPILES = 64;
 
 function newAjv(dialect: Dialect, allErrors: boolean, source = false): Ajv2020 {
   if (dialect === Dialect.Contracts)
     return new Ajv2020({ allErrors, strict: true, verbose: true, allowUnionTypes: true });
-  // Meta-validation is asked for (`metaViolations`), not done by every compile: a `$schema` of another draft still compiles.
+  // Meta-validation is asked for (`metaViolations`), not done by every compile: a `$schema` of
+  // another draft still compiles.
   return new Ajv2020({
     allErrors,
     strict: false,
@@ -116,7 +123,10 @@ function compiledScript(schema: Record<string, unknown>, allErrors: boolean): Co
   return { script, cache: compiled.createCachedData() };
 }
 
-/** The validator of a `CompiledScript`, from V8's cache of its code (a few ms; compiling it would cost ~20 times that). */
+/**
+ * The validator of a `CompiledScript`, from V8's cache of its code (a few ms; compiling it would
+ * cost ~20 times that).
+ */
 function loadValidator(code: CompiledScript): ValidateFunction {
   return validatorOf(new Script(code.script, { filename: SCRIPT_NAME, cachedData: Buffer.from(code.cache) }));
 }
@@ -127,7 +137,10 @@ function validatorOf(script: Script): ValidateFunction {
 
 let compilerThread: WorkerThread<string, ValidatorCode> | undefined;
 
-/** Ends the compiler thread, if it runs: compilations in flight fail (`ThreadStopped`); the next one starts it again. */
+/**
+ * Ends the compiler thread, if it runs: compilations in flight fail (`ThreadStopped`); the next one
+ * starts it again.
+ */
 export async function stopCompilerThread(): Promise<void> {
   await compilerThread?.close();
 }
@@ -196,8 +209,9 @@ export class SchemaCompiler {
    * The check of a schema object, as `check` gives it, except that a schema of
    * `OFF_LOOP_SCHEMA_CHARS` or more that is not compiled yet is compiled on the compiler thread:
    * then a promise of its check (which rejects if it does not compile, or, `UnavailableError`,
-   * if the thread holds `MAX_QUEUED_COMPILES` already, or `ThreadStopped`, if the thread stopped). Every caller of the same schema waits for
-   * the one compilation; callers of other schemas do not wait for it.
+   * if the thread holds `MAX_QUEUED_COMPILES` already, or `ThreadStopped`, if the thread
+   * stopped). Every caller of the same schema waits for the one compilation; callers of other
+   * schemas do not wait for it.
    */
   checkSoon(schema: Record<string, unknown>): Check | Promise<Check> {
     const known = this.byObject.get(schema);
@@ -273,7 +287,10 @@ export class SchemaCompiler {
     }
   }
 
-  /** Where a schema breaks the JSON Schema meta-schema (2020-12, whatever its `$schema`), one violation per path under `at`. */
+  /**
+   * Where a schema breaks the JSON Schema meta-schema (2020-12, whatever its `$schema`), one
+   * violation per path under `at`.
+   */
   metaViolations(schema: Record<string, unknown>, at: string): Violation[] {
     const { $schema: _ignored, ...rest } = schema;
     if (this.all.validateSchema(rest) === true) return [];

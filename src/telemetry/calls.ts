@@ -163,7 +163,10 @@ export function traceResolve<T>(
   }, failed);
 }
 
-/** Counts one `<target>.$cancel` the dispatcher sent (its caller cancelled, or its deadline passed while the target worked). */
+/**
+ * Counts one `<target>.$cancel` the dispatcher sent (its caller cancelled, or its deadline passed
+ * while the target worked).
+ */
 export function countCancel(): void {
   activeInstruments()?.cancels.add(1);
 }
