@@ -6,6 +6,7 @@
 import { ErrorCode, MatrixError, NoRespondersError, UnsendableRequestError, type Violation } from '../bus/errors.js';
 import { describeViolations } from '../bus/schema-compiler.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
+import type { Route } from './route.js';
 import type { ToolErrorCode, ToolResult } from './types.js';
 
 /**
@@ -193,13 +194,8 @@ export const failure = {
     }),
 };
 
-/** Where a forwarded call went, for the messages of its failures. */
-export interface ForwardedTo {
-  subject: string;
-  timeoutMs: number;
-  /** Sent once, whatever came back (an approved call: `Route.sentOnce`). */
-  sentOnce: boolean;
-}
+/** Where a forwarded call went, for the messages of its failures: its route's subject, timeout and `sentOnce`. */
+export type ForwardedTo = Pick<Route, 'subject' | 'timeoutMs' | 'sentOnce'>;
 
 /** Forward: how a failed request to the target reads to the model. */
 export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallFailure {
