@@ -4,7 +4,7 @@
  * wins; when another does, the question at the terminal is withdrawn.
  */
 import { createInterface } from 'node:readline/promises';
-import { printable } from '../cli/output.js';
+import { printable } from '../printable.js';
 import type { Answer, PendingApproval } from './types.js';
 
 /** Asks a person about one pending approval; undefined when they gave no answer before `signal` aborted. */

@@ -19,8 +19,9 @@ import type { BusClient } from '../bus/client.js';
 import { NotFoundError } from '../bus/errors.js';
 import { subscribeEvents } from '../bus/events.js';
 import { Mounts } from '../bus/subjects.js';
+import { printable } from '../printable.js';
 import { withConnection } from './config.js';
-import { ExitCode, json, type Output, printable, table, UsageError } from './output.js';
+import { ExitCode, json, type Output, table, UsageError } from './output.js';
 import { interrupted, verbAction } from './run.js';
 import { grantContext } from './session-flags.js';
 

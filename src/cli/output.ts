@@ -1,5 +1,6 @@
 /** What the CLI prints, where, and the exit codes scripts can rely on. */
 import { MatrixError } from '../bus/errors.js';
+import { printable } from '../printable.js';
 
 /** Exit codes of every verb. */
 export const ExitCode = {
@@ -27,19 +28,6 @@ export interface Output {
  * isolates (U+200E/F, U+202A–E, U+2066–9: `report\u202efdp.exe` would read `reportexe.pdf`),
  * and the line and paragraph separators (U+2028/9).
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
-
-/**
- * `text` with its terminal control characters shown as `\u` escapes. What the CLI prints comes
- * from the bus (tool names, results, audit events any caller can shape): raw, an escape sequence
- * in it could erase lines, forge others or retitle the window (`watch --calls` prints what any
- * caller named). JSON output is unaffected: JSON escapes these already.
- */
-export function printable(text: string): string {
-  return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
-
 /** The process's stdout and stderr, control characters escaped. */
 export const processOutput: Output = {
   print: (text) => void process.stdout.write(`${printable(text)}\n`),

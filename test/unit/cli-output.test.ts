@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { printable, processOutput } from '../../src/cli/output.js';
+import { processOutput } from '../../src/cli/output.js';
+import { printable } from '../../src/printable.js';
 
 describe('what the CLI prints to a terminal', () => {
   afterEach(() => vi.restoreAllMocks());

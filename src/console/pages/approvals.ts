@@ -10,7 +10,7 @@
 import { type AnswerReply, ApprovalOp, type PendingApproval, type PendingReply } from '../../approvals/types.js';
 import { Mounts } from '../../bus/subjects.js';
 import { left } from '../../cli/approvals.js';
-import { printable } from '../../cli/output.js';
+import { printable } from '../../printable.js';
 import { badge, href, html, notice, type SafeHtml } from '../html.js';
 import type { ConsoleRequest, LiveKind, Page, Redirect } from '../types.js';
 import { errorNotice, FormError, statusOf } from './common.js';
