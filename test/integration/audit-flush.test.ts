@@ -41,8 +41,9 @@ describe('the trace-id indexer at a trickle of calls', () => {
     const shards = Shards.fromDescription((await jsm.streams.info(index)).config.description);
     const shard = 3;
     const ids: string[] = [];
+    // Zero-padded, so that no two n give the same id.
     for (let n = 1; ids.length < 6; n++) {
-      const id = n.toString(16).padStart(32, 'a');
+      const id = n.toString(16).padStart(32, '0');
       if (shards.of(id) === shard) ids.push(id);
     }
     const stop = await audit.startIndexer();
