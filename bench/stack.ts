@@ -1,10 +1,10 @@
 /**
- * The processes `npm run bench` measures, on one nats-server: three accounts, each with its own
+ * The processes `npm run bench` measures, on one nats-server: an account each, with its own
  * subjects and JetStream, so several services can each be `system.dispatcher` in their own
  * account while sharing the server, the echo target and the minutes they are measured in.
  *
  * - `main`: the service as shipped (`serve`: audit trail, its stream and indexer), the relay;
- *   every row without a grant.
+ *   every service row but the grant A/B's.
  * - `trust` and `gates`: `bench/gates.ts`, one process serving twice: trusting a grant issuer in
  *   `trust` (the rows with a grant), trusting its callers in `gates` (the same rows without).
  * - `noaudit`: `bench/unaudited.ts`, the service with the audit trail off (what the trail costs).
