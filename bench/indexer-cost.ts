@@ -1,10 +1,11 @@
 /**
  * What the trace-id indexer costs, alone: a nats-server of its own, batches of call events
- * published at a loaded dispatcher's rate (RATE calls a second, one new trace each, batched by
- * 5 ms as `AuditLog` batches them), the indexer of the build in DIR consuming them, and the CPU
- * of this process (the indexer and the publisher) and of nats-server per call, over the run
- * and until the index has caught up and gone quiet. The publisher alone is measured first, on
- * a server with no indexer running, and taken off.
+ * published at a loaded dispatcher's rate (RATE calls a second, one new trace each) by the
+ * `AuditLog` of the build in DIR, flushed every BATCH_MS (default 100, as `AuditLog` flushes;
+ * set it to the build's `FLUSH_MS`), the indexer of that build consuming them, and the CPU of
+ * this process (the indexer and the publisher) and of nats-server per call, over the run and
+ * until the index has caught up and gone quiet. The publisher alone is measured first, on a
+ * server with no indexer running, and taken off.
  *
  *   npm run build && node dist/bench/indexer-cost.js [dir=dist] [seconds=10] [rate=13000]
  */
@@ -18,12 +19,11 @@ import { processCpu } from './measure.js';
 const DIR = resolve(process.argv[2] ?? 'dist');
 const SECONDS = Number(process.argv[3]) || 10;
 const RATE = Number(process.argv[4]) || 13_000;
-const FLUSH_MS = Number(process.env.BATCH_MS) || 5;
+const FLUSH_MS = Number(process.env.BATCH_MS) || 100;
 
 const lib = (path: string) => import(pathToFileURL(`${DIR}/src/${path}`).href);
 const { AuditStream } = await lib('audit/stream.js');
-const { encodeCallEvents } = await lib('audit/events.js');
-const { CALL_EVENTS } = await lib('audit/log.js');
+const { AuditLog } = await lib('audit/log.js');
 
 let k = 0;
 function event() {
@@ -47,14 +47,15 @@ function event() {
   };
 }
 
-/** Publishes RATE events a second in 5 ms batches for SECONDS; resolves when done. */
+/** Publishes RATE events a second in batches of FLUSH_MS for SECONDS; resolves when done. */
 async function publish(nc: NatsConnection): Promise<number> {
+  const log = new AuditLog(nc);
   const perBatch = Math.max(1, Math.round((RATE * FLUSH_MS) / 1000));
   const end = performance.now() + SECONDS * 1000;
   let events = 0;
   while (performance.now() < end) {
-    const batch = Array.from({ length: perBatch }, event);
-    nc.publish(CALL_EVENTS, encodeCallEvents(batch));
+    for (let i = 0; i < perBatch; i++) log.record(event(), false);
+    log.flush();
     events += perBatch;
     await new Promise((r) => setTimeout(r, FLUSH_MS));
   }

@@ -20,14 +20,19 @@ export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
 export const OVERFLOW_CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call.overflow');
 
 /**
- * Most events in one message. Every message of the trail costs nats-server a store, a delivery
- * to the trace-id indexer and an acknowledgement, and the indexer a delivery, whatever its size:
- * fewer, larger batches make the trail cheaper per call (at 13,000 calls a second, batches of
- * 20 ms cost each call 2–3 µs less CPU than batches of 5 ms, the server's and the indexer's).
+ * Most events in one message (at ~320 bytes an event, ~650 KB: within the default `max_payload`
+ * of 1 MB). Every message of the trail costs nats-server a store, a delivery to the trace-id
+ * indexer and an acknowledgement, and the writer and the indexer a message each, whatever its
+ * size: fewer, larger batches make the trail cheaper per call. At 13,000 calls a second
+ * (`bench/indexer-cost.ts`, alternated), batches of 100 ms cost the writer, nats-server and
+ * the indexer 9.7–12.1 µs of CPU a call, batches of 20 ms 17.0–17.9, of 5 ms more again.
  */
-const MAX_BATCH = 1024;
-/** Longest an event waits to be published, in ms. */
-const FLUSH_MS = 20;
+const MAX_BATCH = 2048;
+/**
+ * Longest an event waits to be published, in ms: what a watcher of calls waits at most beyond the
+ * call, and what a process killed outright loses (one that stops flushes first).
+ */
+const FLUSH_MS = 100;
 
 /** Told of every call as it ends, before its event is batched; must not throw. */
 export type CallObserver = (event: CallEvent) => void;
