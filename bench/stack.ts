@@ -143,7 +143,10 @@ export function buildBase(rev: string): string {
   const main = join(dir, 'dist', 'src', 'main.js');
   if (existsSync(main)) return main;
   mkdirSync(dir, { recursive: true });
-  const tree = execFileSync('git', ['-C', REPO, 'archive', sha, 'src', 'contracts', 'tsconfig.json', 'package.json']);
+  // The tree of a recent commit is past execFileSync's default 1 MiB of output.
+  const tree = execFileSync('git', ['-C', REPO, 'archive', sha, 'src', 'contracts', 'tsconfig.json', 'package.json'], {
+    maxBuffer: 256 * 1024 * 1024,
+  });
   execFileSync('tar', ['-x', '-C', dir], { input: tree });
   writeFileSync(
     join(dir, 'tsconfig.base.json'),
