@@ -17,6 +17,7 @@ import { encode } from '@msgpack/msgpack';
 import { createInbox, type NatsConnection } from '@nats-io/nats-core';
 import { createAccount } from '@nats-io/nkeys';
 import { ServiceBroker } from 'moleculer';
+import { INDEX_FLUSH_MS } from '../src/audit/indexer.js';
 import { BusClient } from '../src/bus/client.js';
 import { newTraceparent, writeContext } from '../src/bus/headers.js';
 import { Dispatcher } from '../src/dispatcher/dispatcher.js';
@@ -44,8 +45,13 @@ import {
 const SECONDS = Number(process.env.BENCH_SECONDS) || 3;
 const ROUNDS = 5;
 const CONCURRENCY = [1, 64, 256] as const;
-/** How long after a slice at 64 in flight its CPU is read (the trace-id indexer flushes every 500 ms). */
-const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 600);
+/**
+ * How long after a slice at 64 in flight its CPU is read: past the trace-id indexer's flush
+ * interval, so that the flush of the slice's calls (the index writes, the merges it starts, the
+ * acknowledgements) is charged to that slice. Read sooner, a flush landed in the next slices:
+ * the audited row's cost went, in part, to the unaudited row read after it.
+ */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? INDEX_FLUSH_MS + 300);
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 /** The OpenTelemetry rows: rounds of the three modes, each mode this long a round, at this many in flight. */
 const OTEL = { name: 'OpenTelemetry', rounds: 100, seconds: SECONDS / 30, inFlight: CPU_TABLE_IN_FLIGHT };

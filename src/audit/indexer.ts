@@ -27,13 +27,14 @@ const INDEX_ACK_WAIT_MS = 30_000;
 /** Batches delivered and not yet acknowledged, at most (a stalled writer stalls the indexer there). */
 const INDEX_MAX_ACK_PENDING = 2048;
 /**
- * A flush after this many batches, or after `FLUSH_MS`, whichever comes first. A flush writes a
- * message to every shard it touched (at more than a few hundred calls a second, all 256), so
- * below the batch bound the flush interval sets what the index costs per call: one call in flight
- * (520–660 calls a second), 500 ms cost ~330 µs of CPU a call summed over processes, 2 s ~40.
+ * A flush after this many batches, or after `INDEX_FLUSH_MS`, whichever comes first. A flush
+ * writes a message to every shard it touched (at more than a few hundred calls a second, all
+ * 256), so below the batch bound the flush interval sets what the index costs per call: one call
+ * in flight (520–660 calls a second), 500 ms cost ~330 µs of CPU a call summed over processes,
+ * 2 s ~40.
  */
 const FLUSH_BATCHES = 512;
-const FLUSH_MS = 2000;
+export const INDEX_FLUSH_MS = 2000;
 /** A shard's messages of one level merge into one of the next level once it holds this many. */
 export const MERGE_AT = 32;
 
@@ -131,7 +132,7 @@ export class TraceIndexer {
 
   /** Starts consuming; resumes where the shared consumer left off. */
   start(): void {
-    this.timer = setInterval(() => this.flush(), FLUSH_MS).unref();
+    this.timer = setInterval(() => this.flush(), INDEX_FLUSH_MS).unref();
     void this.run();
   }
 
