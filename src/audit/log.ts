@@ -20,14 +20,15 @@ export const CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call');
 export const OVERFLOW_CALL_EVENTS = eventSubject(Mounts.Dispatcher, 'call.overflow');
 
 /**
- * Most events in one message (at ~320 bytes an event, ~650 KB: within the default `max_payload`
- * of 1 MB). Every message of the trail costs nats-server a store, a delivery to the trace-id
- * indexer and an acknowledgement, and the writer and the indexer a message each, whatever its
- * size: fewer, larger batches make the trail cheaper per call. At 13,000 calls a second
- * (`bench/indexer-cost.ts`, alternated), batches of 100 ms cost the writer, nats-server and
- * the indexer 9.7–12.1 µs of CPU a call, batches of 20 ms 17.0–17.9, of 5 ms more again.
+ * Most events in one message (~330 KB). Every message of the trail costs nats-server a store, a
+ * delivery to the trace-id indexer and an acknowledgement, and the writer and the indexer a
+ * message each, whatever its size: fewer, larger batches make the trail cheaper per call. At
+ * 13,000 calls a second (`bench/indexer-cost.ts`, alternated), batches of 100 ms (so of 1,024
+ * events and the rest) cost the writer, nats-server and the indexer 11.6–12.4 µs of CPU a call,
+ * batches of 20 ms 16.0–18.6. A lookup by trace id decodes every batch the index names, ~3 ms
+ * for 1,024 events and ~7 for 2,048: the bound keeps the largest batch a lookup decodes as it was.
  */
-const MAX_BATCH = 2048;
+const MAX_BATCH = 1024;
 /**
  * Longest an event waits to be published, in ms: what a watcher of calls waits at most beyond the
  * call, and what a process killed outright loses (one that stops flushes first).
