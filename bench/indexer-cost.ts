@@ -1,10 +1,10 @@
 /**
  * What the trace-id indexer costs, alone: a nats-server of its own, batches of call events
  * published at a loaded dispatcher's rate (RATE calls a second, one new trace each) by the
- * `AuditLog` of the build in DIR, flushed every BATCH_MS (default 100, as `AuditLog` flushes;
- * set it to the build's `FLUSH_MS`), the indexer of that build consuming them, and the CPU of
- * this process (the indexer and the publisher) and of nats-server per call, over the run and
- * until the index has caught up and gone quiet. The publisher alone is measured first, on a
+ * `AuditLog` of the build in DIR, flushed every BATCH_MS (default: as that build's `AuditLog`
+ * flushes, 20 ms for builds that do not say), the indexer of that build consuming them, and the
+ * CPU of this process (the indexer and the publisher) and of nats-server per call, over the run
+ * and until the index has caught up and gone quiet. The publisher alone is measured first, on a
  * server with no indexer running, and taken off.
  *
  *   npm run build && node dist/bench/indexer-cost.js [dir=dist] [seconds=10] [rate=13000]
@@ -19,11 +19,11 @@ import { processCpu } from './measure.js';
 const DIR = resolve(process.argv[2] ?? 'dist');
 const SECONDS = Number(process.argv[3]) || 10;
 const RATE = Number(process.argv[4]) || 13_000;
-const FLUSH_MS = Number(process.env.BATCH_MS) || 100;
 
 const lib = (path: string) => import(pathToFileURL(`${DIR}/src/${path}`).href);
 const { AuditStream } = await lib('audit/stream.js');
-const { AuditLog } = await lib('audit/log.js');
+const { AuditLog, AUDIT_FLUSH_MS } = await lib('audit/log.js');
+const FLUSH_MS = Number(process.env.BATCH_MS) || AUDIT_FLUSH_MS || 20;
 
 let k = 0;
 function event() {

@@ -1,6 +1,6 @@
 /**
  * Audit events of calls, published on `system.dispatcher.events.call`. Events are gathered for
- * at most `FLUSH_MS` (or `MAX_BATCH` events) and sent as one message holding an array, so the
+ * at most `AUDIT_FLUSH_MS` (or `MAX_BATCH` events) and sent as one message holding an array, so the
  * audit trail neither doubles the message rate under load nor costs a socket write per call
  * when calls come one at a time (a message per call would cost ~45 µs of CPU per call).
  */
@@ -33,7 +33,7 @@ const MAX_BATCH = 1024;
  * Longest an event waits to be published, in ms: what a watcher of calls waits at most beyond the
  * call, and what a process killed outright loses (one that stops flushes first).
  */
-const FLUSH_MS = 100;
+export const AUDIT_FLUSH_MS = 100;
 
 /** Told of every call as it ends, before its event is batched; must not throw. */
 export type CallObserver = (event: CallEvent) => void;
@@ -72,7 +72,7 @@ export class AuditLog {
     this.batch.push(event);
     if (this.batch.length >= MAX_BATCH) this.flush();
     else if (this.timer === undefined) {
-      this.timer = setTimeout(() => this.flush(), FLUSH_MS);
+      this.timer = setTimeout(() => this.flush(), AUDIT_FLUSH_MS);
       this.timer.unref();
     }
   }
