@@ -17,6 +17,11 @@ const load = (p) => import(pathToFileURL(join(dir, 'dist', p)).href);
 const { connectBus } = await load('src/bus/connect.js');
 const { BusClient } = await load('src/bus/client.js');
 const { populate } = await load('bench/stack.js');
+const { contextWithTools } = await load('bench/contexts.js');
+// TRAIL_AB_CONTEXTS=10000 registers as many one-tool contexts beside the echo, as `npm run bench` does.
+const extra = Array.from({ length: Number(process.env.TRAIL_AB_CONTEXTS ?? 0) }, (_, i) =>
+  contextWithTools(`ctx-${String(i).padStart(5, '0')}`, 1, `Registered context ${i} for the benchmark`),
+);
 const TICKS = 100;
 const cpuUs = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
@@ -55,7 +60,7 @@ for (const spec of specs) {
   await sleep(600);
   const url = `nats://127.0.0.1:${port++}`;
   const nc = await connectBus({ servers: url });
-  await populate(nc, 'trail-ab-tools', [echo]);
+  await populate(nc, 'trail-ab-tools', [echo, ...extra]);
   nc.subscribe('bench.echo.*', { queue: 'echo', callback: (_err, msg) => msg.respond(msg.data) });
   const service = spawn(process.execPath, command.split(' '), {
     env: { ...process.env, NATS_URL: url, MATRIX_TOOLS_BUCKET: 'trail-ab-tools' },
