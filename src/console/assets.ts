@@ -101,7 +101,8 @@ dl.facts dd { margin: 0; }
  * follows those server-sent events (and `data-poll` refreshes on a timer) by fetching its own
  * URL's fragment and swapping `#live`; forms marked `data-instant` search as one types; forms
  * marked `data-write` carry the token the operator pasted (kept for the tab only), and so does
- * every refresh of a live region (a page marked `data-needs-token` serves it only with one).
+ * every refresh of a live region (a page marked `data-needs-token` serves it only with one). A
+ * refresh waits while focus is in a form of the region, and keeps what was typed in its fields.
  */
 export const CLIENT_SCRIPT = `(() => {
   'use strict';
@@ -123,16 +124,48 @@ export const CLIENT_SCRIPT = `(() => {
       const res = await fetch(location.href, { headers, signal: controller.signal });
       // A 401 is the page saying the token is missing or wrong: that, too, is shown.
       if (res.ok || res.status === 401) {
-        // What the reader opened stays open: a refresh replaces the markup, not the reading.
+        const markup = await res.text();
+        // Not from under a person filling in a form of the region: the swap waits until focus
+        // leaves the form (a reason half typed, a click on Reject between mousedown and mouseup).
+        if (editing()) { held = true; return; }
+        // What the reader opened stays open, and what they typed stays typed: a refresh
+        // replaces the markup, not the reading.
         const details = [...live.querySelectorAll('details')];
         const open = details.map((d) => d.open);
-        live.innerHTML = await res.text();
+        const typed = typedFields();
+        live.innerHTML = markup;
         live.querySelectorAll('details').forEach((d, i) => { if (open[i]) d.open = true; });
+        for (const [key, field] of fieldsByKey()) if (typed.has(key)) field.value = typed.get(key);
         if (kinds.length === 0) setStatus('live', 'refreshed ' + new Date().toLocaleTimeString());
       }
     } catch (err) {
       if (err.name !== 'AbortError') setStatus('down', 'offline');
     }
+  }
+  let held = false;
+  function editing() {
+    const el = document.activeElement;
+    return !!(el && live.contains(el) && el.closest('form'));
+  }
+  if (live) live.addEventListener('focusout', () => {
+    // Where focus went is known only once it has moved.
+    setTimeout(() => { if (held && !editing()) { held = false; schedule(); } }, 0);
+  });
+  // The text fields of the region's forms, each by its form's action, the form's hidden
+  // fields (which approval) and its own name: the same field in the markup that replaces it.
+  function fieldsByKey() {
+    const out = [];
+    for (const form of live.querySelectorAll('form')) {
+      const hidden = [...form.querySelectorAll('input[type="hidden"]')].map((h) => h.name + '=' + h.value).join('&');
+      for (const field of form.querySelectorAll('input:not([type]), input[type="text"], input[type="search"], textarea'))
+        out.push([form.getAttribute('action') + '?' + hidden + '#' + field.name, field]);
+    }
+    return out;
+  }
+  function typedFields() {
+    const typed = new Map();
+    for (const [key, field] of fieldsByKey()) if (field.value !== field.defaultValue) typed.set(key, field.value);
+    return typed;
   }
   // At most one refresh per 150 ms: the first change shows at once, a burst costs one more fetch.
   function schedule() {

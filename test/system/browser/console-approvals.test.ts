@@ -5,6 +5,8 @@
  */
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApprovalEvent, PENDING_EVENTS } from '../../../src/approvals/types.js';
+import { subscribeEvents } from '../../../src/bus/events.js';
 import type { ToolResult } from '../../../src/dispatcher/types.js';
 import { chromiumAvailable, launchChromium, screenshot } from './chromium.js';
 import { type ConsoleStack, startConsoleStack } from './stack.js';
@@ -90,5 +92,46 @@ describe.skipIf(!chromiumAvailable())('the Approvals page, in Chromium', () => {
     expect(result.error?.code).toBe('approval_denied');
     expect(result.content).toContain('not in the polar night');
     await row.waitFor({ state: 'detached', timeout: 10_000 });
+  });
+
+  // A refresh swapped the whole region, the form a person was typing into included: the reason
+  // was lost, and a Reject then sent without one was refused while the call waited on.
+  it('keeps a reason being typed while another approval arrives, and lists it once focus leaves', async () => {
+    await page.goto(`${stack.base}approvals`);
+    const first = gatedCall('browser-typing-a', 'Oslo');
+    const rows = page.locator('[data-approval-id]');
+    await rows.first().waitFor({ timeout: 10_000 });
+    const reason = rows.first().locator('input[name="reason"]');
+    await reason.fill('half a thought');
+    const typedInto = await reason.elementHandle();
+
+    let seen = () => {};
+    const heard = new Promise<void>((resolve) => (seen = resolve));
+    const stop = subscribeEvents<ApprovalEvent>(stack.nc, PENDING_EVENTS, (e) => {
+      if (e?.callId === 'browser-typing-b') seen();
+    });
+    const second = gatedCall('browser-typing-b', 'Narvik');
+    await heard;
+    stop();
+    // Past the page's 150 ms throttle and its fetch: a refresh that would swap has done so by now.
+    await page.waitForTimeout(1000);
+    expect(await typedInto?.evaluate((e) => e.isConnected)).toBe(true);
+    expect(await reason.inputValue()).toBe('half a thought');
+    expect(await rows.count()).toBe(1);
+
+    // Focus leaves the form: the held refresh runs, and what was typed is typed still.
+    await page.locator('h1').click();
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
+    expect(await page.locator('[data-approval-id] input[name="reason"]').first().inputValue()).toBe('half a thought');
+
+    await page.locator('[data-approval-id] button:has-text("Reject")').first().click();
+    const rejected = await first;
+    expect(rejected.error?.code).toBe('approval_denied');
+    expect(rejected.content).toContain('half a thought');
+    await page.goto(`${stack.base}approvals`);
+    const left = page.locator('[data-approval-id]');
+    await left.locator('input[name="reason"]').fill('not today');
+    await left.locator('button:has-text("Reject")').click();
+    expect((await second).error?.code).toBe('approval_denied');
   });
 });
