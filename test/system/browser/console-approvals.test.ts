@@ -94,8 +94,8 @@ describe.skipIf(!chromiumAvailable())('the Approvals page, in Chromium', () => {
     await row.waitFor({ state: 'detached', timeout: 10_000 });
   });
 
-  // A refresh swapped the whole region, the form a person was typing into included: the reason
-  // was lost, and a Reject then sent without one was refused while the call waited on.
+  // A refresh leaves alone a form a person is filling in, and keeps what they typed: were the
+  // reason lost, a Reject sent without one would be refused while the call waits on.
   it('keeps a reason being typed while another approval arrives, and lists it once focus leaves', async () => {
     await page.goto(`${stack.base}approvals`);
     const first = gatedCall('browser-typing-a', 'Oslo');
