@@ -133,23 +133,79 @@ let view = new DataView(buf.buffer);
 const utf8 = new TextEncoder();
 let pos = 0;
 
-/**
- * Encodes events as one MessagePack array of maps; fields that are undefined are left out.
- * `sizes`, when given, gets the encoded bytes of each event, in order (its length set to theirs).
- */
-export function encodeCallEvents(events: readonly CallEvent[], sizes?: number[]): Uint8Array {
+/** Encodes events as one MessagePack array of maps; fields that are undefined are left out. */
+export function encodeCallEvents(events: readonly CallEvent[]): Uint8Array {
   pos = 0;
   arrayHeader(events.length);
-  if (sizes === undefined) for (const event of events) writeEvent(event);
-  else {
-    sizes.length = events.length;
-    for (let i = 0; i < events.length; i++) {
-      const start = pos;
-      writeEvent(events[i] as CallEvent);
-      sizes[i] = pos - start;
-    }
-  }
+  for (const event of events) writeEvent(event);
   return buf.slice(0, pos);
+}
+
+/** Room at the start of an `EventBatch` for its array header (array 16: up to 65,535 events). */
+const BATCH_HEADER = 3;
+
+/**
+ * Call events encoded as they come, into one MessagePack array (the bytes `encodeCallEvents`
+ * makes of the same events): a batch holds bytes, not the events, so an event is garbage once
+ * its call ends. Events held as objects until their batch was published lived through one or
+ * two scavenges and were promoted, which cost the service more collector time than encoding
+ * them (`bench/RESULTS.md`, notes of 2026-12-04).
+ */
+export class EventBatch {
+  private bytes = new Uint8Array(64 * 1024);
+  private view = new DataView(this.bytes.buffer);
+  private end = BATCH_HEADER;
+  private last = BATCH_HEADER;
+  /** Events in the batch. */
+  count = 0;
+
+  /** Bytes of the batch's message as it stands, within 2 of what `take` returns. */
+  get size(): number {
+    return this.end;
+  }
+
+  /** Appends an event; returns its encoded bytes. */
+  add(e: CallEvent): number {
+    const shared = buf;
+    const sharedView = view;
+    buf = this.bytes;
+    view = this.view;
+    pos = this.end;
+    writeEvent(e);
+    // `ensure` may have grown the buffer: keep the grown one.
+    this.bytes = buf;
+    this.view = view;
+    this.last = this.end;
+    this.end = pos;
+    buf = shared;
+    view = sharedView;
+    this.count++;
+    return this.end - this.last;
+  }
+
+  /** Takes back the event `add` appended last (once after each `add`). */
+  dropLast(): void {
+    this.end = this.last;
+    this.count--;
+  }
+
+  /** The batch as one MessagePack array (a copy), and empties it. */
+  take(): Uint8Array {
+    const { bytes, end, count } = this;
+    let out: Uint8Array;
+    if (count < ARRAY.fixLimit) {
+      out = new Uint8Array(end - BATCH_HEADER + 1);
+      out[0] = ARRAY.fix | count;
+      out.set(bytes.subarray(BATCH_HEADER, end), 1);
+    } else {
+      bytes[0] = ARRAY.u16;
+      this.view.setUint16(1, count);
+      out = bytes.slice(0, end);
+    }
+    this.end = this.last = BATCH_HEADER;
+    this.count = 0;
+    return out;
+  }
 }
 
 // Each field by name: a loop over names would make every property read a slow keyed one.

@@ -8,7 +8,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { subscribeEventData } from '../bus/events.js';
 import { eventSubject, Mounts } from '../bus/subjects.js';
 import { observeCall } from '../telemetry/calls.js';
-import { type CallEvent, decodeCallEvents, encodeCallEvents } from './events.js';
+import { type CallEvent, decodeCallEvents, EventBatch } from './events.js';
 import { TrailShare, type TrailShareOptions } from './share.js';
 
 /** Subject of the audit events. */
@@ -50,13 +50,16 @@ export function observeWithTelemetry(): void {
   if (!callObservers.includes(observeCall)) callObservers.push(observeCall);
 }
 
-/** Buffers events for a few ms, then publishes them as one array. */
+/**
+ * Encodes each event as it comes into the batch of its subject (the trail's, or the overflow's
+ * for a principal past its share), and publishes a batch after `AUDIT_FLUSH_MS`, at `MAX_BATCH`
+ * events, or before it would pass the server's `max_payload`.
+ */
 export class AuditLog {
-  private batch: CallEvent[] = [];
+  private readonly trail = new EventBatch();
+  private readonly overflow = new EventBatch();
   private timer: NodeJS.Timeout | undefined;
   private readonly share: TrailShare | undefined;
-  /** Encoded bytes of each event of the batch being flushed (kept, so a flush allocates no array for them). */
-  private readonly sizes: number[] = [];
 
   /** With `share`, each principal's events past its share of the trail go to `OVERFLOW_CALL_EVENTS`. */
   constructor(
@@ -69,9 +72,14 @@ export class AuditLog {
   /** Tells the observers (unless `observed` is false: no call's event), then batches the event for publishing. */
   record(event: CallEvent, observed = true): void {
     if (observed) this.observe(event);
-    this.batch.push(event);
-    if (this.batch.length >= MAX_BATCH) this.flush();
-    else if (this.timer === undefined) {
+    const bytes = this.trail.add(event);
+    if (this.share === undefined || this.share.admit(event.principal, bytes)) this.fit(this.trail, event, CALL_EVENTS);
+    else {
+      this.trail.dropLast();
+      this.overflow.add(event);
+      this.fit(this.overflow, event, OVERFLOW_CALL_EVENTS);
+    }
+    if (this.timer === undefined && (this.trail.count > 0 || this.overflow.count > 0)) {
       this.timer = setTimeout(() => this.flush(), AUDIT_FLUSH_MS);
       this.timer.unref();
     }
@@ -92,52 +100,27 @@ export class AuditLog {
   flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.batch.length === 0) return;
-    const events = this.batch;
-    this.batch = [];
-    if (this.share === undefined) this.publish(events, encodeCallEvents(events), CALL_EVENTS);
-    else this.publishShared(events, this.share);
+    if (this.trail.count > 0) this.publish(this.trail.take(), CALL_EVENTS);
+    if (this.overflow.count > 0) this.publish(this.overflow.take(), OVERFLOW_CALL_EVENTS);
   }
 
   /**
-   * Publishes each event within its principal's share to the trail, the rest to the overflow:
-   * the common case (every event within) encodes the batch once and splits nothing.
+   * After an event was added to `batch`: publishes the events before it when with it the batch
+   * would pass the server's `max_payload` (a server set lower than the default, or events with
+   * long identities: a batch is never lost whole for the size of some of its events), and the
+   * batch with it once it holds `MAX_BATCH`.
    */
-  private publishShared(events: CallEvent[], share: TrailShare): void {
-    const data = encodeCallEvents(events, this.sizes);
-    const now = performance.now();
-    let over: boolean[] | undefined;
-    for (let i = 0; i < events.length; i++) {
-      if (share.admit((events[i] as CallEvent).principal, this.sizes[i] as number, now)) continue;
-      over ??= new Array<boolean>(events.length).fill(false);
-      over[i] = true;
-    }
-    if (over === undefined) {
-      this.publish(events, data, CALL_EVENTS);
-      return;
-    }
-    const past = over;
-    const within = events.filter((_, i) => !past[i]);
-    const overflow = events.filter((_, i) => past[i]);
-    if (within.length > 0) this.publish(within, encodeCallEvents(within), CALL_EVENTS);
-    this.publish(overflow, encodeCallEvents(overflow), OVERFLOW_CALL_EVENTS);
-  }
-
-  /**
-   * Publishes `events` as one message, or in halves while a message would pass the server's
-   * `max_payload` (a server set lower than the default, or events with long identities): a batch
-   * is never lost whole for the size of some of its events.
-   */
-  private publish(events: CallEvent[], data: Uint8Array, subject: string): void {
+  private fit(batch: EventBatch, event: CallEvent, subject: string): void {
     const max = this.nc.info?.max_payload ?? Number.POSITIVE_INFINITY;
-    if (data.length > max && events.length > 1) {
-      const half = Math.ceil(events.length / 2);
-      const first = events.slice(0, half);
-      const second = events.slice(half);
-      this.publish(first, encodeCallEvents(first), subject);
-      this.publish(second, encodeCallEvents(second), subject);
-      return;
+    if (batch.size > max && batch.count > 1) {
+      batch.dropLast();
+      this.publish(batch.take(), subject);
+      batch.add(event);
     }
+    if (batch.count >= MAX_BATCH) this.publish(batch.take(), subject);
+  }
+
+  private publish(data: Uint8Array, subject: string): void {
     try {
       this.nc.publish(subject, data);
     } catch {

@@ -4,6 +4,9 @@
  * shared audit batch over `max_payload`), a `traceparent` that is not W3C trace context is
  * dropped (a new trace starts), and a batch too large for the server goes out in parts.
  */
+
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { encode } from '@msgpack/msgpack';
 import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -105,6 +108,30 @@ describe('audit events under oversized headers', () => {
           .map((e) => e.callId)
           .sort(),
       ).toEqual([...ids].sort()),
+    );
+  });
+
+  it('keeps no event once recorded: a batch holds its bytes, and publishes them', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const log = new AuditLog(nc);
+    // In a function of its own: a suspended async function keeps its locals, the last event too.
+    const record = (): WeakRef<CallEvent>[] =>
+      Array.from({ length: 8 }, (_, i) => {
+        const event: CallEvent = { callId: `kept-${i}`, name: 'kept', outcome: 'ok', durationMs: 0, at: 'now' };
+        log.record(event);
+        return new WeakRef(event);
+      });
+    const kept = record();
+    // A WeakRef holds its target until the job that made it ends.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    expect(kept.filter((ref) => ref.deref() !== undefined)).toHaveLength(0);
+    log.flush();
+    await eventually(() =>
+      expect(events.filter((e) => e.name === 'kept').map((e) => e.callId)).toEqual(
+        Array.from({ length: 8 }, (_, i) => `kept-${i}`),
+      ),
     );
   });
 

@@ -1,6 +1,6 @@
 import { decode, encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
-import { type CallEvent, encodeCallEvents } from '../../src/audit/events.js';
+import { type CallEvent, EventBatch, encodeCallEvents } from '../../src/audit/events.js';
 
 // Required<>: a field added to CallEvent must be added here, and then the encoder must write it.
 const full: Required<CallEvent> = {
@@ -113,5 +113,44 @@ describe('the call event encoder', () => {
       expect(decoded.length).toBe(n);
       if (n > 0) expect(decoded[n - 1]).toEqual(events[n - 1]);
     }
+  });
+});
+
+describe('a batch encoded as its events come', () => {
+  const events = (n: number, from = 0) =>
+    Array.from({ length: n }, (_, i): CallEvent => ({ ...full, callId: `c${from + i}` }));
+
+  it('makes the bytes encodeCallEvents makes of the same events, a fixarray and an array 16 alike', () => {
+    const batch = new EventBatch();
+    // 1,024 full events pass the first 64 KiB: the batch grows its buffer and keeps it.
+    for (const n of [1, 15, 16, 1024, 3]) {
+      const some = events(n);
+      for (const e of some) batch.add(e);
+      expect(batch.count).toBe(n);
+      const bytes = batch.take();
+      expect(Buffer.from(bytes).equals(Buffer.from(encodeCallEvents(some)))).toBe(true);
+      expect(batch.count).toBe(0);
+    }
+  });
+
+  it('says what each event took, and takes back the last one', () => {
+    const batch = new EventBatch();
+    const [a, b] = events(2);
+    const bytes = batch.add(a as CallEvent);
+    expect(bytes).toBe(encodeCallEvents([a as CallEvent]).length - 1);
+    batch.add(b as CallEvent);
+    batch.dropLast();
+    expect(batch.count).toBe(1);
+    expect(decode(batch.take())).toEqual([a]);
+  });
+
+  it('leaves what encodeCallEvents makes alone, however the two interleave', () => {
+    const batch = new EventBatch();
+    const [a, b, c] = events(3);
+    batch.add(a as CallEvent);
+    const alone = encodeCallEvents([c as CallEvent]);
+    batch.add(b as CallEvent);
+    expect(decode(alone)).toEqual([c]);
+    expect(decode(batch.take())).toEqual([a, b]);
   });
 });
