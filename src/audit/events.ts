@@ -419,34 +419,50 @@ const TRACEPARENT_KEY = Buffer.from([0xab, ...Buffer.from('traceparent')]);
  */
 export function traceIdsOfBatch(data: Uint8Array): Set<string> {
   const ids = new Set<string>();
-  if (eventsIn(data) === undefined) return ids;
+  forEachTraceId(data, (bytes, at) => ids.add(bytes.toString('latin1', at, at + TRACE_ID_LENGTH)));
+  return ids;
+}
+
+/** Characters of a trace id: 32 lowercase hex digits. */
+export const TRACE_ID_LENGTH = 32;
+
+/**
+ * Visits the trace id of each event of a batch, as `traceIdsOfBatch` finds them, where its 32
+ * hex digits are (`bytes`, `at`): mostly in the batch itself, so the indexer copies them from
+ * there and makes no string per trace (a trace id of an event sent twice is visited twice).
+ */
+export function forEachTraceId(data: Uint8Array, visit: (bytes: Buffer, at: number) => void): void {
+  if (eventsIn(data) === undefined) return;
   const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   for (let at = bytes.indexOf(TRACEPARENT_KEY); at >= 0; at = bytes.indexOf(TRACEPARENT_KEY, at + 1)) {
     const value = at + TRACEPARENT_KEY.length;
-    const id = traceIdAt(bytes, value) ?? traceIdOf(shortStringAt(bytes, value));
-    if (id !== undefined) ids.add(id);
+    const id = traceIdAt(bytes, value);
+    if (id >= 0) visit(bytes, id);
+    else {
+      const other = traceIdOf(shortStringAt(bytes, value));
+      if (other !== undefined) visit(Buffer.from(other, 'latin1'), 0);
+    }
   }
-  return ids;
 }
 
 /** Length of a W3C `traceparent` of version 00: `vv-<32 hex>-<16 hex>-ff`. */
 const TRACEPARENT_LENGTH = 55;
 
 /**
- * The trace id of the `traceparent` the dispatcher writes at `at` (a str8 of 55 bytes, lowercase
- * hex where W3C says so), read from its bytes: one string for the id, no regular expression and
- * no match array. Undefined for anything else, which `traceIdOf` then judges from its text.
+ * Where the trace id of the `traceparent` the dispatcher writes at `at` starts (a str8 of 55
+ * bytes, lowercase hex where W3C says so), read from its bytes: no string, no regular
+ * expression. -1 for anything else, which `traceIdOf` then judges from its text.
  */
-function traceIdAt(bytes: Buffer, at: number): string | undefined {
-  if (bytes[at] !== 0xd9 || bytes[at + 1] !== TRACEPARENT_LENGTH) return undefined;
+function traceIdAt(bytes: Buffer, at: number): number {
+  if (bytes[at] !== 0xd9 || bytes[at + 1] !== TRACEPARENT_LENGTH) return -1;
   const start = at + 2;
-  if (start + TRACEPARENT_LENGTH > bytes.length) return undefined;
+  if (start + TRACEPARENT_LENGTH > bytes.length) return -1;
   for (let i = 0; i < TRACEPARENT_LENGTH; i++) {
     const c = bytes[start + i] as number;
     const dash = i === 2 || i === 35 || i === 52;
-    if (dash ? c !== 0x2d : !((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return undefined;
+    if (dash ? c !== 0x2d : !((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return -1;
   }
-  return bytes.toString('latin1', start + 3, start + 35);
+  return start + 3;
 }
 
 /** The MessagePack string at `at` if it is one of at most 255 bytes (a traceparent is 55). */

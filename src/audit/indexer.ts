@@ -16,7 +16,6 @@ import type { Logger } from '../bus/log.js';
 import type { Acknowledgement, Deliveries, JsMsg, StreamStore } from '../bus/stream-store.js';
 import type { StreamWriter } from '../bus/stream-writer.js';
 import { indexLevelOf, indexShardFilter, indexShardSubject, indexStreamName } from '../bus/subjects.js';
-import { traceIdsOfBatch } from './events.js';
 import { encodeEntries, mergeEntries, PendingEntries } from './index-entries.js';
 import { SHARDS, type Shards } from './shards.js';
 
@@ -166,7 +165,7 @@ export class TraceIndexer {
    * them alive, off the heap, for the collector to reckon with).
    */
   private take(m: JsMsg): void {
-    this.pending.add(traceIdsOfBatch(m.data), m.seq);
+    this.pending.addBatch(m.data, m.seq);
     this.held.push(this.store.acknowledgementOf(m));
     if (this.held.length >= FLUSH_BATCHES) this.flush();
   }

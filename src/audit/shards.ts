@@ -48,23 +48,37 @@ export class Shards {
 
   /** The shard of a trace id (32 lowercase hex digits: callers check `isTraceId` first). */
   of(traceId: string): number {
+    return this.ofAt(Buffer.from(traceId, 'latin1'), 0);
+  }
+
+  /** The shard of the trace id whose 32 lowercase hex digits are at `at` of `bytes`. */
+  ofAt(bytes: Uint8Array, at: number): number {
+    return this.hashAt(bytes, at) >>> (32 - SHARD_BITS);
+  }
+
+  /**
+   * The whole 32-bit keyed hash of the trace id at `at` of `bytes`, whose top bits are its shard:
+   * what the indexer also keys its pending entries by (with a key of its own), so that no caller
+   * who picks trace ids can make them meet in one chain.
+   */
+  hashAt(bytes: Uint8Array, at: number): number {
     const [a, b, c, d] = this.multipliers as [number, number, number, number];
-    let h = fmix32(Math.imul(a, hexWord(traceId, 0)));
-    h = fmix32(h ^ Math.imul(b, hexWord(traceId, 8)));
-    h = fmix32(h ^ Math.imul(c, hexWord(traceId, 16)));
-    h = fmix32(h ^ Math.imul(d, hexWord(traceId, 24)));
-    return h >>> (32 - SHARD_BITS);
+    let h = fmix32(Math.imul(a, hexWord(bytes, at)));
+    h = fmix32(h ^ Math.imul(b, hexWord(bytes, at + 8)));
+    h = fmix32(h ^ Math.imul(c, hexWord(bytes, at + 16)));
+    h = fmix32(h ^ Math.imul(d, hexWord(bytes, at + 24)));
+    return h;
   }
 }
 
 /**
- * The 32-bit word of the 8 lowercase hex digits at `at`, read from their character codes (no
- * slice to parse: the indexer shards every trace of every call); its low 32 bits as `imul` takes them.
+ * The 32-bit word of the 8 lowercase hex digits at `at`, read from their bytes (no slice to
+ * parse: the indexer shards every trace of every call); its low 32 bits as `imul` takes them.
  */
-function hexWord(id: string, at: number): number {
+function hexWord(bytes: Uint8Array, at: number): number {
   let word = 0;
   for (let i = at; i < at + 8; i++) {
-    const c = id.charCodeAt(i);
+    const c = bytes[i] as number;
     word = (word << 4) | (c <= 0x39 ? c - 0x30 : c - 0x57);
   }
   return word;

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { encode } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { type CallEvent, encodeCallEvents, traceIdsOfBatch } from '../../src/audit/events.js';
@@ -12,6 +14,20 @@ import {
 } from '../../src/bus/subjects.js';
 
 const id = (n: number) => n.toString(16).padStart(32, '0');
+
+/** A stored call's event, without its trace. */
+const callEvent = (i: number): CallEvent => ({
+  callId: `c${i}`,
+  name: 'echo',
+  target: 'app.x',
+  op: '$run',
+  session: 's',
+  principal: 'p',
+  outcome: 'ok',
+  durationMs: 1,
+  attempts: 1,
+  at: new Date(0).toISOString(),
+});
 
 describe('the trace-id index: shards and entries', () => {
   it('spreads trace ids over SHARDS shards by a keyed hash: the same for one key, another for another key', () => {
@@ -74,6 +90,79 @@ describe('the trace-id index: shards and entries', () => {
     expect(read(ids[0] as string, split)).toEqual([10, 11]);
     expect(read(ids[14] as string, split)).toEqual([10]);
     expect(read(id(7), split)).toEqual([]);
+  });
+
+  it('lists a batch read from its bytes as its trace ids would be: each batch once per trace, however often it comes', () => {
+    const shards = Shards.create();
+    const traceparents = Array.from({ length: 2025 }, () => newTraceparent());
+    const event = (i: number): CallEvent => ({ ...callEvent(i), traceparent: traceparents[i] });
+    // 40 batches of 100 events, each of 75 traces (25 of them twice), the next 50 on: a trace is
+    // in one batch or in two.
+    const batches = Array.from({ length: 40 }, (_, b) =>
+      encodeCallEvents(Array.from({ length: 100 }, (_, i) => event(b * 50 + (i % 75)))),
+    );
+    const fromBytes = new PendingEntries(shards);
+    const fromIds = new PendingEntries(shards);
+    batches.forEach((batch, b) => {
+      fromBytes.addBatch(batch, b + 1);
+      fromIds.add(traceIdsOfBatch(batch), b + 1);
+    });
+    // Delivered again (a redelivery after a failed flush): nothing new.
+    fromBytes.addBatch(batches[3] as Uint8Array, 4);
+    const entries = (p: PendingEntries) =>
+      mergeEntries(
+        p.messages('S').map((m) => m.data),
+        1,
+      );
+    const read = entries(fromBytes);
+    expect(read).toEqual(entries(fromIds));
+    expect(read.size).toBe(2025);
+    const seqsOf = (t: string) => [...(read.get(traceIdOf(t) as string) ?? [])];
+    expect(seqsOf(traceparents[0] as string)).toEqual([1]);
+    expect(seqsOf(traceparents[60] as string)).toEqual([1, 2]);
+    expect(seqsOf(traceparents[2024] as string)).toEqual([40]);
+  });
+
+  it('finds every trace of a shard again as its entries grow past what they first made room for', () => {
+    const shards = Shards.create();
+    const ids = Array.from({ length: 600_000 }, (_, i) => id(i)).filter((t) => shards.of(t) === shards.of(id(0)));
+    expect(ids.length).toBeGreaterThan(1500);
+    const pending = new PendingEntries(shards);
+    pending.add(ids, 1);
+    pending.add(ids.slice(0, 100), 2);
+    pending.add(ids, 1);
+    const read = mergeEntries(
+      pending.messages('S').map((m) => m.data),
+      1,
+    );
+    expect(read.size).toBe(ids.length);
+    expect(ids.every((t, i) => [...(read.get(t) ?? [])].join() === (i < 100 ? '1,2' : '1'))).toBe(true);
+  });
+
+  it('holds pending entries off the heap the collector walks, not a string and a map entry per trace', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const pending = new PendingEntries(Shards.create());
+    const add = (from: number, count: number) => {
+      for (let at = from; at < from + count; at += 500)
+        pending.addBatch(
+          encodeCallEvents(
+            Array.from({ length: 500 }, (_, i) => ({ ...callEvent(at + i), traceparent: newTraceparent() })),
+          ),
+          at,
+        );
+    };
+    // The shards' buffers and arrays are made by the first traces; what grows after is per trace.
+    add(0, 20_000);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    add(20_000, 100_000);
+    gc();
+    const perTrace = (process.memoryUsage().heapUsed - before) / 100_000;
+    // A string of 32 characters alone is ~48 bytes of heap, its map entry ~24 more; typed
+    // arrays past 64 bytes keep their elements off it.
+    expect(perTrace).toBeLessThan(8);
+    expect(pending.messages('S').length).toBe(SHARDS);
   });
 
   it('reads only positive whole sequences of the trace asked, and nothing from a message it cannot parse', () => {
