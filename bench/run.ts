@@ -279,12 +279,30 @@ async function main(): Promise<void> {
         Scenario.CallSameStack,
         () => expectOk(gates.request<ToolResult>('system.dispatcher', '$call', { session, call: echoCall() }, granted)),
       ],
+      // The grant's text as a header the trusting instance reads and does not check (no instance
+      // sends a grant on to a target): the row with a grant, less the grant's check.
+      [
+        Scenario.CallGrantBytes,
+        () =>
+          expectOk(
+            gates.request<ToolResult>(
+              'system.dispatcher',
+              '$call',
+              { session, call: echoCall() },
+              { ...granted, grant: callGrant },
+            ),
+          ),
+      ],
       [Scenario.Resolve, () => client.request('system.tools', '$resolve', cachedResolve)],
       [
         Scenario.ResolveGranted,
         () => trusted.request('system.tools', '$resolve', cachedResolve, { grant: resolveGrant }),
       ],
       [Scenario.ResolveSameStack, () => gates.request('system.tools', '$resolve', cachedResolve, granted)],
+      [
+        Scenario.ResolveGrantBytes,
+        () => gates.request('system.tools', '$resolve', cachedResolve, { ...granted, grant: resolveGrant }),
+      ],
       [
         Scenario.ResolveUncached,
         () =>
