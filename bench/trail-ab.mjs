@@ -1,11 +1,14 @@
 // A/B of what the audit trail costs a system.dispatcher.$call (issue 25), summed over processes.
 // Each stack is a nats-server of its own (with -js, on 127.0.0.1) and one service process given
 // as "name=script [args]"; the caller and the echo target run here. Stacks take turns, round by
-// round: 64 calls in flight, then 2.2 s for the trail's batches and the trace-id indexer's 2 s
-// flush to land in the slice; each line is CPU per call from /proc (nats-server, service) and
-// process.cpuUsage (caller + echo). Build the checkout first (npm run build), then e.g.:
+// round: 64 calls in flight (TRAIL_AB_IN_FLIGHT), then 2.2 s for the trail's batches and the
+// trace-id indexer's 2 s flush to land in the slice; each line is CPU per call from /proc
+// (nats-server, service) and process.cpuUsage (caller + echo), the median latency, and the
+// service's read and write syscalls per call (/proc/<pid>/io). Build the checkout first
+// (npm run build), then e.g.:
 //   node bench/trail-ab.mjs . 8 20000 on=dist/src/main.js 'noref=dist/src/main.js --no-reference' \
 //     off=dist/bench/unaudited.js
+// A stack named relay… runs the two-hop relay (relay=dist/bench/relay.js), sent the same body raw.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,6 +30,12 @@ const cpuUs = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return ((Number(f[11]) + Number(f[12])) / TICKS) * 1e6;
 };
+const io = (pid) => {
+  const fields = readFileSync(`/proc/${pid}/io`, 'utf8').split('\n');
+  const get = (name) => Number(fields.find((f) => f.startsWith(`${name}:`))?.split(' ')[1]);
+  return { reads: get('syscr'), writes: get('syscw') };
+};
+const IN_FLIGHT = Number(process.env.TRAIL_AB_IN_FLIGHT ?? 64);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const echo = {
   key: 'bench',
@@ -64,31 +73,43 @@ for (const spec of specs) {
   nc.subscribe('bench.echo.*', { queue: 'echo', callback: (_err, msg) => msg.respond(msg.data) });
   const service = spawn(process.execPath, command.split(' '), {
     env: { ...process.env, NATS_URL: url, MATRIX_TOOLS_BUCKET: 'trail-ab-tools' },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   await new Promise((resolve, reject) => {
     let said = '';
-    service.stderr.on('data', (d) => {
+    // The service says it is ready on stderr, the relay on stdout.
+    const hear = (d) => {
       said += d;
-      if (/ ready/.test(said)) resolve();
-    });
+      if (/\bready\b/.test(said)) resolve();
+    };
+    service.stderr.on('data', hear);
+    service.stdout.on('data', hear);
     service.on('exit', (code) => reject(new Error(`${name} exited ${code}: ${said}`)));
   });
   stacks.push({ name, server, service, nc, store, client: new BusClient(nc, { timeoutMs: 10_000 }) });
 }
 
 const session = { profile: 'bench', toolContextRefs: ['bench'] };
+const call = { id: 'c', name: 'echo', arguments: { q: 'hello' } };
+const raw = new TextEncoder().encode(JSON.stringify({ session, call }));
+/** Makes `n` calls, IN_FLIGHT at a time; resolves to their latencies in µs, sorted. */
 async function run(stack, n) {
   let next = 0;
+  const latencies = [];
   await Promise.all(
-    Array.from({ length: 64 }, async () => {
+    Array.from({ length: IN_FLIGHT }, async () => {
       while (next++ < n) {
-        const call = { id: 'c', name: 'echo', arguments: { q: 'hello' } };
-        const result = await stack.client.request('system.dispatcher', '$call', { session, call });
-        if (result.isError) throw new Error(JSON.stringify(result));
+        const started = performance.now();
+        if (stack.name.startsWith('relay')) await stack.nc.request('bench.relay.$call', raw, { timeout: 10_000 });
+        else {
+          const result = await stack.client.request('system.dispatcher', '$call', { session, call });
+          if (result.isError) throw new Error(JSON.stringify(result));
+        }
+        latencies.push((performance.now() - started) * 1000);
       }
     }),
   );
+  return latencies.sort((a, b) => a - b);
 }
 
 try {
@@ -97,12 +118,13 @@ try {
   for (let round = 0; round < Number(rounds); round++)
     for (const stack of stacks) {
       await sleep(300);
-      const before = [process.cpuUsage(), cpuUs(stack.server.pid), cpuUs(stack.service.pid)];
+      const before = [process.cpuUsage(), cpuUs(stack.server.pid), cpuUs(stack.service.pid), io(stack.service.pid)];
       const started = performance.now();
-      await run(stack, n);
+      const latencies = await run(stack, n);
       const seconds = (performance.now() - started) / 1000;
       await sleep(2200);
       const own = process.cpuUsage(before[0]);
+      const after = io(stack.service.pid);
       const row = {
         name: stack.name,
         round,
@@ -112,6 +134,9 @@ try {
         service: (cpuUs(stack.service.pid) - before[2]) / n,
       };
       row.total = row.caller + row.server + row.service;
+      row.p50 = latencies[latencies.length >> 1];
+      row.reads = (after.reads - before[3].reads) / n;
+      row.writes = (after.writes - before[3].writes) / n;
       const rounded = Object.entries(row).map(([k, v]) => [k, typeof v === 'number' ? Math.round(v * 10) / 10 : v]);
       console.log(JSON.stringify(Object.fromEntries(rounded)));
     }
