@@ -36,9 +36,10 @@ export class PendingEntries {
     forEachTraceId(batch, (bytes, at) => this.addAt(bytes, at, seq));
   }
 
-  /** Lists `seq` under each trace id (32 lowercase hex digits). */
+  /** Lists `seq` under each trace id (32 lowercase hex digits); any other string is skipped. */
   add(traceIds: Iterable<string>, seq: number): void {
-    for (const id of traceIds) this.addAt(Buffer.from(id, 'latin1'), 0, seq);
+    // Entries hold exactly TRACE_ID_LENGTH bytes an id: a shorter string would be read past its end.
+    for (const id of traceIds) if (isTraceId(id)) this.addAt(Buffer.from(id, 'latin1'), 0, seq);
   }
 
   /** The index messages: one JSON object `{"<trace id>": [seq, …], …}` per shard, split past `maxBytes`. */

@@ -139,6 +139,26 @@ describe('the trace-id index: shards and entries', () => {
     expect(ids.every((t, i) => [...(read.get(t) ?? [])].join() === (i < 100 ? '1,2' : '1'))).toBe(true);
   });
 
+  it('lists only trace ids: a string of another length or alphabet is skipped, not read past its end', () => {
+    const shards = Shards.fromDescription('');
+    const valid = 'abcdef0123456789'.repeat(2);
+    // Strings in the valid id's shard, so that they would share its message and its probe chain.
+    const short = Array.from({ length: 2_000 }, (_, i) => `s${i}`).filter((t) => shards.of(t) === shards.of(valid));
+    const others = [...short.slice(0, 3), `${valid}0`, valid.toUpperCase(), `${valid.slice(0, 31)}"`, ''];
+    expect(short.length).toBeGreaterThan(0);
+    const pending = new PendingEntries(shards);
+    expect(() => pending.add([...others, valid, ...others], 7)).not.toThrow();
+    pending.add(others, 9);
+    const messages = pending.messages('S');
+    expect(messages.map((m) => Object.keys(JSON.parse(new TextDecoder().decode(m.data))))).toEqual([[valid]]);
+    expect([
+      ...(mergeEntries(
+        messages.map((m) => m.data),
+        1,
+      ).get(valid) ?? []),
+    ]).toEqual([7]);
+  });
+
   it('holds pending entries off the heap the collector walks, not a string and a map entry per trace', () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
