@@ -2,19 +2,14 @@
 // echo, with the protocol's context headers, alternating rounds without and with one more header
 // of BYTES characters (default 582, the length of the bench's grant). Prints nats-server's CPU
 // per request (from /proc) and this process's (caller and echo), each round. It starts a
-// nats-server of its own on 127.0.0.1; run it on an idle box:
+// nats-server of its own on 127.0.0.1; build first (npm run build), then on an idle box:
 //   node bench/header-cost.mjs [rounds] [ms per round]
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { connect, headers } from '@nats-io/transport-node';
+import { processCpu as cpuUs } from '../dist/bench/measure.js';
 
 const [rounds = '6', ms = '2000'] = process.argv.slice(2);
 const BYTES = Number(process.env.BYTES ?? 582);
-const TICKS = 100;
-const cpuUs = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return ((Number(f[11]) + Number(f[12])) / TICKS) * 1e6;
-};
 const port = 4290 + (process.pid % 50);
 const server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
 await new Promise((resolve) => setTimeout(resolve, 600));

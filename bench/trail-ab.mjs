@@ -21,15 +21,11 @@ const { connectBus } = await load('src/bus/connect.js');
 const { BusClient } = await load('src/bus/client.js');
 const { populate } = await load('bench/stack.js');
 const { contextWithTools } = await load('bench/contexts.js');
+const { processCpu: cpuUs } = await load('bench/measure.js');
 // TRAIL_AB_CONTEXTS=10000 registers as many one-tool contexts beside the echo, as `npm run bench` does.
 const extra = Array.from({ length: Number(process.env.TRAIL_AB_CONTEXTS ?? 0) }, (_, i) =>
   contextWithTools(`ctx-${String(i).padStart(5, '0')}`, 1, `Registered context ${i} for the benchmark`),
 );
-const TICKS = 100;
-const cpuUs = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return ((Number(f[11]) + Number(f[12])) / TICKS) * 1e6;
-};
 const io = (pid) => {
   const fields = readFileSync(`/proc/${pid}/io`, 'utf8').split('\n');
   const get = (name) => Number(fields.find((f) => f.startsWith(`${name}:`))?.split(' ')[1]);
