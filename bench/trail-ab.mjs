@@ -9,8 +9,14 @@
 //   node bench/trail-ab.mjs . 8 20000 on=dist/src/main.js 'noref=dist/src/main.js --no-reference' \
 //     off=dist/bench/unaudited.js
 // A stack named relay… runs the two-hop relay (relay=dist/bench/relay.js), sent the same body raw.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+//
+// TRAIL_AB_CALLGRIND=<dir> runs each service under valgrind's callgrind and prints, per round,
+// the instructions its process ran per call (those of an idle stretch as long as the round
+// subtracted): a count that does not drift with the box's speed. Each round's dump is left in
+// <dir> as cg-<name>.out.<n> (the odd ones the rounds, the even ones their idle stretches); give
+// the service `--perf-basic-prof` and `node bench/callgrind-categories.mjs` names its JIT code.
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -32,6 +38,7 @@ const io = (pid) => {
   return { reads: get('syscr'), writes: get('syscw') };
 };
 const IN_FLIGHT = Number(process.env.TRAIL_AB_IN_FLIGHT ?? 64);
+const CALLGRIND = process.env.TRAIL_AB_CALLGRIND;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const echo = {
   key: 'bench',
@@ -67,7 +74,10 @@ for (const spec of specs) {
   const nc = await connectBus({ servers: url });
   await populate(nc, 'trail-ab-tools', [echo, ...extra]);
   nc.subscribe('bench.echo.*', { queue: 'echo', callback: (_err, msg) => msg.respond(msg.data) });
-  const service = spawn(process.execPath, command.split(' '), {
+  const argv = [process.execPath, ...command.split(' ')];
+  if (CALLGRIND)
+    argv.unshift('valgrind', '--tool=callgrind', `--callgrind-out-file=${join(CALLGRIND, `cg-${name}.out`)}`);
+  const service = spawn(argv[0], argv.slice(1), {
     env: { ...process.env, NATS_URL: url, MATRIX_TOOLS_BUCKET: 'trail-ab-tools' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -108,11 +118,49 @@ async function run(stack, n) {
   return latencies.sort((a, b) => a - b);
 }
 
+/** The instructions `stack`'s service runs while `work` does, from a zeroed count to a dump. */
+async function instructions(stack, work) {
+  const pid = String(stack.service.pid);
+  const prefix = `cg-${stack.name}.out.`;
+  const newest = () =>
+    Math.max(
+      0,
+      ...readdirSync(CALLGRIND).flatMap((f) => (f.startsWith(prefix) ? [Number(f.slice(prefix.length))] : [])),
+    );
+  const last = newest();
+  execFileSync('callgrind_control', ['-z', pid], { stdio: 'ignore' });
+  const result = await work();
+  execFileSync('callgrind_control', ['-d', pid], { stdio: 'ignore' });
+  // The service's thread writes the dump after the request: wait for its last line (totals).
+  for (;;) {
+    const dump = newest() > last ? readFileSync(join(CALLGRIND, `${prefix}${newest()}`), 'utf8') : '';
+    if (/^totals: /m.test(dump)) return { count: Number(/^summary: (\d+)/m.exec(dump)?.[1]), result };
+    await sleep(100);
+  }
+}
+
 try {
-  for (const stack of stacks) await run(stack, 3000);
+  // TRAIL_AB_WARMUP: calls each stack makes first (under callgrind, V8 is still compiling the
+  // service's warm path 5,000 calls in; ~12,000 settle it).
+  for (const stack of stacks) await run(stack, Number(process.env.TRAIL_AB_WARMUP ?? 3000));
   const n = Number(calls);
   for (let round = 0; round < Number(rounds); round++)
     for (const stack of stacks) {
+      if (CALLGRIND) {
+        const started = performance.now();
+        const busy = await instructions(stack, async () => {
+          const latencies = await run(stack, n);
+          await sleep(2200);
+          return latencies;
+        });
+        const lasted = performance.now() - started;
+        const idle = await instructions(stack, () => sleep(lasted));
+        const row = { name: stack.name, round, perCall: Math.round((busy.count - idle.count) / n) };
+        row.idlePerCall = Math.round(idle.count / n);
+        row.p50 = Math.round(busy.result[busy.result.length >> 1]);
+        console.log(JSON.stringify(row));
+        continue;
+      }
       await sleep(300);
       const before = [process.cpuUsage(), cpuUs(stack.server.pid), cpuUs(stack.service.pid), io(stack.service.pid)];
       const started = performance.now();
