@@ -64,7 +64,7 @@ describe('the call event encoder', () => {
     ]);
   });
 
-  it('keeps numbers and strings of every size exact', () => {
+  it('keeps numbers and strings of every size exact, each in its smallest form', () => {
     const numbers = [
       0,
       1,
@@ -91,15 +91,26 @@ describe('the call event encoder', () => {
       'y'.repeat(255),
       'y'.repeat(256),
       'z'.repeat(65_536),
+      'x'.repeat(15),
+      'x'.repeat(16),
+      'é'.repeat(15),
+      'é'.repeat(16),
       'é'.repeat(20),
+      'é'.repeat(128),
       'é'.repeat(200),
+      'ö'.repeat(40_000),
       `${'a'.repeat(30)}😀`,
+      `${'a'.repeat(10)}😀`,
     ];
+    const withStrings = strings.map((s): CallEvent => ({ ...full, callId: s, name: s }));
     const events = [
       ...numbers.map((n, i): CallEvent => ({ ...full, callId: String(i), durationMs: n, argumentsBytes: n })),
-      ...strings.map((s): CallEvent => ({ ...full, callId: s, name: s })),
+      ...withStrings,
     ];
     expect(decode(encodeCallEvents(events))).toEqual(events);
+    // The generic encoder writes each string's header in its smallest form: as many bytes means
+    // ours do too. (Numbers differ by design: a negative or a large integer is a float64 here.)
+    expect(encodeCallEvents(withStrings).length).toBe(encode(withStrings).length);
   });
 
   it('writes batches of every array size, growing past its first buffer', () => {
