@@ -42,14 +42,15 @@ function jitName(entries, address) {
 /** Each function's own instructions per call, by name. */
 function ownCounts(dump, map) {
   const entries = jitNames(map);
-  const text = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', dump], {
+  const text = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', '--auto=no', dump], {
     encoding: 'utf8',
     maxBuffer: 1 << 28,
   });
   const counts = new Map();
   for (const line of text.split('\n')) {
     const row = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
-    if (row === null || row[2].includes('PROGRAM TOTALS')) continue;
+    // The dynamic loader's one row is its entry point, counted with all it calls (as main is).
+    if (row === null || row[2].includes('PROGRAM TOTALS') || /\/ld-linux[^\]]*\]$/.test(row[2])) continue;
     const address = /^\?\?\?:0x([0-9a-f]+) \[\?\?\?\]$/.exec(row[2]);
     const name =
       (address && jitName(entries, Number.parseInt(address[1], 16))) ??
@@ -59,10 +60,10 @@ function ownCounts(dump, map) {
   return counts;
 }
 
-/** The room a function runs in; undefined for the frames that only call (main, a thread's start). */
+/** The room a function runs in; undefined for the frames counted with all they call (main, a thread's start). */
 function room(name) {
   if (
-    /libc-start|libc_start_call_main|\(below main\)|^main$|^0x0+1ab70$|NodeMainInstance|SpinEventLoop|node::Start\(|clone\.S|pthread_create\.c/.test(
+    /libc-start|libc_start_call_main|\(below main\)|^main$|NodeMainInstance|SpinEventLoop|node::Start\(|clone\.S|pthread_create\.c/.test(
       name,
     )
   )

@@ -133,7 +133,8 @@ async function instructions(stack, work) {
   execFileSync('callgrind_control', ['-d', pid], { stdio: 'ignore' });
   // The service's thread writes the dump after the request: wait for its last line (totals).
   for (;;) {
-    const dump = newest() > last ? readFileSync(join(CALLGRIND, `${prefix}${newest()}`), 'utf8') : '';
+    const at = newest();
+    const dump = at > last ? readFileSync(join(CALLGRIND, `${prefix}${at}`), 'utf8') : '';
     if (/^totals: /m.test(dump)) return { count: Number(/^summary: (\d+)/m.exec(dump)?.[1]), result };
     await sleep(100);
   }
@@ -147,13 +148,14 @@ try {
   for (let round = 0; round < Number(rounds); round++)
     for (const stack of stacks) {
       if (CALLGRIND) {
-        const started = performance.now();
+        let lasted = 0;
         const busy = await instructions(stack, async () => {
+          const started = performance.now();
           const latencies = await run(stack, n);
           await sleep(2200);
+          lasted = performance.now() - started;
           return latencies;
         });
-        const lasted = performance.now() - started;
         const idle = await instructions(stack, () => sleep(lasted));
         const row = { name: stack.name, round, perCall: Math.round((busy.count - idle.count) / n) };
         row.idlePerCall = Math.round(idle.count / n);
