@@ -9,13 +9,13 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { parseIssuers } from '../identity/gate.js';
+import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from '../mcp/http-limits.js';
 import { addApprovalCommands } from './approvals.js';
 import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
 import { addConsoleCommand } from './console.js';
 import { addIdentityCommands } from './grant.js';
-import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './mcp-http-limits.js';
 import { ExitCode, reportError, UsageError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
@@ -75,7 +75,7 @@ withConnection(
     verbAction(async (client, args: SessionFlags & McpHttpFlags) => {
       // Loaded here: the MCP SDK is a third of every other verb's start-up time.
       if (args.http) {
-        const { serveMcpHttp } = await import('./mcp-http.js');
+        const { serveMcpHttp } = await import('../mcp/http.js');
         const issuers = parseIssuers(args.trust);
         const port = Number(args.port);
         if (!Number.isInteger(port) || port < 0 || port > 65_535)
@@ -96,7 +96,7 @@ withConnection(
         });
         return ExitCode.Ok;
       }
-      const { serveMcp } = await import('./mcp.js');
+      const { serveMcp } = await import('../mcp/bridge.js');
       await serveMcp(client.nc, sessionRequest(args), grantContext(args));
       return ExitCode.Ok;
     }),

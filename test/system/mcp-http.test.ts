@@ -15,7 +15,7 @@ import { MockLanguageModelV4 } from 'ai/test';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { Mount } from '../../src/bus/mount.js';
-import { type McpHttpBridge, startMcpHttp } from '../../src/cli/mcp-http.js';
+import { type McpHttpBridge, startMcpHttp } from '../../src/mcp/http.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type JsonRpcErrorResponse, malformedLine, wellFormedLines } from '../../src/cli/mcp-input.js';
+import { type JsonRpcErrorResponse, malformedLine, wellFormedLines } from '../../src/mcp/input.js';
 
 describe('the MCP bridge input: lines the SDK would drop are answered', () => {
   it('lets JSON-RPC messages through and answers the rest as JSON-RPC 2.0 says', () => {

@@ -28,8 +28,8 @@ import { Mounts } from '../bus/subjects.js';
 import { recheckOnChange } from '../registry/events.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
-import { wellFormedLines } from './mcp-input.js';
-import { type BridgeCalls, type HandlerExtra, plainCall, TASKS_CAPABILITY, taskCall, taskOps } from './mcp-tasks.js';
+import { type BridgeCalls, type HandlerExtra, plainCall, TASKS_CAPABILITY, taskCall, taskOps } from './bridge-tasks.js';
+import { wellFormedLines } from './input.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
 const CLOSE_GRACE_MS = 3_000;

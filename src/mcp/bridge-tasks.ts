@@ -20,7 +20,7 @@ import { structuredObject } from '../dispatcher/shape.js';
 import type { ToolResult } from '../dispatcher/types.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { isTerminal, type Task, type TaskListReply } from '../tasks/types.js';
-import { JsonRpcFailure } from './mcp.js';
+import { JsonRpcFailure } from './bridge.js';
 
 /** What the bridge's calls and task ops need: the client, the caller's context and session. */
 export interface BridgeCalls {

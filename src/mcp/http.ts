@@ -1,6 +1,6 @@
 /**
  * `mcp --http`: the MCP bridge over Streamable HTTP (the MCP SDK's transport), for remote MCP
- * clients. One MCP session per client, each its own `McpBridge` (src/cli/mcp.ts): its tools,
+ * clients. One MCP session per client, each its own `McpBridge` (src/mcp/bridge.ts): its tools,
  * instructions and `list_changed` as over stdio. Where the bridge is given trusted issuers
  * (`MATRIX_TRUSTED_ISSUERS` / `--trust`, the service's), every session is opened with its own
  * grant, `Authorization: Bearer <grant>`, checked before anything is resolved, and every request
@@ -19,11 +19,11 @@ import { GrantError } from '../identity/errors.js';
 import { GrantedSession } from '../identity/granted.js';
 import { GrantVerifier } from '../identity/verify.js';
 import type { ResolveRequest } from '../registry/types.js';
-import { type McpBridge, openBridge } from './mcp.js';
-import { BODY_TIMEOUT_MS, notInitialize, readPostBody } from './mcp-http-body.js';
-import { allowedHosts, LOOPBACK, originRefusal, WILDCARD } from './mcp-http-hosts.js';
-import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './mcp-http-limits.js';
-import type { JsonRpcErrorResponse } from './mcp-input.js';
+import { type McpBridge, openBridge } from './bridge.js';
+import { BODY_TIMEOUT_MS, notInitialize, readPostBody } from './http-body.js';
+import { allowedHosts, LOOPBACK, originRefusal, WILDCARD } from './http-hosts.js';
+import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './http-limits.js';
+import type { JsonRpcErrorResponse } from './input.js';
 
 /** Where and for whom the HTTP bridge serves. */
 export interface McpHttpOptions {

@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { isInitializeRequest, ErrorCode as JsonRpcError } from '@modelcontextprotocol/sdk/types.js';
-import { type JsonRpcErrorResponse, malformedMessage, oversizedText } from './mcp-input.js';
+import { type JsonRpcErrorResponse, malformedMessage, oversizedText } from './input.js';
 
 /** Most bytes of one POST body: the SDK transport's own bound, 4 MiB. */
 export const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -67,7 +67,7 @@ export function notInitialize(message: unknown): PostBody | undefined {
 }
 
 /**
- * The body's messages, checked as the stdio bridge checks a line (src/cli/mcp-input.ts): its
+ * The body's messages, checked as the stdio bridge checks a line (src/mcp/input.ts): its
  * shape before it is parsed, then each message, a batch's too; what the SDK would answer with a
  * "Parse error" or its zod dump is `400` with `-32602` or `-32600` and the request's id.
  */
