@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Prints the path of a NATS tool's binary, built once from its Go module into a cache outside the
+# repository, as scripts/node.sh does for Node:
+#
+#   scripts/nats.sh server 2.15.3      # nats-server  (github.com/nats-io/nats-server/v2)
+#   scripts/nats.sh cli 0.5.0          # nats, natscli (github.com/nats-io/natscli/nats)
+#   scripts/nats.sh nsc 2.12.0         # nsc           (github.com/nats-io/nsc/v2)
+#
+#   NATS_SERVER_BIN="$(scripts/nats.sh server 2.15.3)" npm test
+#
+# Each version builds into its own folder (cgo off, so the binary needs nothing but the kernel);
+# the module cache is Go's own. Progress goes to stderr; stdout carries only the path.
+set -euo pipefail
+tool="${1:?usage: $0 server|cli|nsc VERSION}"
+version="${2:?usage: $0 server|cli|nsc VERSION}"
+version="${version#v}"
+case "$tool" in
+  server) module="github.com/nats-io/nats-server/v2"; name=nats-server ;;
+  cli) module="github.com/nats-io/natscli/nats"; name=nats ;;
+  nsc) module="github.com/nats-io/nsc/v2"; name=nsc ;;
+  *) echo "$0: unknown tool '$tool' (server, cli or nsc)" >&2; exit 2 ;;
+esac
+readonly dir="${MATRIX_NATS_CACHE:-/var/cache/matrix-tool-registry/nats}/$name-$version"
+
+if [ ! -x "$dir/$name" ]; then
+  command -v go >/dev/null 2>&1 || { echo "$0: needs Go (1.24 or newer) to build $module" >&2; exit 1; }
+  echo "nats: building $module@v$version into $dir" >&2
+  mkdir -p "$dir"
+  CGO_ENABLED=0 GOBIN="$dir" GOFLAGS=-mod=mod go install "$module@v$version" >&2
+  # natscli's and nsc's main packages are named for their folder; make the name the one we print.
+  [ -x "$dir/$name" ] || mv "$dir/$(ls "$dir" | head -n 1)" "$dir/$name"
+fi
+echo "$dir/$name"
