@@ -25,9 +25,16 @@ readonly dir="${MATRIX_NATS_CACHE:-/var/cache/matrix-tool-registry/nats}/$name-$
 if [ ! -x "$dir/$name" ]; then
   command -v go >/dev/null 2>&1 || { echo "$0: needs Go (1.24 or newer) to build $module" >&2; exit 1; }
   echo "nats: building $module@v$version into $dir" >&2
-  mkdir -p "$dir"
-  CGO_ENABLED=0 GOBIN="$dir" GOFLAGS=-mod=mod go install "$module@v$version" >&2
-  # natscli's and nsc's main packages are named for their folder; make the name the one we print.
-  [ -x "$dir/$name" ] || mv "$dir/$(ls "$dir" | head -n 1)" "$dir/$name"
+  # A throwaway module that requires the release: `go install module@version` would also ask the
+  # proxy for the module's version list (deprecations), which some proxies refuse for nsc.
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  (
+    cd "$work"
+    go mod init matrix-tool-registry/nats-tools >/dev/null 2>&1
+    go get "$module@v$version" >&2
+    mkdir -p "$dir"
+    CGO_ENABLED=0 go build -trimpath -o "$dir/$name" "$module" >&2
+  )
 fi
 echo "$dir/$name"
