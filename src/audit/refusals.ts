@@ -33,8 +33,8 @@ export interface RefusalBudgetOptions {
  * Default refusals stored per minute. A flood that never stops, against the default trail
  * (1 GiB, 7 days), then writes ~280 bytes (~450 with the longest id and name kept) every 2 s
  * and a summary of at most ~680 bytes every 10 s (both as stored, with the stream's own
- * overhead): 125–175 MB a week, 12–17% of the trail, per dispatcher instance (README, "The
- * audit trail").
+ * overhead): 125–175 MB a week, 12–17% of the trail, per dispatcher instance
+ * (docs/operations.md, "The audit trail").
  */
 export const DEFAULT_REFUSALS_PER_MINUTE = 30;
 /** Default burst of stored refusals: a misconfigured agent's first refusals are all stored. */

@@ -6,7 +6,7 @@
  * the trail; past it the principal's events go to the overflow stream, still stored and
  * queryable, where only overflow pushes out overflow. Events without a principal share one bucket.
  *
- * The arithmetic (README, "The audit trail"): with the defaults a principal writes at most
+ * The arithmetic (docs/operations.md, "The audit trail"): with the defaults a principal writes at most
  * `burst + rate × max_age` = 1/256 + 1/16 of the trail per `max_age`, so up to 15 principals
  * flooding at once (15 × 17/256 < 1) cannot push out an event younger than `max_age`.
  */

@@ -1,6 +1,6 @@
 /**
  * The four contexts that ship with the registry, and the rules that pick them for a
- * profile when it names no refs. Targets and ops of the built-in tools (README lists them):
+ * profile when it names no refs. Targets and ops of the built-in tools (docs/concepts.md lists them):
  *
  * | tool | target | op |
  * |---|---|---|

@@ -53,7 +53,7 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
   let grant: string;
 
   beforeAll(async () => {
-    // The README's path: an issuer key, the stack trusting it, a grant minted for one session, bound to its NATS user.
+    // docs/security.md's path: an issuer key, the stack trusting it, a grant minted for one session, bound to its NATS user.
     const seed = join(mkdtempSync(join(tmpdir(), 'compose-')), 'issuer.nk');
     const key = await run(process.execPath, ['dist/src/cli/main.js', 'keys', '--out', seed], process.env);
     if (key.code !== 0) throw new Error(`keys exited with ${key.code}: ${key.stderr}`);

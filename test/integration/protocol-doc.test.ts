@@ -3,7 +3,7 @@
  * tables exists in the code, and every one in the code is named there. The mounts are built
  * (not started) on a real connection to read their ops.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -139,23 +139,30 @@ describe('docs/protocol.md, held to the code', () => {
   });
 });
 
-describe('the README', () => {
+describe('the README and the docs pages', () => {
   const readme = read('README.md');
+  const pages = readdirSync(new URL('../../docs/', import.meta.url))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => read(`docs/${f}`));
 
   it('links the protocol document of the repository', () => {
     expect(readme).toContain('](docs/protocol.md)');
     expect(readme).not.toMatch(/The wire contract is `PROTOCOL\.md`/);
   });
 
-  it("runs this project's own CLI in the Claude Desktop snippet, never an npm package by name", () => {
-    const snippet = /```json\n(\{\s*"mcpServers"[\s\S]*?)\n```/.exec(readme)?.[1];
-    expect(snippet).toBeDefined();
-    const config = JSON.parse(snippet as string) as { mcpServers: Record<string, { command: string; args: string[] }> };
-    for (const server of Object.values(config.mcpServers)) {
-      expect(server.command).toBe('node');
-      expect(server.args[0]).toMatch(/^\/.*\/matrix-tool-registry\/dist\/src\/cli\/main\.js$/);
-      expect(server.args.slice(1, 2)).toEqual(['mcp']);
+  it("runs this project's own CLI in every Claude Desktop snippet, never an npm package by name", () => {
+    const snippets = [readme, ...pages].flatMap((text) =>
+      [...text.matchAll(/```json\n(\{\s*"mcpServers"[\s\S]*?)\n```/g)].map((m) => m[1] as string),
+    );
+    expect(/```json\n\{\s*"mcpServers"/.test(readme), 'the README shows one').toBe(true);
+    for (const snippet of snippets) {
+      const config = JSON.parse(snippet) as { mcpServers: Record<string, { command: string; args: string[] }> };
+      for (const server of Object.values(config.mcpServers)) {
+        expect(server.command).toBe('node');
+        expect(server.args[0]).toMatch(/^\/.*\/matrix-tool-registry\/dist\/src\/cli\/main\.js$/);
+        expect(server.args.slice(1, 2)).toEqual(['mcp']);
+      }
     }
-    expect(readme).not.toMatch(/"command":\s*"npx"/);
+    for (const text of [readme, ...pages]) expect(text).not.toMatch(/"command":\s*"npx"/);
   });
 });

@@ -1,7 +1,8 @@
 /**
- * The README's approvals path through the built binary, under deploy/nats.conf: a service that
- * trusts an issuer and asks for every gated call, an agent whose matrix_invoke waits, and a
- * person (the operator user, with ana's approver grant) who lists it and approves it.
+ * The approvals path of the README and docs/approvals-and-tasks.md through the built binary,
+ * under deploy/nats.conf: a service that trusts an issuer and asks for every gated call, an
+ * agent whose matrix_invoke waits, and a person (the operator user, with ana's approver grant)
+ * who lists it and approves it.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -64,7 +64,7 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
     await expect(resolve(agent2, bound)).rejects.toMatchObject(reject('wrong_holder'));
     // Bound to the user in another account: not this one.
     await expect(call(agent, grant({ account: 'MATRIX' }))).rejects.toMatchObject(reject('wrong_holder'));
-    // An unbound grant still serves whoever holds it (the README says to bind them).
+    // An unbound grant still serves whoever holds it (docs/security.md says to bind them).
     const unbound = grant({ user: undefined, account: undefined });
     await expect(call(agent2, unbound)).resolves.toMatchObject({ isError: false });
   });

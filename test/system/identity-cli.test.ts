@@ -13,7 +13,7 @@ import { cli, runScript, type ServiceProcess, startScript } from '../harness/ser
 const dir = mkdtempSync(join(tmpdir(), 'identity-cli-'));
 const agent = ['--user', 'agent', '--password', 'agent-secret', '--inbox-prefix', '_INBOX_agent'];
 
-describe("the README's path: make a key, start with trust, mint a grant, call a tool", () => {
+describe("docs/security.md's path: make a key, start with trust, mint a grant, call a tool", () => {
   let server: ProcessNats;
   let service: ServiceProcess | undefined;
   afterAll(async () => {

@@ -1,8 +1,8 @@
 /**
  * The files a warm `$call` runs code in: V8 precise coverage of one call through
  * `system.dispatcher` (a cached session, no approval) to a plain NATS target, from the request
- * to its audit batch on the wire, counting each file of `src/` with a function that ran. The
- * README's layout section lists them; this file holds that list true and the walk within its
+ * to its audit batch on the wire, counting each file of `src/` with a function that ran.
+ * docs/architecture.md lists them; this file holds that list true and the walk within its
  * bound, on a NATS server of its own.
  */
 import { readFileSync } from 'node:fs';
@@ -30,7 +30,7 @@ import { startTarget, type Target } from '../harness/targets.js';
 
 /**
  * Most files and folders a warm `$call` may run code in. A file that joins the walk is a choice
- * the README's layout then names.
+ * docs/architecture.md then names.
  */
 const MOST_FILES = 15;
 const MOST_FOLDERS = 4;
@@ -84,9 +84,10 @@ function foldersOf(files: readonly string[]): string[] {
   return [...new Set(files.map((f) => f.slice(0, f.lastIndexOf('/'))))];
 }
 
-/** The files the README's layout section lists for a `$call`, in the fenced block after "A `$call`". */
-function readmeWalk(text: string): string[] {
-  const from = text.indexOf('A `$call`', text.indexOf('## Layout'));
+/** The files docs/architecture.md lists for a `$call`, in the fenced block after "A `$call`". */
+function documentedWalk(text: string): string[] {
+  const from = text.indexOf('A `$call`');
+  if (from < 0) throw new Error('docs/architecture.md no longer tells the walk of a `$call`');
   const block = text.slice(text.indexOf('```', from) + 3, text.indexOf('```', text.indexOf('```', from) + 3));
   return [...block.matchAll(/src\/[\w/.-]+\.ts/g)].map((m) => m[0]);
 }
@@ -153,13 +154,13 @@ describe('a warm $call', () => {
     await nats?.stop();
   });
 
-  it(`runs code in at most ${MOST_FILES} files of ${MOST_FOLDERS} folders, the ones the README lists`, async () => {
+  it(`runs code in at most ${MOST_FILES} files of ${MOST_FOLDERS} folders, the ones docs/architecture.md lists`, async () => {
     for (let i = 0; i < 5; i++) await call('system.dispatcher.$call');
     const files = await filesRunBy(inspector, () => call('system.dispatcher.$call'));
     expect(files.length, files.join('\n')).toBeLessThanOrEqual(MOST_FILES);
     expect(foldersOf(files).length, foldersOf(files).join('\n')).toBeLessThanOrEqual(MOST_FOLDERS);
-    const listed = [...new Set(readmeWalk(readFileSync('README.md', 'utf8')))].sort();
-    expect(files, "README.md's layout lists the files a warm $call runs code in: list these").toEqual(listed);
+    const listed = [...new Set(documentedWalk(readFileSync('docs/architecture.md', 'utf8')))].sort();
+    expect(files, 'docs/architecture.md lists the files a warm $call runs code in: list these').toEqual(listed);
   });
 
   it('with a grant, adds only the grant check of src/identity', async () => {

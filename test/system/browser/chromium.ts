@@ -48,7 +48,7 @@ const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS
   ? fileURLToPath(new URL('../../../docs/console/', import.meta.url))
   : undefined;
 
-/** Saves the top `height` px of the page as docs/console/<name>.png when `CONSOLE_SCREENSHOTS` is set (the README shows them). */
+/** Saves the top `height` px of the page as docs/console/<name>.png when `CONSOLE_SCREENSHOTS` is set (docs/console.md shows them). */
 export async function screenshot(page: Page, name: string, height = 1000): Promise<void> {
   if (SCREENSHOTS === undefined) return;
   mkdirSync(SCREENSHOTS, { recursive: true });

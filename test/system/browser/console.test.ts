@@ -213,7 +213,7 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     await screenshot(page, 'mounts', 1250);
   });
 
-  it('renders each page for the screenshots in the README', async () => {
+  it('renders each page for the screenshots in docs/console.md', async () => {
     await page.goto(`${stack.base}contexts`);
     await page.locator('#live tbody tr').first().waitFor();
     await screenshot(page, 'contexts', 1100);
