@@ -123,10 +123,24 @@ export class ApprovalStore {
     reason: string | undefined,
     now = Date.now(),
   ): Promise<StoredApproval> {
+    return this.decide(await this.waiting(approvalId, undefined, now), decision, by, reason, now);
+  }
+
+  /**
+   * The approval `approvalId` while it still waits for an answer, read from the bucket:
+   * `NotFoundError` when unknown, expired or not `visible` to the caller (as if unknown),
+   * `ConflictError` (who answered, when) once answered.
+   */
+  async waiting(
+    approvalId: string,
+    visible: (record: StoredApproval) => boolean = () => true,
+    now = Date.now(),
+  ): Promise<Revisioned> {
     const found = await this.get(approvalId);
-    if (found === undefined || Date.parse(found.record.expiresAt) <= now)
+    if (found === undefined || Date.parse(found.record.expiresAt) <= now || !visible(found.record))
       throw new NotFoundError(`no pending approval ${approvalId}: it is unknown or it expired`);
-    return this.decide(found, decision, by, reason, now);
+    if (found.record.status !== ApprovalStatus.Pending) throw alreadyDecided(found.record);
+    return found;
   }
 
   /** Answers the approval read as `found` (the caller has checked who may); see `answer`. */

@@ -157,13 +157,19 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
         },
       },
       [ApprovalOp.Pending]: {
-        description: 'Lists the pending approvals the caller may answer, oldest first, with their arguments.',
+        description:
+          'Lists the pending approvals the caller may answer, oldest first, with their arguments; with approvalId, that one.',
         request: SchemaId.ApprovalsPendingRequest,
         response: SchemaId.ApprovalsPendingReply,
         // The approver's grant, and its holder, before the body is read.
         beforeBody: identity.beforeBody,
-        handle: (request: PendingRequest, ctx: CallContext): PendingReply => {
+        handle: async (request: PendingRequest, ctx: CallContext): Promise<PendingReply> => {
           const approver = approverOf(identity, ctx);
+          // One approval by id: read from the bucket, not the mirror, which may not have heard it yet.
+          if (request.approvalId !== undefined) {
+            const one = await store.waiting(request.approvalId, (record) => mayAnswer(approver, record));
+            return { approvals: [listed(one.record)] };
+          }
           const after = cursorOf(request.cursor);
           const limit = request.limit ?? DEFAULT_PAGE;
           const page: PendingReply = { approvals: [] };

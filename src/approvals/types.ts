@@ -126,6 +126,11 @@ export interface PendingRequest {
   cursor?: string;
   /** Approvals per page, 1..200; default 50. */
   limit?: number;
+  /**
+   * Only this approval, while it waits: `not_found` when unknown, expired or not the caller's to
+   * answer; `conflict` once answered. `cursor` and `limit` are then ignored.
+   */
+  approvalId?: string;
 }
 
 /** `system.approvals.$pending` reply. */

@@ -92,11 +92,19 @@ async function listPending(client: BusClient, args: { grant?: string }): Promise
   return listed;
 }
 
-/** The pending approval `id` as the grant may see it; `NotFoundError` when it is not among them. */
+/**
+ * The pending approval `id` as the grant may see it: `not_found` when it is unknown, expired or
+ * not the grant's to answer; `conflict` (who answered, when) once it was answered.
+ */
 async function findPending(client: BusClient, id: string, args: { grant?: string }): Promise<PendingApproval> {
-  const found = (await listPending(client, args)).find((a) => a.approvalId === id);
-  if (found === undefined)
-    throw new NotFoundError(`no pending approval ${id} that this grant may answer: it is unknown, answered or expired`);
+  const reply = await client.request<PendingReply>(
+    Mounts.Approvals,
+    ApprovalOp.Pending,
+    { approvalId: id },
+    { timeoutMs: TIMEOUT_MS, ...grantContext(args) },
+  );
+  const found = reply.approvals.find((a) => a.approvalId === id);
+  if (found === undefined) throw new NotFoundError(`no pending approval ${id} that this grant may answer`);
   return found;
 }
 

@@ -78,7 +78,10 @@ export class ApprovalsClient {
     this.client = new BusClient(nc, { timeoutMs: 5_000 });
   }
 
-  pending(ctx: CallContext = {}, body: { cursor?: string; limit?: number } = {}): Promise<PendingReply> {
+  pending(
+    ctx: CallContext = {},
+    body: { cursor?: string; limit?: number; approvalId?: string } = {},
+  ): Promise<PendingReply> {
     return this.client.request<PendingReply>('system.approvals', '$pending', body, ctx);
   }
 

@@ -106,6 +106,38 @@ describe('a gated call that a person answers', () => {
     expect(target.count('$deploy')).toBe(1);
   });
 
+  it('shows one approval by id while it waits; once answered, a conflict saying who answered', async () => {
+    const running = call({ service: 'search' }, 'deploy-one');
+    const pending = await person.awaitPending('deploy-one');
+    const one = await person.pending({ principal: 'user:ana' }, { approvalId: pending.approvalId });
+    expect(one.approvals).toEqual([pending]);
+    await person.answer(
+      { approvalId: pending.approvalId, decision: 'reject', reason: 'not now' },
+      { principal: 'user:ana' },
+    );
+    await expect(person.pending({}, { approvalId: pending.approvalId })).rejects.toMatchObject({
+      code: 'conflict',
+      message: expect.stringContaining('already rejected by user:ana'),
+    });
+    await expect(person.pending({}, { approvalId: 'abcdefabcdefabcdef00-000000000000' })).rejects.toMatchObject({
+      code: 'not_found',
+    });
+    expect((await running).error?.code).toBe('approval_denied');
+  });
+
+  it('hides an approval by id from the principal whose call it is, as if unknown', async () => {
+    const running = call({ service: 'own' }, 'deploy-own');
+    const pending = await person.awaitPending('deploy-own');
+    await expect(
+      person.pending({ principal: 'agent:alpha' }, { approvalId: pending.approvalId }),
+    ).rejects.toMatchObject({ code: 'not_found' });
+    await person.answer(
+      { approvalId: pending.approvalId, decision: 'reject', reason: 'no' },
+      { principal: 'user:ana' },
+    );
+    await running;
+  });
+
   it('answers an unknown approval id not_found', async () => {
     await expect(
       person.answer({ approvalId: 'abcdefabcdefabcdef00-000000000000', decision: 'approve' }),

@@ -149,6 +149,22 @@ describe('the approvals verbs', () => {
     expect((await result).content).toContain('rejected by anonymous: not today');
   });
 
+  it('a second answer is a conflict that says who answered first, as approve, reject or approvals <id>', async () => {
+    const { callId, result } = gatedCall();
+    const id = await idOf(callId);
+    expect((await run(approve, { id, yes: true })).code).toBe(ExitCode.Ok);
+    expect((await result).isError).toBe(false);
+    for (const again of [
+      () => run(approve, { id, yes: true }),
+      () => run(reject, { id, reason: 'too late' }),
+      () => run(approvals, { id }),
+    ]) {
+      const { code, out } = await again();
+      expect(code).toBe(ExitCode.Failed);
+      expect(out.stderr).toMatch(new RegExp(`^error \\(conflict\\): approval ${id} was already approved by anonymous`));
+    }
+  });
+
   it('approve of an unknown id fails with not_found and exit 1', async () => {
     const { code, out } = await run(approve, { id: 'abcdefabcdefabcdef00-000000000000', yes: true });
     expect(code).toBe(ExitCode.Failed);
