@@ -76,11 +76,17 @@ function testNatsMode(value: string | undefined): TestNatsMode {
   throw new Error(`MATRIX_TEST_NATS must be auto, container or process, not ${JSON.stringify(value)}`);
 }
 
-/** A `nats-server` process on a free loopback port, JetStream on, its own store. */
-export async function startNatsProcess(extraArgs: string[] = []): Promise<ProcessNats> {
+/**
+ * A `nats-server` process on a free loopback port, JetStream on with its own store unless
+ * `jetstream: false`.
+ */
+export async function startNatsProcess(
+  extraArgs: string[] = [],
+  { jetstream = true }: { jetstream?: boolean } = {},
+): Promise<ProcessNats> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
-  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir, ...extraArgs];
+  const args = ['-a', '127.0.0.1', '-p', String(port), ...(jetstream ? ['-js', '-sd', storeDir] : []), ...extraArgs];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
     child = tracked(spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] }));
