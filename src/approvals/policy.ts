@@ -42,6 +42,17 @@ export interface ApprovalPolicyFile {
   maxPendingPerSession?: number;
 }
 
+/**
+ * The ready line's word on approvals: the policy file `path` (its rules and default), or the
+ * default policy when there is none.
+ */
+export function describePolicy(path: string | undefined, policy: ApprovalPolicyFile | undefined): string {
+  if (path === undefined || policy === undefined)
+    return 'approvals: default policy (ask a person for every gated call)';
+  const rules = policy.rules?.length ?? 0;
+  return `approvals: policy ${path} (${rules} rule${rules === 1 ? '' : 's'}, default ${policy.default ?? 'ask'})`;
+}
+
 /** How long an approval stays pending when the policy does not say: 1 h. */
 export const DEFAULT_ASK_TIMEOUT_MS = 3_600_000;
 

@@ -5,7 +5,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Command } from 'commander';
 import { terminalAsker } from '../approvals/asker.js';
-import { type ApprovalPolicyFile, loadPolicy } from '../approvals/policy.js';
+import { type ApprovalPolicyFile, describePolicy, loadPolicy } from '../approvals/policy.js';
 import { approvalsMount } from '../approvals/system-approvals.js';
 import type { RefusalBudgetOptions } from '../audit/refusals.js';
 import { DEFAULT_SHARE_DIVISOR, type TrailShareOptions, trailShareOf } from '../audit/share.js';
@@ -13,6 +13,7 @@ import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectBus } from '../bus/connect.js';
 import { type Logger, stderrLogger } from '../bus/log.js';
 import type { Mount } from '../bus/mount.js';
+import { Mounts } from '../bus/subjects.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { localToolSource } from '../dispatcher/session-cache.js';
 import { dispatcherMount } from '../dispatcher/system-dispatcher.js';
@@ -126,7 +127,9 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   }
   const names = running.mounts.map((m) => m.name);
   const telemetryNote = telemetry ? `; telemetry: ${telemetry.description}` : '';
-  logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${identity.describe()}${telemetryNote}`);
+  // The policy only where this instance decides: another instance may serve system.approvals.
+  const policyNote = names.includes(Mounts.Approvals) ? `${describePolicy(options.policy, policy)}; ` : '';
+  logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${policyNote}${identity.describe()}${telemetryNote}`);
   void logConnectionChanges(nc, logger);
   let stopped: Promise<void> | undefined;
   const shutdown = async (reason: string) => {

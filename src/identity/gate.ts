@@ -35,11 +35,11 @@ export class IdentityGate {
     return this.verifier === undefined;
   }
 
-  /** The ready line's word on identity. */
+  /** The ready line's word on identity: development, or the issuers whose grants it trusts. */
   describe(): string {
     return this.verifier === undefined
       ? 'identity: trusting callers (development)'
-      : `identity: grants from ${this.verifier.issuers} issuer(s)`;
+      : `identity: grants from ${this.verifier.issuers} issuer(s): ${this.verifier.issuerKeys.join(', ')}`;
   }
 
   /**

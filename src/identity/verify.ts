@@ -108,6 +108,11 @@ export class GrantVerifier {
     return this.keys.size;
   }
 
+  /** The public nkeys of the trusted issuers, in the order given. */
+  get issuerKeys(): string[] {
+    return [...this.keys.keys()];
+  }
+
   /** Grants held verified. */
   get cached(): number {
     return this.cache.size;

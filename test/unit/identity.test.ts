@@ -296,7 +296,7 @@ describe('the identity gate', () => {
 
   it('replaces principal, session and read sessions with the grant’s', () => {
     const gate = IdentityGate.forIssuers([issuer.getPublicKey()]);
-    expect(gate.describe()).toBe('identity: grants from 1 issuer(s)');
+    expect(gate.describe()).toBe(`identity: grants from 1 issuer(s): ${issuer.getPublicKey()}`);
     const grant = mintGrant(issuer, { ...spec, readSessions: ['s-2', 's-3'], ttlSeconds: 3600 });
     const admitted = gate.admit(
       { profile: 'default' },

@@ -1,8 +1,13 @@
 /**
- * What `serve` says when it starts: its ready line, and, on a NATS server without JetStream,
+ * What `serve` says when it starts: its ready line (the mounts, the approval policy it loaded,
+ * whom it trusts), and, on a NATS server without JetStream,
  * one line for each part it turns off, each part then answering as the README says. Run
  * in-process against nats-server processes of this file's own.
  */
+
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
@@ -88,5 +93,48 @@ describe('serve without JetStream', () => {
       error: { code: 'approval_denied' },
     });
     expect(await call('matrix_introspect', {})).toMatchObject({ isError: false });
+  });
+});
+
+describe('the ready line', () => {
+  let nats: ProcessNats;
+  const dir = mkdtempSync(join(tmpdir(), 'serve-ready-'));
+  /** The ready line of a `serve` with these flags, which is then stopped. */
+  const readyLine = async (flags: Record<string, unknown>) => {
+    const logger = keptLogger();
+    const handle = await serve(serveConfig({ server: nats.url, ...flags }, {}), logger);
+    await handle.stop();
+    return logger.lines.find((l) => l.includes(' ready on ')) ?? '';
+  };
+
+  beforeAll(async () => {
+    nats = await startNatsProcess();
+  });
+  afterAll(async () => {
+    await nats?.stop();
+  });
+
+  it('says the default policy and development mode when given neither', async () => {
+    expect(await readyLine({})).toMatch(
+      /; approvals: default policy \(ask a person for every gated call\); identity: trusting callers \(development\)$/,
+    );
+  });
+
+  it('names the policy file, its rules and default, and each trusted issuer', async () => {
+    const policy = join(dir, 'policy.json');
+    writeFileSync(
+      policy,
+      JSON.stringify({ rules: [{ tool: 'matrix_invoke', op: '$read', decision: 'allow' }], default: 'deny' }),
+    );
+    const [a, b] = [createAccount().getPublicKey(), createAccount().getPublicKey()];
+    expect(await readyLine({ policy, trust: `${a},${b}` })).toMatch(
+      new RegExp(
+        `; approvals: policy ${policy} \\(1 rule, default deny\\); identity: grants from 2 issuer\\(s\\): ${a}, ${b}$`,
+      ),
+    );
+  });
+
+  it('says nothing of a policy where it does not mount system.approvals', async () => {
+    expect(await readyLine({ reference: false })).not.toContain('approvals:');
   });
 });
