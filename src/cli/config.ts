@@ -221,6 +221,28 @@ export function serversSource(servers: string | undefined, env: NodeJS.ProcessEn
   return 'from --server';
 }
 
+/**
+ * Where a connection goes and as whom, each with where it came from, for the errors that say NATS
+ * or a mount could not be reached: `nats://h:4222 (from NATS_URL) as user agent (from --user)`.
+ * A value equal to its variable's is said to come from the variable, as `serversSource` says.
+ */
+export function connectionSource(options: ConnectOptions, env: NodeJS.ProcessEnv = process.env): string {
+  const origin = (value: string, setting: { flags: string; env: string }) =>
+    value === env[setting.env] ? `from ${setting.env}` : `from ${new Option(setting.flags).long}`;
+  const s = connectionSettings;
+  const who =
+    options.user !== undefined
+      ? `as user ${options.user} (${origin(options.user, s.user)})`
+      : options.credsFile !== undefined
+        ? `with creds ${options.credsFile} (${origin(options.credsFile, s.credsFile)})`
+        : options.nkeyFile !== undefined
+          ? `with nkey ${options.nkeyFile} (${origin(options.nkeyFile, s.nkeyFile)})`
+          : options.token !== undefined
+            ? `with a token (${origin(options.token, s.token)})`
+            : 'as no user (neither --user nor NATS_USER is set)';
+  return `${options.servers} (${serversSource(options.servers, env)}) ${who}`;
+}
+
 /** Where and how to connect: the connection flags over the `NATS_*` environment. */
 export function connectConfig(
   flags: Flags,

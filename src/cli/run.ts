@@ -7,7 +7,7 @@ import { BusClient } from '../bus/client.js';
 import { connectBus } from '../bus/connect.js';
 import { holderInbox, loadGrant, readGrantClaims } from '../identity/granted.js';
 import type { GrantClaims } from '../identity/types.js';
-import { connectConfig, type Flags, serversSource } from './config.js';
+import { connectConfig, connectionSource, type Flags } from './config.js';
 import { ExitCode, type Output, processOutput, reportError } from './output.js';
 
 /** A verb: does its work over `client`, writes to `out`, resolves with its exit code. */
@@ -62,14 +62,17 @@ export async function runVerb(
     client = new BusClient(await connectBus(options));
   } catch (err) {
     out.note(
-      `error: cannot reach NATS at ${options.servers} (${serversSource(options.servers, env)}): ${(err as Error).message} (start it, or pass --server / NATS_URL)`,
+      `error: cannot reach NATS at ${connectionSource(options, env)}: ${(err as Error).message} (start it, or pass --server / NATS_URL)`,
     );
     return ExitCode.Unreachable;
   }
   try {
     return await verb(client, args as never, out);
   } catch (err) {
-    return reportError(err, out);
+    const code = reportError(err, out);
+    // Nothing answered, or not in time: say which NATS was asked, as whom, and why that one.
+    if (code === ExitCode.Unreachable) out.note(`  asked on NATS at ${connectionSource(options, env)}`);
+    return code;
   } finally {
     client.close();
     await client.nc.drain().catch(() => {});

@@ -33,7 +33,7 @@ import { TaskRunner } from '../tasks/runner.js';
 import { TaskStore } from '../tasks/store.js';
 import { tasksMount } from '../tasks/system-tasks.js';
 import { startTelemetry } from '../telemetry/sdk.js';
-import { addSettings, type Flags, serveConfig, serversSource, serveSettings, withConnection } from './config.js';
+import { addSettings, connectionSource, type Flags, serveConfig, serveSettings, withConnection } from './config.js';
 import { ExitCode, type Output, processOutput, reportError, UsageError } from './output.js';
 import { interrupted } from './run.js';
 
@@ -166,7 +166,7 @@ async function connectOrExplain(connect: ConnectOptions): Promise<NatsConnection
     return await connectBus({ ...connect, name: connect.name ?? 'matrix-tool-registry' });
   } catch (err) {
     throw new Error(
-      `cannot reach NATS at ${connect.servers} (${serversSource(connect.servers)}; ${(err as Error).message}). ` +
+      `cannot reach NATS at ${connectionSource(connect)}: ${(err as Error).message}. ` +
         'Start one with `docker compose up -d nats`, or run a local `nats-server -js`, or set NATS_URL.',
     );
   }

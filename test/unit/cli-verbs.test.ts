@@ -144,15 +144,33 @@ describe('the CLI verbs', () => {
     expect(await watching).toBe(ExitCode.Ok);
   });
 
-  it('says in one line that NATS is unreachable, at which URL and where it came from, and exits 3', async () => {
+  it('says in one line that NATS is unreachable, at which URL, as whom, where each came from, and exits 3', async () => {
     const out = memoryOutput();
     expect(await runVerb(list, { server: 'nats://127.0.0.1:1' }, out, {})).toBe(ExitCode.Unreachable);
     expect(out.stderr).toMatch(
-      /^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(from --server\): .*pass --server \/ NATS_URL\)$/,
+      /^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(from --server\) as no user \(neither --user nor NATS_USER is set\): .*pass --server \/ NATS_URL\)$/,
     );
     const fromEnv = memoryOutput();
-    expect(await runVerb(list, {}, fromEnv, { NATS_URL: 'nats://127.0.0.1:2' })).toBe(ExitCode.Unreachable);
-    expect(fromEnv.stderr).toMatch(/^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:2 \(from NATS_URL\): /);
+    const env = { NATS_URL: 'nats://127.0.0.1:2', NATS_USER: 'ana' };
+    expect(await runVerb(list, {}, fromEnv, env)).toBe(ExitCode.Unreachable);
+    expect(fromEnv.stderr).toMatch(
+      /^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:2 \(from NATS_URL\) as user ana \(from NATS_USER\): /,
+    );
+    const creds = memoryOutput();
+    await runVerb(list, { server: 'nats://127.0.0.1:3', creds: '/no/such.creds' }, creds, {});
+    expect(creds.stderr).toContain('nats://127.0.0.1:3 (from --server) with creds /no/such.creds (from --creds)');
+  });
+
+  it('says which NATS it asked, as whom, when nothing serves the op', async () => {
+    const bare = await startNatsProcess();
+    try {
+      const out = memoryOutput();
+      expect(await runVerb(list, { server: bare.url, user: 'bob', password: 'x' }, out, {})).toBe(ExitCode.Unreachable);
+      expect(out.stderr).toContain('error (unavailable): no responders for system.tools.$list');
+      expect(out.stderr).toContain(`asked on NATS at ${bare.url} (from --server) as user bob (from --user)`);
+    } finally {
+      await bare.stop();
+    }
   });
 
   it('names the default URL as the default when neither --server nor NATS_URL is set', () => {
@@ -195,7 +213,7 @@ describe('serve()', () => {
     const missing = memoryOutput();
     expect(await runServe({ server: 'nats://127.0.0.1:1' }, missing, {}, new Promise(() => {}))).toBe(ExitCode.Failed);
     expect(missing.stderr).toMatch(
-      /^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(.*\)\. Start one with `docker compose up -d nats`/,
+      /^error: cannot reach NATS at nats:\/\/127\.0\.0\.1:1 \(from --server\) as no user \(.*\): .*\. Start one with `docker compose up -d nats`/,
     );
     const nothing = memoryOutput();
     expect(
