@@ -125,6 +125,8 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     throw err;
   }
   const names = running.mounts.map((m) => m.name);
+  const identityWarning = identity.warning();
+  if (identityWarning !== undefined) logger.info(identityWarning);
   const telemetryNote = telemetry ? `; telemetry: ${telemetry.description}` : '';
   logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${identity.describe()}${telemetryNote}`);
   void logConnectionChanges(nc, logger);
