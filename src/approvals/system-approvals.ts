@@ -8,12 +8,12 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody } from '../bus/codec.js';
 import type { CallContext } from '../bus/context.js';
 import { SchemaId } from '../bus/contracts.js';
-import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../bus/errors.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError } from '../bus/errors.js';
 import { type Logger, silentLogger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
 import { IdentityGate } from '../identity/gate.js';
-import { approverOf, covered, isOwn, mayAnswer } from './approvers.js';
+import { type Approver, approverOf, covered, isOwn, mayAnswer } from './approvers.js';
 import type { Asker } from './asker.js';
 import { ApprovalBook, DEFAULT_SWEEP_MS } from './book.js';
 import { type ApprovalPolicyFile, decideByPolicy, expiryOf } from './policy.js';
@@ -25,8 +25,10 @@ import {
   type ApprovalEvent,
   ApprovalOp,
   type ApprovalRequest,
+  ApprovalStatus,
   DECIDED_EVENTS,
   PENDING_EVENTS,
+  type PendingApproval,
   type PendingReply,
   type PendingRequest,
   type StoredApproval,
@@ -110,6 +112,15 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
       });
   };
 
+  /** The pending approval of an id with its whole arguments, if the approver may answer it; else none. */
+  const oneInFull = async (approvalId: string, approver: Approver): Promise<PendingApproval[]> => {
+    const found = await store.get(approvalId);
+    const record = found?.record;
+    if (record === undefined || record.status !== ApprovalStatus.Pending || Date.parse(record.expiresAt) <= Date.now())
+      return [];
+    return mayAnswer(approver, record) ? [listed(record, true)] : [];
+  };
+
   return new Mount(nc, {
     name: Mounts.Approvals,
     version: '0.2.0',
@@ -143,7 +154,8 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
             asked = await store.ask(request, expiryOf(policy, request.deadline, now), now);
             if (asked.revision !== undefined) book.remember(key, { record: asked.record, revision: asked.revision });
           } catch (err) {
-            if (err instanceof ConflictError) return { decision: 'reject', by: 'policy', reason: err.message };
+            if (err instanceof ConflictError || err instanceof PayloadTooLargeError)
+              return { decision: 'reject', by: 'policy', reason: err.message };
             throw err;
           } finally {
             release();
@@ -157,13 +169,15 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
         },
       },
       [ApprovalOp.Pending]: {
-        description: 'Lists the pending approvals the caller may answer, oldest first, with their arguments.',
+        description:
+          'Lists the pending approvals the caller may answer, oldest first, with their arguments; with approvalId, that one with its whole arguments.',
         request: SchemaId.ApprovalsPendingRequest,
         response: SchemaId.ApprovalsPendingReply,
         // The approver's grant, and its holder, before the body is read.
         beforeBody: identity.beforeBody,
-        handle: (request: PendingRequest, ctx: CallContext): PendingReply => {
+        handle: async (request: PendingRequest, ctx: CallContext): Promise<PendingReply> => {
           const approver = approverOf(identity, ctx);
+          if (request.approvalId !== undefined) return { approvals: await oneInFull(request.approvalId, approver) };
           const after = cursorOf(request.cursor);
           const limit = request.limit ?? DEFAULT_PAGE;
           const page: PendingReply = { approvals: [] };

@@ -92,7 +92,7 @@ export interface PendingApproval {
   op: string;
   /**
    * The arguments as the call carried them when their JSON is at most 16 KiB, else the first 16 KiB
-   * of that JSON (with `truncated`).
+   * of that JSON (with `truncated`); `$pending {approvalId}` gives them whole.
    */
   arguments: Record<string, unknown> | string;
   /** Present when `arguments` is a preview: the arguments' JSON is longer. */
@@ -126,6 +126,11 @@ export interface PendingRequest {
   cursor?: string;
   /** Approvals per page, 1..200; default 50. */
   limit?: number;
+  /**
+   * One approval, with its whole arguments (a list shows at most 16 KiB of them): the reply holds
+   * it if it is pending and the caller may answer it, else nothing.
+   */
+  approvalId?: string;
 }
 
 /** `system.approvals.$pending` reply. */

@@ -6,6 +6,7 @@
  */
 import { createInterface } from 'node:readline/promises';
 import { type Command, Option } from 'commander';
+import { APPROVAL_ID } from '../approvals/store.js';
 import {
   type AnswerReply,
   type ApprovalEvent,
@@ -92,9 +93,13 @@ async function listPending(client: BusClient, args: { grant?: string }): Promise
   return listed;
 }
 
-/** The pending approval `id` as the grant may see it; `NotFoundError` when it is not among them. */
+/** The pending approval `id` with its whole arguments, as the grant may see it; `NotFoundError` when it may not. */
 async function findPending(client: BusClient, id: string, args: { grant?: string }): Promise<PendingApproval> {
-  const found = (await listPending(client, args)).find((a) => a.approvalId === id);
+  const ctx = { timeoutMs: TIMEOUT_MS, ...grantContext(args) };
+  const reply = APPROVAL_ID.test(id)
+    ? await client.request<PendingReply>(Mounts.Approvals, ApprovalOp.Pending, { approvalId: id }, ctx)
+    : { approvals: [] };
+  const found = reply.approvals[0];
   if (found === undefined)
     throw new NotFoundError(`no pending approval ${id} that this grant may answer: it is unknown, answered or expired`);
   return found;

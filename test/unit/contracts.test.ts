@@ -175,7 +175,7 @@ const shapes = {
     requestedAt: 'required',
     expiresAt: 'required',
   } satisfies Presence<PendingApproval>,
-  pendingRequest: { cursor: 'optional', limit: 'optional' } satisfies Presence<PendingRequest>,
+  pendingRequest: { cursor: 'optional', limit: 'optional', approvalId: 'optional' } satisfies Presence<PendingRequest>,
   pendingReply: { approvals: 'required', nextCursor: 'optional' } satisfies Presence<PendingReply>,
   answerRequest: { approvalId: 'required', decision: 'required', reason: 'optional' } satisfies Presence<AnswerRequest>,
   answerReply: {
