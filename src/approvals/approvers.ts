@@ -8,8 +8,9 @@ import type { CallContext } from '../bus/context.js';
 import { ForbiddenError } from '../bus/errors.js';
 import { subjectMatches } from '../bus/subjects.js';
 import type { IdentityGate } from '../identity/gate.js';
+import { samePrincipal } from '../identity/principal.js';
 import type { ApproveClaim } from '../identity/types.js';
-import { globMatches } from './policy.js';
+import { globMatches, principalMatches } from './policy.js';
 import type { PendingApproval } from './types.js';
 
 /** Who answers: the name an answer is recorded under, and which approvals they may answer. */
@@ -41,23 +42,21 @@ export function mayAnswer(approver: Approver, approval: PendingApproval): boolea
   return isOwn(approver, approval) ? false : covered(approver.covers, approval);
 }
 
-/** Is it the approver's own call (no principal approves its own)? */
+/** Is it the approver's own call (no principal approves its own, under any spelling of it)? */
 export function isOwn(approver: Approver, approval: PendingApproval): boolean {
-  return approval.principal !== undefined && approval.principal === approver.by;
+  return samePrincipal(approval.principal, approver.by);
 }
 
 /**
  * Does every list of the claim that is present match the call? `tools` and `principals` are
- * globs; `targets` are NATS subject patterns, as the policy's `target` (`app.*` one token,
+ * globs (principals compared as `principalKey` folds them); `targets` are NATS subject patterns, as the policy's `target` (`app.*` one token,
  * `app.>` every mount under `app`). (Development: no claim, every call.)
  */
 export function covered(claim: ApproveClaim | undefined, approval: PendingApproval): boolean {
   if (claim === undefined) return true;
-  const matches = (globs: string[] | undefined, value: string | undefined) =>
-    globs === undefined || globs.some((g) => globMatches(g, value));
   return (
-    matches(claim.tools, approval.tool) &&
+    (claim.tools === undefined || claim.tools.some((g) => globMatches(g, approval.tool))) &&
     (claim.targets === undefined || claim.targets.some((p) => subjectMatches(p, approval.target))) &&
-    matches(claim.principals, approval.principal)
+    (claim.principals === undefined || claim.principals.some((g) => principalMatches(g, approval.principal)))
   );
 }

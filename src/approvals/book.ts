@@ -6,7 +6,7 @@
  */
 import type { BucketWatch } from '../bus/kv.js';
 import type { Logger } from '../bus/log.js';
-import { type ApprovalStore, isLive, type Revisioned } from './store.js';
+import { type ApprovalStore, isLive, type Revisioned, withPreview } from './store.js';
 import { ApprovalStatus, type StoredApproval } from './types.js';
 
 /** How often the sweeper runs, in ms, unless configured. */
@@ -163,7 +163,7 @@ export class ApprovalBook {
     if (before !== undefined) this.count(before, -1);
     if (found === undefined) this.records.delete(key);
     else {
-      this.records.set(key, found);
+      this.records.set(key, withPreview(found));
       this.count(found.record, 1);
     }
     this.sorted = undefined;

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { contracts, SchemaId } from '../bus/contracts.js';
 import { BadRequestError } from '../bus/errors.js';
 import { subjectMatches } from '../bus/subjects.js';
+import { principalKey } from '../identity/principal.js';
 import { MAX_PENDING_MS } from './store.js';
 import type { ApprovalRequest } from './types.js';
 
@@ -95,10 +96,18 @@ export function decideByPolicy(
     if (!any(rule.tool) && rule.tool !== request.tool) continue;
     if (rule.target !== undefined && !subjectMatches(rule.target, request.target)) continue;
     if (!any(rule.op) && rule.op !== request.op) continue;
-    if (rule.principal !== undefined && !globMatches(rule.principal, request.principal)) continue;
+    if (rule.principal !== undefined && !principalMatches(rule.principal, request.principal)) continue;
     return rule.reason === undefined ? { decision: rule.decision } : { decision: rule.decision, reason: rule.reason };
   }
   return { decision: policy.default ?? 'ask' };
+}
+
+/**
+ * Does a glob match a principal, both compared as a reader sees them (`principalKey`: case,
+ * white space, compatibility forms and lookalike letters folded)?
+ */
+export function principalMatches(glob: string, principal: string | undefined): boolean {
+  return principal !== undefined && globMatches(principalKey(glob), principalKey(principal));
 }
 
 const globs = new Map<string, RegExp>();

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { sha256Hex } from '../bus/codec.js';
-import { ConflictError, NotFoundError } from '../bus/errors.js';
+import { ConflictError, NotFoundError, PayloadTooLargeError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import {
   type Answer,
@@ -23,7 +23,10 @@ import {
   type StoredApproval,
 } from './types.js';
 
-/** Longest arguments' JSON a pending approval shows in full, in characters (16 KiB). */
+/**
+ * Longest arguments' JSON a listed pending approval shows in full, in characters (16 KiB); past
+ * it a list shows a preview, and `$pending {approvalId}` the whole arguments, which the record keeps.
+ */
 export const SHOWN_ARGUMENTS_CHARS = 16_384;
 /** The longest any approval may stay pending: 24 h. */
 export const MAX_PENDING_MS = 24 * 3_600_000;
@@ -49,7 +52,14 @@ export interface ApprovalStoreOptions {
 
 /** The pending approvals of one bucket. */
 export class ApprovalStore {
-  private constructor(readonly bucket: Bucket) {}
+  /**
+   * @param maxRecordBytes the largest record the server takes in one message (its `max_payload`),
+   *   less room for the message's headers.
+   */
+  private constructor(
+    readonly bucket: Bucket,
+    private readonly maxRecordBytes: number,
+  ) {}
 
   /** Opens the bucket, creating it when missing (`max_age` 25 h, one revision per key). */
   static async open(nc: NatsConnection, options: ApprovalStoreOptions = {}): Promise<ApprovalStore> {
@@ -58,12 +68,12 @@ export class ApprovalStore {
       history: 1,
       maxAgeMs: BUCKET_MAX_AGE_MS,
     });
-    return new ApprovalStore(bucket);
+    return new ApprovalStore(bucket, recordRoom(nc));
   }
 
   /** Binds to a bucket the approvals mount made (the dispatcher's side); `UnavailableError` when there is none. */
   static async bind(nc: NatsConnection, bucket = DEFAULT_APPROVALS_BUCKET): Promise<ApprovalStore> {
-    return new ApprovalStore(await Bucket.bind(nc, bucket));
+    return new ApprovalStore(await Bucket.bind(nc, bucket), recordRoom(nc));
   }
 
   /**
@@ -81,6 +91,12 @@ export class ApprovalStore {
     const hash = callHash(request);
     const key = keyOfCall(request);
     const fresh = newRecord(request, hash, expiresAt, now);
+    const bytes = encode(fresh);
+    // The record keeps the whole arguments, so that a person can see what they approve.
+    if (bytes.length > this.maxRecordBytes)
+      throw new PayloadTooLargeError(
+        `the call's arguments (${fresh.argumentsBytes} characters of JSON) are more than an approval can keep for a person to see (${this.maxRecordBytes} bytes in all): a gated call must be smaller`,
+      );
     for (let attempt = 0; attempt < 3; attempt++) {
       const existing = await this.readAny(key);
       const old = existing?.record;
@@ -93,8 +109,8 @@ export class ApprovalStore {
       try {
         const revision =
           existing === undefined
-            ? await this.bucket.create(key, encode(fresh))
-            : await this.bucket.update(key, encode(fresh), existing.revision);
+            ? await this.bucket.create(key, bytes)
+            : await this.bucket.update(key, bytes, existing.revision);
         return { record: fresh, created: true, revision };
       } catch (err) {
         // Another instance wrote the key between the read and the write: read it again.
@@ -241,8 +257,12 @@ export function isLive(record: StoredApproval, now = Date.now()): boolean {
   );
 }
 
-/** A stored approval as `$pending` lists it (the stored fields of state left out). */
-export function listed(record: StoredApproval): PendingApproval {
+/**
+ * A stored approval as `$pending` shows it (the stored fields of state left out): in a list, its
+ * arguments up to `SHOWN_ARGUMENTS_CHARS` of JSON, else that much of their JSON as a preview
+ * (`truncated`); `whole`, as the call carried them.
+ */
+export function listed(record: StoredApproval, whole = false): PendingApproval {
   const shown: PendingApproval = {
     approvalId: record.approvalId,
     callId: record.callId,
@@ -255,7 +275,10 @@ export function listed(record: StoredApproval): PendingApproval {
     requestedAt: record.requestedAt,
     expiresAt: record.expiresAt,
   };
-  if (record.truncated) shown.truncated = true;
+  if (!whole && record.argumentsBytes > SHOWN_ARGUMENTS_CHARS) {
+    shown.arguments = preview(record.arguments);
+    shown.truncated = true;
+  } else if (record.truncated) shown.truncated = true;
   if (record.session !== undefined) shown.session = record.session;
   if (record.principal !== undefined) shown.principal = record.principal;
   return shown;
@@ -290,22 +313,42 @@ function newRecord(request: ApprovalRequest, hash: string, expiresAt: number, no
     tool: request.tool,
     target: request.target,
     op: request.op,
-    arguments: text.length <= SHOWN_ARGUMENTS_CHARS ? request.arguments : text.slice(0, SHOWN_ARGUMENTS_CHARS),
+    arguments: request.arguments,
     argumentsDigest: sha256Hex(text),
     argumentsBytes: text.length,
     requestedAt: new Date(now).toISOString(),
     expiresAt: new Date(expiresAt).toISOString(),
     status: ApprovalStatus.Pending,
   };
-  if (text.length > SHOWN_ARGUMENTS_CHARS) record.truncated = true;
   if (request.session !== undefined) record.session = request.session;
   if (request.principal !== undefined) record.principal = request.principal;
   return record;
 }
 
+/** The first `SHOWN_ARGUMENTS_CHARS` of arguments' JSON (arguments that are a preview already, as they are). */
+function preview(args: StoredApproval['arguments']): string {
+  return typeof args === 'string' ? args : JSON.stringify(args).slice(0, SHOWN_ARGUMENTS_CHARS);
+}
+
+/**
+ * The record as a mirror keeps it in memory: arguments past `SHOWN_ARGUMENTS_CHARS` of JSON as
+ * their preview (`truncated`), so live approvals cost memory by their count, not by what their
+ * calls carry; the bucket keeps them whole.
+ */
+export function withPreview(found: Revisioned): Revisioned {
+  const record = found.record;
+  if (record.truncated || record.argumentsBytes <= SHOWN_ARGUMENTS_CHARS) return found;
+  return { record: { ...record, arguments: preview(record.arguments), truncated: true }, revision: found.revision };
+}
+
 /** Is the call that asks the very call the stored approval is for? */
 function sameCall(a: StoredApproval, b: StoredApproval): boolean {
   return a.argumentsDigest === b.argumentsDigest && a.tool === b.tool && a.target === b.target && a.op === b.op;
+}
+
+/** Room for one record in a message of the connection's server: its `max_payload` less 4 KiB for headers. */
+function recordRoom(nc: NatsConnection): number {
+  return (nc.info?.max_payload ?? 1024 * 1024) - 4096;
 }
 
 const encoder = new TextEncoder();

@@ -8,7 +8,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { encodeBody } from '../bus/codec.js';
 import type { CallContext } from '../bus/context.js';
 import { SchemaId } from '../bus/contracts.js';
-import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../bus/errors.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, PayloadTooLargeError } from '../bus/errors.js';
 import { type Logger, silentLogger } from '../bus/log.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts } from '../bus/subjects.js';
@@ -143,7 +143,8 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
             asked = await store.ask(request, expiryOf(policy, request.deadline, now), now);
             if (asked.revision !== undefined) book.remember(key, { record: asked.record, revision: asked.revision });
           } catch (err) {
-            if (err instanceof ConflictError) return { decision: 'reject', by: 'policy', reason: err.message };
+            if (err instanceof ConflictError || err instanceof PayloadTooLargeError)
+              return { decision: 'reject', by: 'policy', reason: err.message };
             throw err;
           } finally {
             release();
@@ -158,7 +159,7 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
       },
       [ApprovalOp.Pending]: {
         description:
-          'Lists the pending approvals the caller may answer, oldest first, with their arguments; with approvalId, that one.',
+          'Lists the pending approvals the caller may answer, oldest first, with their arguments; with approvalId, that one with its whole arguments.',
         request: SchemaId.ApprovalsPendingRequest,
         response: SchemaId.ApprovalsPendingReply,
         // The approver's grant, and its holder, before the body is read.
@@ -168,7 +169,7 @@ export async function approvalsMount(nc: NatsConnection, options: ApprovalsMount
           // One approval by id: read from the bucket, not the mirror, which may not have heard it yet.
           if (request.approvalId !== undefined) {
             const one = await store.waiting(request.approvalId, (record) => mayAnswer(approver, record));
-            return { approvals: [listed(one.record)] };
+            return { approvals: [listed(one.record, true)] };
           }
           const after = cursorOf(request.cursor);
           const limit = request.limit ?? DEFAULT_PAGE;

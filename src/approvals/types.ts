@@ -92,7 +92,7 @@ export interface PendingApproval {
   op: string;
   /**
    * The arguments as the call carried them when their JSON is at most 16 KiB, else the first 16 KiB
-   * of that JSON (with `truncated`).
+   * of that JSON (with `truncated`); `$pending {approvalId}` gives them whole.
    */
   arguments: Record<string, unknown> | string;
   /** Present when `arguments` is a preview: the arguments' JSON is longer. */
@@ -127,8 +127,9 @@ export interface PendingRequest {
   /** Approvals per page, 1..200; default 50. */
   limit?: number;
   /**
-   * Only this approval, while it waits: `not_found` when unknown, expired or not the caller's to
-   * answer; `conflict` once answered. `cursor` and `limit` are then ignored.
+   * Only this approval, while it waits, with its whole arguments (a list shows at most 16 KiB of
+   * them): `not_found` when unknown, expired or not the caller's to answer; `conflict` once
+   * answered. `cursor` and `limit` are then ignored.
    */
   approvalId?: string;
 }

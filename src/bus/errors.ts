@@ -107,7 +107,10 @@ export class ForbiddenError extends MatrixError {
   }
 }
 
-/** A compare-and-set lost: `expectedRevision` does not match. */
+/**
+ * The state does not allow it: a compare-and-set lost (`expectedRevision` does not match), a tool
+ * definition held for acceptance, two contexts that claim one tool name.
+ */
 export class ConflictError extends MatrixError {
   override name = 'ConflictError';
   constructor(message: string, options?: ErrorOptions) {

@@ -102,7 +102,7 @@ export const serveSettings = {
     flags: '--grant-audience <aud>',
     env: 'MATRIX_GRANT_AUDIENCE',
     description: 'the audience a grant must name in its aud (audience_mismatch otherwise)',
-    defaultText: 'none (aud not checked)',
+    defaultText: 'none (a grant naming an aud is refused)',
   },
   grantMaxTtl: {
     flags: '--grant-max-ttl <duration>',

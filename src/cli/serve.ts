@@ -126,6 +126,8 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     throw err;
   }
   const names = running.mounts.map((m) => m.name);
+  const identityWarning = identity.warning();
+  if (identityWarning !== undefined) logger.info(identityWarning);
   const telemetryNote = telemetry ? `; telemetry: ${telemetry.description}` : '';
   // The policy only where this instance decides: another instance may serve system.approvals.
   const policyNote = names.includes(Mounts.Approvals) ? `${describePolicy(options.policy, policy)}; ` : '';

@@ -35,6 +35,15 @@ export class IdentityGate {
     return this.verifier === undefined;
   }
 
+  /**
+   * What an operator should hear at start about identity, if anything: trusting issuers without an
+   * audience, a grant minted for any deployment of theirs is good here.
+   */
+  warning(): string | undefined {
+    if (this.verifier === undefined || this.verifier.requiredAudience !== undefined) return undefined;
+    return 'warning: issuers are trusted with no audience (MATRIX_GRANT_AUDIENCE unset): a grant of theirs without aud is good here, whichever deployment it was minted for; set MATRIX_GRANT_AUDIENCE and mint grants with --audience';
+  }
+
   /** The ready line's word on identity: development, or the issuers whose grants it trusts. */
   describe(): string {
     return this.verifier === undefined

@@ -92,14 +92,19 @@ export class Revocations {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** The revocation that refuses a grant with these claims now, if any. */
-  find(claims: Pick<GrantClaims, 'jti' | 'sub' | 'iat'>): Revocation | undefined {
+  /**
+   * The revocation that refuses a grant with these claims now, if any. A revocation by principal
+   * refuses the grants issued up to `issuedSlackMs` after it as well: the verifier lets `iat` run
+   * that far ahead of its clock, so a grant issued just before the revocation by a clock that runs
+   * ahead carries an `iat` past it.
+   */
+  find(claims: Pick<GrantClaims, 'jti' | 'sub' | 'iat'>, issuedSlackMs = 0): Revocation | undefined {
     if (this.byKey.size === 0) return undefined;
     const now = this.now();
     const byJti = this.byJti.get(claims.jti);
     if (byJti !== undefined && now < byJti.until) return byJti;
     const bySub = this.bySub.get(claims.sub);
-    if (bySub !== undefined && now < bySub.until && claims.iat * 1000 <= bySub.revokedAt) return bySub;
+    if (bySub !== undefined && now < bySub.until && claims.iat * 1000 <= bySub.revokedAt + issuedSlackMs) return bySub;
     return undefined;
   }
 

@@ -76,7 +76,7 @@ export interface GrantClaims {
   nbf?: number;
   /** The grant's id (a hash of its other claims, as `@nats-io/jwt` writes it). */
   jti: string;
-  /** The audience: the deployment it is for; where `MATRIX_GRANT_AUDIENCE` is set, it must name it. */
+  /** The audience: the deployment it is for; it must name `MATRIX_GRANT_AUDIENCE` where that is set, and be absent where not. */
   aud?: string | string[];
   nats: GrantNatsClaim;
 }
@@ -105,7 +105,7 @@ export const GrantFailure = {
    * attested), or, with only `nats.inbox`, the reply subject is not under that prefix.
    */
   WrongHolder: 'wrong_holder',
-  /** Its `aud` does not name this deployment's `MATRIX_GRANT_AUDIENCE`. */
+  /** Its `aud` does not name this deployment's `MATRIX_GRANT_AUDIENCE`, or names one where the service has none. */
   AudienceMismatch: 'audience_mismatch',
   /** It lives longer than `MATRIX_GRANT_MAX_TTL` (from `iat`, or from now). */
   TooLong: 'too_long',

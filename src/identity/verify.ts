@@ -38,7 +38,10 @@ export interface GrantVerifierOptions {
   clockSkewMs?: number;
   /** The clock, Unix ms; default `Date.now`. */
   now?: () => number;
-  /** Where set, a grant must carry this `aud` (`MATRIX_GRANT_AUDIENCE`); else `audience_mismatch`. */
+  /**
+   * Where set, a grant must carry this `aud` (`MATRIX_GRANT_AUDIENCE`); where not, a grant must carry
+   * none. Else `audience_mismatch`.
+   */
   audience?: string;
   /** Longest a grant may live, from its `iat` and from now, in seconds (`MATRIX_GRANT_MAX_TTL`); default 24 h. */
   maxTtlSeconds?: number;
@@ -100,7 +103,14 @@ export class GrantVerifier {
     this.maxTtlSeconds = options.maxTtlSeconds ?? DEFAULT_GRANT_MAX_TTL_SECONDS;
     this.revocations = options.revocations;
     // A revoked grant leaves the cache at once (it would be refused there all the same).
-    this.revocations?.onRevoked(() => this.cache.dropWhere((g) => this.revocations?.find(g.claims) !== undefined));
+    this.revocations?.onRevoked(() =>
+      this.cache.dropWhere((g) => this.revocations?.find(g.claims, this.skewMs) !== undefined),
+    );
+  }
+
+  /** The audience a grant must name (`MATRIX_GRANT_AUDIENCE`), if any. */
+  get requiredAudience(): string | undefined {
+    return this.audience;
   }
 
   /** How many issuers are trusted. */
@@ -154,7 +164,7 @@ export class GrantVerifier {
 
   /** The grant, unless a revocation in force names it (`revoked`). */
   private notRevoked(grant: VerifiedGrant): VerifiedGrant {
-    const revocation = this.revocations?.find(grant.claims);
+    const revocation = this.revocations?.find(grant.claims, this.skewMs);
     if (revocation === undefined) return grant;
     const what = revocation.jti !== undefined ? 'this grant' : `every grant of ${grant.claims.sub} issued before`;
     const reason = revocation.reason ? ` (${revocation.reason.slice(0, 200)})` : '';
@@ -226,6 +236,13 @@ export class GrantVerifier {
       throw new GrantError(
         GrantFailure.AudienceMismatch,
         `Matrix-Grant is for another audience: its aud must name ${JSON.stringify(this.audience.slice(0, 100))}`,
+      );
+    // A grant minted for one deployment (`staging`) is not good in one that names none (`prod`
+    // without MATRIX_GRANT_AUDIENCE): an audience it names must be this service's.
+    if (this.audience === undefined && checked.aud !== undefined)
+      throw new GrantError(
+        GrantFailure.AudienceMismatch,
+        `Matrix-Grant is for audience ${JSON.stringify(String(checked.aud).slice(0, 100))}, and this service names none (MATRIX_GRANT_AUDIENCE); ask for a grant without aud, or set the audience`,
       );
     if (now >= expiresAtMs)
       throw new GrantError(

@@ -14,7 +14,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import { SchemaId } from '../bus/contracts.js';
 import { discoverByName, mountOf, type ServiceInfo, serviceInfoOf } from '../bus/discovery.js';
-import { NotFoundError } from '../bus/errors.js';
+import { NoRespondersError, NotFoundError, UnavailableError } from '../bus/errors.js';
 import { Mount } from '../bus/mount.js';
 import { Mounts, mountReplyPrefix, serviceName } from '../bus/subjects.js';
 import type { IntrospectReply } from '../registry/types.js';
@@ -95,15 +95,46 @@ async function liveMounts(
   const mounts = describeMounts(await infoAnswers(nc, targets, waitMs));
   if (name === undefined) return mounts;
   const one = mounts.find((m) => m.mount === name);
-  if (one === undefined) {
-    throw new NotFoundError(`no live mount ${name}; live mounts: ${mounts.map((m) => m.mount).join(', ') || 'none'}`);
-  }
+  if (one === undefined) return [await askedDirectly(client, name, mounts)];
   // A mount the project did not write may answer no $introspect: its ops from discovery stand.
   const own = await client.request<IntrospectReply>(one.mount, '$introspect', {}).catch(() => undefined);
-  if (own !== undefined && Array.isArray(own.ops)) {
-    one.ops = own.ops.map((o) => ({ op: o.op, description: o.description, requestSchema: o.requestSchema }));
-  }
+  if (own !== undefined && Array.isArray(own.ops)) one.ops = opsOf(own);
   return [one];
+}
+
+/**
+ * A mount discovery did not hear within its wait, asked for its `$introspect` itself: under a
+ * burst an answer can come late, and "no live mount" must mean that nothing serves it (no
+ * responders), never that this mount could not ask in time (`UnavailableError`, busy).
+ */
+async function askedDirectly(
+  client: BusClient,
+  name: string,
+  heard: readonly MountDescription[],
+): Promise<MountDescription> {
+  let own: IntrospectReply;
+  try {
+    own = await client.request<IntrospectReply>(name, '$introspect', {});
+  } catch (err) {
+    if (err instanceof NoRespondersError)
+      throw new NotFoundError(`no live mount ${name}; live mounts: ${heard.map((m) => m.mount).join(', ') || 'none'}`);
+    throw new UnavailableError(
+      `busy: ${name} did not answer discovery or its $introspect in time (${(err as Error).message}); it may be live, ask again`,
+    );
+  }
+  const described: MountDescription = { mount: name, instances: 1, ops: opsOf(own) };
+  if (typeof own?.version === 'string') described.version = own.version.slice(0, 256);
+  return described;
+}
+
+/** The ops of a mount's own `$introspect`: the mount's to write, so only well-formed ones, at most `MAX_OPS`. */
+function opsOf(own: IntrospectReply | undefined): MountDescription['ops'] {
+  const ops: MountDescription['ops'] = [];
+  for (const o of Array.isArray(own?.ops) ? own.ops.slice(0, MAX_OPS) : []) {
+    if (typeof o?.op !== 'string') continue;
+    ops.push({ op: o.op, description: o.description, requestSchema: o.requestSchema });
+  }
+  return ops;
 }
 
 /**
@@ -134,6 +165,8 @@ export async function infoAnswers(
 
 /** Most mounts a description lists: what discovery hears is any mount user's to say, and a reply has a size bound. */
 const MAX_MOUNTS = 128;
+/** Most ops a mount's description lists, when they come from its own `$introspect` rather than discovery. */
+const MAX_OPS = 256;
 
 /** Groups `$SRV.INFO` answers by mount, in name order; answers that are not well formed are left out. */
 export function describeMounts(answers: readonly unknown[]): MountDescription[] {

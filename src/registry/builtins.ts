@@ -140,6 +140,19 @@ const packageValidate: MatrixToolProjection = {
   annotations: { readOnly: true, idempotent: true, openWorld: false },
 };
 
+/**
+ * The tools a coding worker's own SDK gives the model (its files and its shell), which
+ * `repo-coding` passes through: they run in the worker, never over the bus.
+ */
+export const WORKER_SDK_TOOLS = [
+  'read_file',
+  'write_file',
+  'edit_file',
+  'list_files',
+  'search_files',
+  'run_shell',
+] as const;
+
 /** The built-in contexts, by key order. */
 export const builtinContexts: readonly ToolContextSpec[] = [
   {
@@ -172,7 +185,7 @@ export const builtinContexts: readonly ToolContextSpec[] = [
     instructions:
       'Read before you edit; keep changes small. Validate any tool context spec you write with package_validate. Use trace_query to see what earlier tool calls did. Run the verification commands before you say you are done.',
     matrixTools: [traceQuery, packageValidate],
-    sdkTools: ['read_file', 'write_file', 'edit_file', 'list_files', 'search_files', 'run_shell'],
+    sdkTools: [...WORKER_SDK_TOOLS],
     permissions: { approval: 'never' },
     environmentRequirements: { repoRoot: true },
     verification: { checks: ['tests-pass', 'package_validate'] },
@@ -197,6 +210,27 @@ export const builtinContexts: readonly ToolContextSpec[] = [
 export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(
   builtinContexts.flatMap((c) => (c.matrixTools ?? []).map((t) => t.name)),
 );
+
+/**
+ * A tool name as a model might confuse it: case folded, `-` and `_` dropped (`MATRIX_INVOKE`,
+ * `matrix-invoke` and `matrixInvoke` are all `matrixinvoke`).
+ */
+export function foldToolName(name: string): string {
+  return name.toLowerCase().replace(/[-_]/g, '');
+}
+
+/** The reserved names (the built-in tools' and the worker SDK's), by their folded form. */
+const RESERVED_BY_FOLD: ReadonlyMap<string, string> = new Map(
+  [...BUILTIN_TOOL_NAMES, ...WORKER_SDK_TOOLS].map((name) => [foldToolName(name), name]),
+);
+
+/**
+ * The reserved name that `name` is or looks like (a built-in tool's, or one of the worker SDK's
+ * tools), if any: no registered context may take it, as a bus tool or as an SDK tool.
+ */
+export function reservedLookalike(name: string): string | undefined {
+  return RESERVED_BY_FOLD.get(foldToolName(name));
+}
 
 /** The workers for which `propose` gets `repo-coding`. */
 const codingWorkers: ReadonlySet<string> = new Set(['claude-code', 'codex']);

@@ -4,6 +4,7 @@
  * with a diagnostic), SDK tools, instructions under each title, the smallest timeout, and the
  * unions of environment requirements and verification.
  */
+import { ConflictError } from '../bus/errors.js';
 import { canonicalJson } from './canonical.js';
 import type {
   Diagnostic,
@@ -24,7 +25,11 @@ export type Merged = Pick<
   'matrixTools' | 'sdkTools' | 'instructions' | 'timeoutMs' | 'environmentRequirements' | 'verification'
 >;
 
-/** Merges contexts one at a time, in selection order; what it drops or shadows goes to `diagnostics`. */
+/**
+ * Merges contexts one at a time, in selection order; what it drops goes to `diagnostics`. A bus
+ * tool and an SDK tool of one name is an error: the model could not tell which one it calls, and
+ * what it meant for its own worker would reach a mount.
+ */
 export class ContextMerge {
   private readonly tools: ResolvedTool[] = [];
   // Each tool's canonical text is made only when a second tool of its name comes (rarely).
@@ -33,13 +38,15 @@ export class ContextMerge {
     { tool: ResolvedTool; projection: MatrixToolProjection; at: number; canonical?: string }
   >();
   private readonly sdkTools: string[] = [];
+  /** Which context listed each SDK tool first. */
+  private readonly sdkToolContexts = new Map<string, string>();
   private readonly instructions: string[] = [];
   private timeoutMs = Number.POSITIVE_INFINITY;
   private readonly requirements = new RequirementsUnion();
   private readonly verification = new VerificationUnion();
 
   /**
-   * @param diagnostics where each tool left out, conflicting or shadowed is reported.
+   * @param diagnostics where each tool left out or conflicting is reported.
    * @param isLive given, a tool whose target has no live instance is left out (`onlyAvailable`).
    */
   constructor(
@@ -81,6 +88,8 @@ export class ContextMerge {
       );
       return;
     }
+    const sdkContext = this.sdkToolContexts.get(tool.name);
+    if (sdkContext !== undefined) throw busSdkCollision(tool.name, spec.key, sdkContext);
     const held = this.byName.get(tool.name);
     if (held === undefined) {
       this.byName.set(tool.name, { tool, projection, at: this.tools.length });
@@ -107,14 +116,10 @@ export class ContextMerge {
   }
 
   private addSdkTool(name: string, context: string): void {
-    if (this.byName.has(name)) {
-      this.warn(
-        'sdk_tool_shadowed',
-        `SDK tool '${name}' of context '${context}' has the name of a bus tool; the bus tool is kept`,
-        context,
-        name,
-      );
-    } else if (!this.sdkTools.includes(name)) {
+    const bus = this.byName.get(name);
+    if (bus !== undefined) throw busSdkCollision(name, bus.tool.context, context);
+    if (!this.sdkToolContexts.has(name)) {
+      this.sdkToolContexts.set(name, context);
       this.sdkTools.push(name);
     }
   }
@@ -122,6 +127,13 @@ export class ContextMerge {
   private warn(code: string, message: string, context: string, tool: string): void {
     this.diagnostics.push({ level: 'warning', code, message, context, tool });
   }
+}
+
+function busSdkCollision(name: string, busContext: string, sdkContext: string): ConflictError {
+  return new ConflictError(
+    `tool '${name}' is a bus tool of context '${busContext}' and an SDK tool of context '${sdkContext}': a session cannot hold both; leave one of the contexts out`,
+    { details: { tool: name, busContext, sdkContext } },
+  );
 }
 
 /** What makes two projections of one name the same tool: the projection, its result mode defaulted. */

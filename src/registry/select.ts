@@ -84,7 +84,10 @@ class Selection {
 
 /**
  * Capabilities: the request's, its skills', and those of every context selected so far (a
- * provider's own `requires` pull in further providers, until nothing is missing).
+ * provider's own `requires` pull in further providers, until nothing is missing). What the
+ * request names is the most it reaches: a built-in context comes in for the request's own
+ * capabilities only, never for one that a registered context requires (a context registered
+ * later cannot widen a grant that names it to `matrix_invoke` or the worker's shell).
  */
 function addProviders(
   request: ResolveRequest,
@@ -95,44 +98,59 @@ function addProviders(
   const wanted: string[] = [];
   addNew(wanted, request.requires);
   for (const skill of request.skills ?? []) addNew(wanted, skill.requires);
+  const requested = wanted.length;
   const unmet: string[] = [];
+  const refused: string[] = [];
   for (let i = 0; ; i++) {
     for (const c of selection.selected) addNew(wanted, c.spec.requires);
     const capability = wanted[i];
     if (capability === undefined) break;
     if (selection.selected.some((c) => c.spec.provides?.includes(capability))) continue;
-    const provider = pickProvider(store, capability, (key) => selection.admit(key));
-    if (provider === undefined) {
-      unmet.push(capability);
-    } else {
+    const builtins = i < requested;
+    const provider = pickProvider(store, capability, (key) => selection.admit(key), builtins);
+    if (provider !== undefined) {
       diagnostics.push({
         level: 'info',
         code: 'capability_provided',
         message: `context '${provider}' added: it provides '${capability}'`,
         context: provider,
       });
+    } else if (!builtins && pickProvider(store, capability, () => true, true) !== undefined) {
+      refused.push(capability);
+    } else {
+      unmet.push(capability);
     }
   }
-  if (unmet.length > 0) {
-    throw new NotFoundError(`no tool context provides ${unmet.map((c) => `'${c}'`).join(', ')}`, {
-      details: { unmetCapabilities: unmet },
+  if (unmet.length > 0 || refused.length > 0) {
+    const names = (list: string[]) => list.map((c) => `'${c}'`).join(', ');
+    const parts = [];
+    if (unmet.length > 0) parts.push(`no tool context provides ${names(unmet)}`);
+    if (refused.length > 0)
+      parts.push(
+        `only a built-in context provides ${names(refused)}, which a registered context's requires cannot pull in: name it in the request`,
+      );
+    throw new NotFoundError(parts.join('; '), {
+      details: { unmetCapabilities: [...unmet, ...refused] },
     });
   }
 }
 
 /**
- * The provider of a capability: a built-in before a registered context, then the lowest
- * key; providers the environment cannot serve are skipped. It stops at the first admissible
- * one: with thousands of providers, a resolve reads as few as it must.
+ * The provider of a capability: a built-in before a registered context (when `builtins`), then
+ * the lowest key; providers the environment cannot serve are skipped. It stops at the first
+ * admissible one: with thousands of providers, a resolve reads as few as it must.
  */
 function pickProvider(
   store: ToolContextStore,
   capability: string,
   admit: (key: string) => boolean,
+  builtins: boolean,
 ): string | undefined {
-  for (const builtin of builtinContexts) {
-    if (builtin.provides?.includes(capability) && store.get(builtin.key)?.source === 'built-in' && admit(builtin.key))
-      return builtin.key;
+  if (builtins) {
+    for (const builtin of builtinContexts) {
+      if (builtin.provides?.includes(capability) && store.get(builtin.key)?.source === 'built-in' && admit(builtin.key))
+        return builtin.key;
+    }
   }
   for (const key of store.providersOf(capability)) {
     if (store.get(key)?.source !== 'built-in' && admit(key)) return key;

@@ -15,7 +15,7 @@ import {
 } from '../bus/errors.js';
 import { Dialect, describeViolations, SchemaCompiler, violationDetails } from '../bus/schema-compiler.js';
 import { isReservedSubject, opSubject } from '../bus/subjects.js';
-import { BUILTIN_TOOL_NAMES, builtinContexts } from './builtins.js';
+import { BUILTIN_TOOL_NAMES, builtinContexts, reservedLookalike } from './builtins.js';
 import { resolutionOverflow } from './fit.js';
 import type { ToolContextSpec } from './types.js';
 
@@ -116,19 +116,28 @@ function isReservedTarget(target: string, op: string): boolean {
   return isReservedSubject(opSubject(target, op));
 }
 
-/** Paths of tools that take the name of a built-in tool (PROTOCOL 6.2: those names are reserved). */
+/**
+ * Paths of tools, bus or SDK, that take a reserved name or a lookalike of one (PROTOCOL 6.2: the
+ * built-in tools' names; and the worker SDK's own tools, which a bus tool would shadow or which
+ * a registered context would otherwise hand to every session that names it).
+ */
 export function reservedNames(spec: ToolContextSpec, prefix = ''): Violation[] {
-  return (spec.matrixTools ?? []).flatMap((tool, i) =>
-    BUILTIN_TOOL_NAMES.has(tool.name)
-      ? [
-          {
-            path: `${prefix}/matrixTools/${i}/name`,
-            message: `${tool.name} is the name of a built-in tool: no registered tool may take it`,
-            keyword: 'reserved',
-          },
-        ]
-      : [],
-  );
+  const violations: Violation[] = [];
+  const check = (name: string, path: string, kind: string) => {
+    const reserved = reservedLookalike(name);
+    if (reserved === undefined) return;
+    const what = BUILTIN_TOOL_NAMES.has(reserved) ? 'a built-in tool' : "one of the worker SDK's own tools";
+    const as = reserved === name ? 'the name' : `a lookalike of the name ('${reserved}')`;
+    violations.push({
+      path,
+      message: `${name} is ${as} of ${what}: no registered ${kind} may take it`,
+      keyword: 'reserved',
+    });
+  };
+  for (const [i, tool] of (spec.matrixTools ?? []).entries())
+    check(tool.name, `${prefix}/matrixTools/${i}/name`, 'tool');
+  for (const [i, name] of (spec.sdkTools ?? []).entries()) check(name, `${prefix}/sdkTools/${i}`, 'SDK tool');
+  return violations;
 }
 
 /** What policy forbids in a spec that is otherwise valid: a built-in key, reserved targets, reserved tool names. */

@@ -71,7 +71,7 @@ const testContexts: ToolContextSpec[] = [
       tool('widget', '$widget', { target: MICRO, encoding: 'json' }),
       tool('widget_status', '$status', { target: MICRO }),
     ],
-    sdkTools: ['run_shell'],
+    sdkTools: ['local_shell'],
     permissions: { approval: { tools: ['gated'] } },
     timeoutMs: 5_000,
   },
@@ -240,7 +240,7 @@ describe('the dispatcher', () => {
     });
 
     it('tells the model that an SDK tool is its own to call', async () => {
-      expect(await call('run_shell')).toMatchObject({
+      expect(await call('local_shell')).toMatchObject({
         isError: true,
         error: { code: 'forbidden' },
         content: expect.stringContaining('SDK tool'),

@@ -8,7 +8,7 @@ import { loadPolicy } from '../../src/approvals/policy.js';
 import { approvalsMount } from '../../src/approvals/system-approvals.js';
 import { BusClient } from '../../src/bus/client.js';
 import { contracts, SchemaId } from '../../src/bus/contracts.js';
-import { BadRequestError, ConflictError, NotFoundError } from '../../src/bus/errors.js';
+import { BadRequestError, ConflictError, NotFoundError, UnavailableError } from '../../src/bus/errors.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { agentsMount } from '../../src/reference-mounts/agents.js';
@@ -174,5 +174,35 @@ describe('the reference mounts', () => {
     await expect(client.request('system.agents', '$introspect', { mount: 'system.nowhere' })).rejects.toBeInstanceOf(
       NotFoundError,
     );
+  });
+
+  it('system.agents says a mount it could not ask in time is busy, never that it is not live', async () => {
+    // The only system.agents for this test: one whose discovery hears nothing in its wait (as
+    // under a burst), so the mount asked for is asked itself.
+    const agentsAt = mounts.findIndex((m) => m.name === 'system.agents');
+    await mounts[agentsAt]?.stop();
+    const deaf = await agentsMount(nc, { discoveryWaitMs: 0 }).start();
+    const mute = uniqueMount('mute');
+    // Live, but too slow to answer its $introspect: subscribed, never replying.
+    const stalled = nc.subscribe(`${mute}.$introspect`, { callback: () => {} });
+    try {
+      const one = await client.request<{ mounts: Array<{ mount: string; ops: Array<{ op: string }> }> }>(
+        'system.agents',
+        '$introspect',
+        { mount: 'system.tools' },
+      );
+      expect(one.mounts).toEqual([expect.objectContaining({ mount: 'system.tools' })]);
+      expect(one.mounts[0]?.ops.map((o) => o.op)).toContain('$resolve');
+      const busy = client.request('system.agents', '$introspect', { mount: mute }, { timeoutMs: 10_000 });
+      await expect(busy).rejects.toBeInstanceOf(UnavailableError);
+      await expect(busy).rejects.toThrow(/busy/);
+      await expect(client.request('system.agents', '$introspect', { mount: 'system.nowhere' })).rejects.toBeInstanceOf(
+        NotFoundError,
+      );
+    } finally {
+      stalled.unsubscribe();
+      await deaf.stop();
+      mounts[agentsAt] = await agentsMount(nc).start();
+    }
   });
 });

@@ -34,8 +34,12 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
   const dir = mkdtempSync(join(tmpdir(), 'grant-binding-'));
 
   /** A grant for this deployment, bound to NATS user `agent` unless told. */
-  const grant = (more: Partial<GrantSpec> = {}) =>
-    bus.grant({ resolve: session, audience: AUDIENCE, user: users.agent.user, account: 'AGENTS', ...more });
+  const grant = (more: Partial<GrantSpec> = {}, now?: number) =>
+    bus.grant(
+      { resolve: session, audience: AUDIENCE, user: users.agent.user, account: 'AGENTS', ...more },
+      undefined,
+      now,
+    );
   const call = (client: BusClient, grantText: string, id = 'c') =>
     client.request<ToolResult>(
       'system.dispatcher',
@@ -172,9 +176,12 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
         },
         { timeoutMs: 1_000, intervalMs: 20 },
       );
-      // A grant is issued in whole seconds: one of the next second is issued after the revocation.
+      // A grant issued within the 10 s an iat may run ahead of the clock after the revocation is
+      // revoked with it; one issued past that (in whole seconds: the next second's) holds.
+      await expect(call(agent, grant({ session: 'sess-soon' }))).rejects.toMatchObject(reject('revoked'));
       await new Promise((resolve) => setTimeout(resolve, 1_100));
-      await expect(call(agent, grant({ session: 'sess-later' }))).resolves.toMatchObject({ isError: false });
+      const later = grant({ session: 'sess-later' }, Date.now() + 10_000);
+      await expect(call(agent, later)).resolves.toMatchObject({ isError: false });
     } finally {
       watch.stop();
       await watcherNc.close();

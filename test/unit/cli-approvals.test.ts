@@ -105,6 +105,25 @@ describe('the approvals verbs', () => {
     await result;
   });
 
+  it('approvals <id> prints arguments past 16 KiB whole, where the list shows a preview', async () => {
+    const long = { body: `${'line of a long file\n'.repeat(3_000)}the last line` };
+    const { callId, result } = gatedCall(long);
+    const id = await idOf(callId);
+    const listed = JSON.parse((await run(approvals, { json: true })).out.stdout) as { approvals: PendingApproval[] };
+    const preview = listed.approvals.find((a) => a.approvalId === id);
+    expect(preview?.truncated).toBe(true);
+    expect(typeof preview?.arguments).toBe('string');
+    expect(preview?.arguments).not.toContain('the last line');
+    const whole = JSON.parse((await run(approvals, { id, json: true })).out.stdout) as PendingApproval;
+    expect(whole.truncated).toBeUndefined();
+    expect(whole.arguments).toEqual({ target: 'system.agents', op: '$introspect', args: long });
+    const printed = (await run(approvals, { id })).out.stdout;
+    expect(printed).toContain('the last line');
+    expect(printed).not.toContain('TRUNCATED');
+    await run(reject, { id, reason: 'seen' });
+    await result;
+  });
+
   it('approvals <id> of an id it cannot see fails with not_found', async () => {
     const { code, out } = await run(approvals, { id: 'abcdefabcdefabcdef00-000000000000' });
     expect(code).toBe(ExitCode.Failed);

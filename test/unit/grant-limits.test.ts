@@ -1,5 +1,6 @@
 import { createAccount } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
+import { IdentityGate } from '../../src/identity/gate.js';
 import { mintGrant } from '../../src/identity/mint.js';
 import { Revocations, revocationOf } from '../../src/identity/revocations.js';
 import { GrantVerifier } from '../../src/identity/verify.js';
@@ -42,6 +43,20 @@ describe('the limits of a grant', () => {
     expect(failure(fast, verifier)).not.toBe('ok');
   });
 
+  it('lets no grant issued within the clock slack of a revocation of its principal survive it', () => {
+    const revocations = new Revocations(() => now);
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now, revocations });
+    // Issued just before the revocation by a clock 10 s ahead: its iat is past the revocation,
+    // inside the slack a valid iat may have.
+    const ahead = mintGrant(issuer, spec, now + 10_000);
+    expect(failure(ahead, verifier)).toBe('ok');
+    revocations.apply('sub.1', revocationOf({ sub: spec.principal }, now, 86_400_000));
+    expect(failure(ahead, verifier)).toBe('revoked');
+    // Issued after the revocation and past the slack: a new grant of the principal is good.
+    const later = new GrantVerifier([issuer.getPublicKey()], { now: () => now + 12_000, revocations });
+    expect(failure(mintGrant(issuer, spec, now + 11_000), later)).toBe('ok');
+  });
+
   it('accepts one text per grant: a signature with its spare bits set is malformed', () => {
     const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
     const grant = mintGrant(issuer, spec, now);
@@ -59,8 +74,16 @@ describe('the limits of a grant', () => {
     expect(failure(mintGrant(issuer, { ...spec, audience: 'prod' }, now), verifier)).toBe('ok');
     expect(failure(mintGrant(issuer, { ...spec, audience: 'staging' }, now), verifier)).toBe('audience_mismatch');
     expect(failure(mintGrant(issuer, spec, now), verifier)).toBe('audience_mismatch');
+    // A service that names no audience takes only grants that name none: one for staging is not good in prod.
     const open = new GrantVerifier([issuer.getPublicKey()], { now: () => now });
-    expect(failure(mintGrant(issuer, { ...spec, audience: 'staging' }, now), open)).toBe('ok');
+    expect(failure(mintGrant(issuer, { ...spec, audience: 'staging' }, now), open)).toBe('audience_mismatch');
+    expect(failure(mintGrant(issuer, spec, now), open)).toBe('ok');
+  });
+
+  it('warns at start where issuers are trusted without an audience, and only there', () => {
+    expect(IdentityGate.forIssuers([issuer.getPublicKey()]).warning()).toMatch(/no audience.*MATRIX_GRANT_AUDIENCE/);
+    expect(IdentityGate.forIssuers([issuer.getPublicKey()], { audience: 'prod' }).warning()).toBeUndefined();
+    expect(IdentityGate.trustingCallers().warning()).toBeUndefined();
   });
 
   it('refuses an inbox that is no inbox prefix as malformed', () => {
@@ -100,7 +123,10 @@ describe('the limits of a grant', () => {
     expect(failure(second, verifier)).toBe('ok');
     revocations.apply('sub.1', revocationOf({ sub: 'agent:a', reason: 'left' }, now + 500, 86_400_000));
     expect(failure(second, verifier)).toBe('revoked');
+    // Issued after the revocation: refused within the 10 s slack an iat may run ahead, good past it.
     clock = now + 2_000;
+    expect(failure(mintGrant(issuer, spec, clock), verifier)).toBe('revoked');
+    clock = now + 11_000;
     expect(failure(mintGrant(issuer, spec, clock), verifier)).toBe('ok');
     // A revocation past its end refuses nothing more, and is swept.
     clock = now + 86_401_000;

@@ -54,6 +54,27 @@ describe('the checks of $register', () => {
     expect(registrationError(spec('x', [tool('fine')]), { maxPayload: 1024 * 1024 })).toBeUndefined();
   });
 
+  it("refuses the built-in tools' names, the worker SDK's, and their case, - and _ lookalikes", () => {
+    for (const name of [
+      'matrix_invoke',
+      'MATRIX_INVOKE',
+      'matrix-invoke',
+      'MatrixInvoke',
+      'write_file',
+      'Write-File',
+      'RUN_SHELL',
+    ]) {
+      const error = registrationError(spec('x', [tool(name)]));
+      expect(error, name).toBeInstanceOf(ForbiddenError);
+      expect(error?.message, name).toMatch(/reserved|built-in tool|worker SDK/);
+    }
+    const asSdk = registrationError({ ...spec('x', [tool('fine')]), sdkTools: ['run_shell'] });
+    expect(asSdk).toBeInstanceOf(ForbiddenError);
+    expect(asSdk?.message).toContain("/spec/sdkTools/0 run_shell is the name of one of the worker SDK's own tools");
+    expect(registrationError({ ...spec('x', [tool('fine')]), sdkTools: ['local_lint'] })).toBeUndefined();
+    expect(registrationError(spec('x', [tool('matrix_invoker'), tool('fs_write_file')]))).toBeUndefined();
+  });
+
   it('refuses a context too large for max_payload in any rendering, and only then', () => {
     const big = (n: number) =>
       spec(

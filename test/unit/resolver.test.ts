@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { NotFoundError, PayloadTooLargeError } from '../../src/bus/errors.js';
+import { ConflictError, NotFoundError, PayloadTooLargeError } from '../../src/bus/errors.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { digestOf } from '../../src/registry/canonical.js';
 import { Registry } from '../../src/registry/registry.js';
@@ -170,6 +170,23 @@ describe('the merged context', () => {
     expect(r.verification).toEqual({ checks: ['tests-pass', 'package_validate'], commands: ['npm test'] });
   });
 
+  it('refuses a session where one name is both a bus tool and an SDK tool, in either order', () => {
+    const store = withExtras(
+      ctx('bus-lint', { matrixTools: [echo('local_lint')] }),
+      ctx('sdk-lint', { sdkTools: ['local_lint'] }),
+    );
+    for (const refs of [
+      ['bus-lint', 'sdk-lint'],
+      ['sdk-lint', 'bus-lint'],
+    ]) {
+      const attempt = () => resolve({ profile: 'p', toolContextRefs: refs }, store);
+      expect(attempt, refs.join()).toThrow(ConflictError);
+      expect(attempt, refs.join()).toThrow(
+        /'local_lint' is a bus tool of context 'bus-lint' and an SDK tool of context 'sdk-lint'/,
+      );
+    }
+  });
+
   it('passes SDK tools through, never as bus tools', () => {
     const r = resolve({ profile: 'propose', worker: 'codex' });
     expect(r.sdkTools).toContain('run_shell');
@@ -211,6 +228,32 @@ describe('refs and capabilities that cannot be met', () => {
     );
     const r = resolve({ profile: 'p', toolContextRefs: [], skills: [{ name: 's', requires: ['search'] }] }, store);
     expect(r.contexts).toEqual(['beta', 'indexer']);
+  });
+
+  it("never lets a registered context's requires pull in a built-in: the request names what it reaches", () => {
+    const store = withExtras(ctx('wants-edit', { matrixTools: [echo('lookup')], requires: ['actor.edit'] }));
+    const attempt = () => resolve({ profile: 'p', toolContextRefs: ['wants-edit'] }, store);
+    expect(attempt).toThrow(NotFoundError);
+    expect(attempt).toThrow(/only a built-in context provides 'actor.edit'.*name it in the request/);
+    // Named by the request itself, the same capability is met.
+    expect(resolve({ profile: 'p', toolContextRefs: ['wants-edit', 'actor-edit'] }, store).contexts).toEqual([
+      'wants-edit',
+      'actor-edit',
+    ]);
+    expect(
+      resolve({ profile: 'p', toolContextRefs: ['wants-edit'], requires: ['actor.edit'] }, store).contexts,
+    ).toEqual(['wants-edit', 'actor-edit']);
+  });
+
+  it('still follows a registered requirement to a registered provider', () => {
+    const store = withExtras(
+      ctx('wants-read', { requires: ['actor.read'] }),
+      ctx('zz-reader', { provides: ['actor.read'], matrixTools: [echo('peek')] }),
+    );
+    expect(resolve({ profile: 'p', toolContextRefs: ['wants-read'] }, store).contexts).toEqual([
+      'wants-read',
+      'zz-reader',
+    ]);
   });
 
   it('names every capability nobody provides', () => {
