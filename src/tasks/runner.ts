@@ -4,13 +4,17 @@
  * another, wakes `$result` waiters, and takes over a task whose lease ran out: one that was not
  * sent yet is run (a pending approval waited for again), one that was sent is `failed` "may have
  * run" unless its tool is idempotent (then it is sent again). Every change is compare-and-set,
- * and a terminal task never changes again, so no task reaches its target twice otherwise.
+ * and a terminal task never changes again, so no task reaches its target twice otherwise. An
+ * instance that hears another has claimed a task it runs stops it, keeping its approval for the
+ * new holder, and renews its lease before it uses an approval: an approval goes to the call the
+ * lease holder sends.
  *
  * What a principal keeps is bounded (records and bytes, finished tasks included), and a finished
  * task keeps no arguments, session or grant: one caller cannot fill the bucket or the memory of
  * every instance.
  */
 
+import { TakenOver } from '../approvals/gate.js';
 import { sha256Hex } from '../bus/codec.js';
 import type { CallContext, Progress } from '../bus/context.js';
 import { type Logger, silentLogger } from '../bus/log.js';
@@ -345,6 +349,7 @@ export class TaskRunner {
       onPending: (pending) =>
         void this.pending(key, pending).catch((err: unknown) => this.failed('input_required', err)),
       beforeSend: (callId) => this.sending(key, callId, r),
+      beforeConsume: () => this.holding(key),
     };
     if (r.approvalId !== undefined) hooks.approvalId = r.approvalId;
     const ctx: CallContext = {
@@ -375,6 +380,21 @@ export class TaskRunner {
       next.approvalId = pending.approvalId;
       return next;
     });
+  }
+
+  /**
+   * Renews the lease, compare-and-set, right before an approval is used: true while this
+   * instance still holds the task, so no other can claim it before the call is marked sent.
+   */
+  private async holding(key: string): Promise<boolean> {
+    const mine = (r: TaskRecord) => !isTerminal(r.task.status) && r.lease.holder === this.instance;
+    const after = await this.store.transition(key, (r) => {
+      if (!mine(r)) return undefined;
+      const next = touched(r);
+      next.lease = { holder: this.instance, until: Date.now() + this.leaseMs };
+      return next;
+    });
+    return after !== undefined && mine(after.record);
   }
 
   /**
@@ -491,14 +511,18 @@ export class TaskRunner {
   }
 
   /**
-   * A change of the bucket: remembered; a task ended elsewhere stops here and wakes its waiters.
+   * A change of the bucket: remembered; a task ended elsewhere stops here and wakes its waiters;
+   * one another instance claimed stops here, its approval kept for the new holder.
    */
   private heard(key: string, record: TaskRecord | undefined, revision: number, bytes: number): void {
     const before = this.known.get(key);
     if (before !== undefined && before.revision > revision) return;
     if (record === undefined) this.known.forget(key);
     else this.known.remember({ key, record, revision, bytes });
-    if (record !== undefined && !isTerminal(record.task.status)) return;
+    if (record !== undefined && !isTerminal(record.task.status)) {
+      if (record.lease.holder !== this.instance) this.running.get(key)?.controller.abort(new TakenOver());
+      return;
+    }
     this.running.get(key)?.controller.abort();
     const waiters = this.waiters.get(key);
     if (waiters !== undefined) for (const wake of [...waiters]) wake();
