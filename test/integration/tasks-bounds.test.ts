@@ -192,3 +192,32 @@ describe('what one caller’s tasks keep', () => {
     await old.destroy();
   });
 });
+
+describe('a task larger than a whole share', () => {
+  let bus: TaskBus;
+  const small = uniqueMount('slow');
+
+  beforeAll(async () => {
+    bus = await startTaskBus(small, slowContext('tasks-bounds-small', small), {
+      runner: { maxBytesPerPrincipal: 256 * 1024 },
+    });
+  });
+  afterAll(() => bus.stop());
+
+  it('is refused payload_too_large, saying to send less or call without task', async () => {
+    const who = { principal: 'agent:big', session: 's-big' };
+    const refused = await bus.client.request<ToolResult>(
+      'system.dispatcher',
+      '$call',
+      {
+        session: { profile: 'default', toolContextRefs: ['tasks-bounds-small'] },
+        call: { id: 'too-big', name: 'work', arguments: { steps: 1, stepMs: 1, pad: 'z'.repeat(300_000) } },
+        task: {},
+      },
+      who,
+    );
+    expect(refused).toMatchObject({ isError: true, error: { code: 'payload_too_large' } });
+    expect(refused.content).toContain('Send smaller arguments, or call it without task');
+    expect(await bus.runner.store.keysOf(who)).toEqual([]);
+  });
+});
