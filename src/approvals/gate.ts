@@ -51,9 +51,15 @@ export interface GateOptions {
   /** Unix ms: no wait goes past it (the caller's deadline, a task's expiry). */
   deadlineMs: number;
   /**
-   * Stops waiting when aborted: the approval is removed, unless the reason is a `ServiceStopping`.
+   * Stops waiting when aborted: the approval is removed, unless the reason is a `ServiceStopping`
+   * or a `TakenOver`.
    */
   signal?: AbortSignal;
+  /**
+   * Awaited before an approval is used: false leaves it unused, for another call to use (a task
+   * whose lease another instance holds now). Default: always use it.
+   */
+  beforeConsume?: () => Promise<boolean>;
   /** Told once the approval is pending (a task becomes `input_required`). */
   onPending?: (pending: { approvalId: string; expiresAt: string }) => void;
   /** The KV bucket of pending approvals; default `matrix-approvals`. */
@@ -73,6 +79,17 @@ export class ServiceStopping extends Error {
   constructor() {
     super('the service is stopping');
     this.name = 'ServiceStopping';
+  }
+}
+
+/**
+ * The abort reason of a task's wait that another instance took over: its approval stays, for
+ * the new holder's call.
+ */
+export class TakenOver extends Error {
+  constructor() {
+    super('another instance took the task over');
+    this.name = 'TakenOver';
   }
 }
 
@@ -165,11 +182,11 @@ async function waitFor(
           continue;
         }
       }
-      const verdict = found === undefined ? gone(approvalId) : await settled(store, found);
+      const verdict = found === undefined ? gone(approvalId) : await settled(store, found, options.beforeConsume);
       if (verdict !== undefined) return withWait(verdict, waited());
       if (options.signal?.aborted) return withWait(await stopped(store, found, options.signal.reason), waited());
       const left = options.deadlineMs - Date.now();
-      if (left <= 0) return withWait(await expired(store, found as Revisioned), waited());
+      if (left <= 0) return withWait(await expired(store, found as Revisioned, options.beforeConsume), waited());
       await wake.after(Math.min(pause, left));
       pause = Math.min(pause * 2, LONGEST_POLL_MS);
     }
@@ -181,12 +198,18 @@ async function waitFor(
 }
 
 /** The verdict of an approval that was answered, or undefined while it is pending. */
-async function settled(store: ApprovalStore, found: Revisioned): Promise<Verdict | undefined> {
+async function settled(
+  store: ApprovalStore,
+  found: Revisioned,
+  beforeConsume?: () => Promise<boolean>,
+): Promise<Verdict | undefined> {
   const { record } = found;
   switch (record.status) {
     case ApprovalStatus.Pending:
       return undefined;
     case ApprovalStatus.Approved:
+      if (beforeConsume !== undefined && !(await beforeConsume().catch(() => false)))
+        return { approved: false, approvalId: record.approvalId, reason: 'another instance runs the call now' };
       if (await store.consume(found)) {
         const verdict: Verdict = { approved: true, approvalId: record.approvalId };
         if (record.by !== undefined) verdict.by = record.by;
@@ -204,11 +227,15 @@ async function settled(store: ApprovalStore, found: Revisioned): Promise<Verdict
  * Nobody answered by the deadline: the approval is removed (unless it was answered at the
  * last moment).
  */
-async function expired(store: ApprovalStore, found: Revisioned): Promise<Verdict> {
+async function expired(
+  store: ApprovalStore,
+  found: Revisioned,
+  beforeConsume?: () => Promise<boolean>,
+): Promise<Verdict> {
   const removed = await store.remove(found).catch(() => false);
   if (!removed) {
     const now = await store.get(found.record.approvalId).catch(() => undefined);
-    const verdict = now === undefined ? undefined : await settled(store, now);
+    const verdict = now === undefined ? undefined : await settled(store, now, beforeConsume);
     if (verdict !== undefined) return verdict;
   }
   return {
@@ -224,6 +251,8 @@ async function expired(store: ApprovalStore, found: Revisioned): Promise<Verdict
  */
 async function stopped(store: ApprovalStore, found: Revisioned | undefined, reason: unknown): Promise<Verdict> {
   const approvalId = found?.record.approvalId;
+  if (reason instanceof TakenOver)
+    return { approved: false, ...(approvalId === undefined ? {} : { approvalId }), reason: reason.message };
   if (reason instanceof ServiceStopping)
     return {
       approved: false,

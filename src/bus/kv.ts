@@ -4,7 +4,13 @@
  * (it resumes from the revision after the last one it delivered).
  */
 
-import { JetStreamApiCodes, JetStreamApiError, type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamClient,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
 import { type KV, Kvm, type KvWatchEntry } from '@nats-io/kv';
 import { Empty, headers, type NatsConnection } from '@nats-io/nats-core';
 import { ConflictError, UnavailableError } from './errors.js';
@@ -30,6 +36,12 @@ export interface BucketOptions {
   history?: number;
   /** Age past which entries expire, in ms; default never. */
   maxAgeMs?: number;
+  /**
+   * Most bytes the bucket holds, in bytes; default no bound. Set on a bucket that exists too (an
+   * older one made without it): past it JetStream refuses a new key, while a key already there
+   * may still be written smaller (history 1 replaces it).
+   */
+  maxBytes?: number;
 }
 
 /** How a watch checks that it is not behind its bucket; defaults for production. */
@@ -66,7 +78,9 @@ export class Bucket {
         replicas: options.replicas ?? 1,
         history: options.history ?? 5,
         ttl: options.maxAgeMs ?? 0,
+        ...(options.maxBytes === undefined ? {} : { max_bytes: options.maxBytes }),
       });
+      if (options.maxBytes !== undefined) await boundBytes(nc, name, options.maxBytes);
       return new Bucket(kv, jetstream(nc), name);
     } catch (err) {
       throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, {
@@ -227,6 +241,14 @@ export class Bucket {
       throw unavailable(this.name, what, err);
     }
   }
+}
+
+/** Sets `max_bytes` of the bucket's stream when it differs (a bucket made before the bound). */
+async function boundBytes(nc: NatsConnection, name: string, maxBytes: number): Promise<void> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(`KV_${name}`);
+  if (info.config.max_bytes !== maxBytes)
+    await jsm.streams.update(`KV_${name}`, { ...info.config, max_bytes: maxBytes });
 }
 
 function unavailable(bucket: string, what: 'read' | 'write', err: unknown): UnavailableError {

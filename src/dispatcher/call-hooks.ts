@@ -34,6 +34,11 @@ export interface CallHooks {
    * itself sent, compare-and-set); a throw stops the call unsent.
    */
   beforeSend?: (callId: string) => Promise<void>;
+  /**
+   * Awaited before its approval is used: false leaves the approval unused and the call unsent (a
+   * task renews its lease here, so one another instance claimed does not spend it).
+   */
+  beforeConsume?: () => Promise<boolean>;
   /** The call runs as a task: a tool whose `execution.taskSupport` is `required` is refused without this. */
   asTask?: boolean;
   /** Longest wait for an approver, in ms, instead of the dispatcher's (a task waits longer than a request can). */
@@ -91,7 +96,7 @@ export function waitForApproval(
   // A task waits for a person as long as it is kept, not as long as one request may take.
   const deadlineMs = hooks?.approvalTimeoutMs === undefined ? wait.deadlineMs : Date.now() + hooks.approvalTimeoutMs;
   const windowMs = hooks?.approvalTimeoutMs ?? wait.windowMs;
-  const options = { deadlineMs, signal, bucket: wait.bucket, windowMs };
+  const options = { deadlineMs, signal, bucket: wait.bucket, windowMs, beforeConsume: hooks?.beforeConsume };
   if (hooks?.approvalId !== undefined) return awaitDecision(client, hooks.approvalId, options);
   return approvalGate(client, request, ctx, { ...options, onPending: hooks?.onPending });
 }

@@ -164,6 +164,30 @@ export const failure = {
     ),
 
   /**
+   * Tasks: the principal's share of the task store is full (records or bytes, finished tasks
+   * included). It frees itself as finished tasks are removed, so the model is told to wait.
+   */
+  taskShareFull: (tool: string, kept: { records: number; bytes: number }, bounds: { records: number; bytes: number }) =>
+    new CallFailure(
+      'unavailable',
+      `Your tasks already keep ${kept.records} records and ${kept.bytes} bytes (at most ${bounds.records} records and ${bounds.bytes} bytes, finished tasks included); "${tool}" was not started. Finished tasks are removed ttlMs after their creation (10 minutes unless the call asked longer): fetch the results you need (system.tasks.$result), cancel tasks you no longer need, and call again once older tasks are gone; or call without task.`,
+    ),
+
+  /** Tasks: the call alone is larger than all a principal's tasks may keep. */
+  taskTooLarge: (tool: string, bytes: number, most: number) =>
+    new CallFailure(
+      'payload_too_large',
+      `"${tool}" as a task would keep ${bytes} bytes, more than all of one caller's tasks may keep (${most} bytes); it was not started. Send smaller arguments, or call it without task.`,
+    ),
+
+  /** Tasks: the task store as a whole is near full (many callers); tasks already there can still end. */
+  tasksFull: (tool: string) =>
+    new CallFailure(
+      'unavailable',
+      `The task store is full right now; "${tool}" was not started. Try again in a few minutes, or call it without task.`,
+    ),
+
+  /**
    * The grant the call was made under was revoked or expired before it was sent (it waited for
    * approval, or as a task).
    */

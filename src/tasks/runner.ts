@@ -4,8 +4,18 @@
  * another, wakes `$result` waiters, and takes over a task whose lease ran out: one that was not
  * sent yet is run (a pending approval waited for again), one that was sent is `failed` "may have
  * run" unless its tool is idempotent (then it is sent again). Every change is compare-and-set,
- * and a terminal task never changes again, so no task reaches its target twice otherwise.
+ * and a terminal task never changes again, so no task reaches its target twice otherwise. An
+ * instance that hears another has claimed a task it runs stops it, keeping its approval for the
+ * new holder, and renews its lease before it uses an approval: an approval goes to the call the
+ * lease holder sends.
+ *
+ * What a principal keeps is bounded (records and bytes, finished tasks included), and a finished
+ * task keeps no arguments, session or grant: one caller cannot fill the bucket or the memory of
+ * every instance.
  */
+
+import { TakenOver } from '../approvals/gate.js';
+import { sha256Hex } from '../bus/codec.js';
 import type { CallContext, Progress } from '../bus/context.js';
 import { type Logger, silentLogger } from '../bus/log.js';
 import type { CallHooks, PendingApproval } from '../dispatcher/call-hooks.js';
@@ -18,11 +28,13 @@ import type { IdentityGate } from '../identity/gate.js';
 import type { Revocations } from '../identity/revocations.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { KnownTasks } from './known.js';
-import { newTaskId, type StoredTask, type TaskStore, taskKey } from './store.js';
+import { encodeTask, newTaskId, type StoredTask, type TaskStore, taskKey } from './store.js';
 import {
   DEFAULT_TASK_TTL_MS,
   isTerminal,
   MAX_LIVE_TASKS_PER_PRINCIPAL,
+  MAX_TASK_BYTES_PER_PRINCIPAL,
+  MAX_TASK_RECORDS_PER_PRINCIPAL,
   MAX_TASK_TTL_MS,
   POLL_INTERVAL_MS,
   type Task,
@@ -47,6 +59,10 @@ export interface TaskRunnerOptions {
   sweepMs?: number;
   /** Live tasks one principal may hold; default `MAX_LIVE_TASKS_PER_PRINCIPAL` (32). */
   maxLivePerPrincipal?: number;
+  /** Task records (finished ones included) one principal may keep; default `MAX_TASK_RECORDS_PER_PRINCIPAL` (256). */
+  maxRecordsPerPrincipal?: number;
+  /** Bytes of task records (finished ones included) one principal may keep; default `MAX_TASK_BYTES_PER_PRINCIPAL` (8 MiB). */
+  maxBytesPerPrincipal?: number;
   /**
    * Checks the grant a task was made under again when it runs (a takeover too) and right before
    * its request is sent: revoked or expired, the task fails and nothing is sent. Default none
@@ -74,6 +90,8 @@ export class TaskRunner {
   readonly instance: string;
   private readonly leaseMs: number;
   private readonly maxLive: number;
+  /** What one principal's records may keep. */
+  private readonly share: { records: number; bytes: number };
   private readonly logger: Logger;
   /** Every task this instance knows of from the watch (terminal ones too, until removed). */
   private readonly known = new KnownTasks();
@@ -93,12 +111,16 @@ export class TaskRunner {
     this.instance = options.instance ?? newTaskId();
     this.leaseMs = options.leaseMs ?? 5_000;
     this.maxLive = options.maxLivePerPrincipal ?? MAX_LIVE_TASKS_PER_PRINCIPAL;
+    this.share = {
+      records: options.maxRecordsPerPrincipal ?? MAX_TASK_RECORDS_PER_PRINCIPAL,
+      bytes: options.maxBytesPerPrincipal ?? MAX_TASK_BYTES_PER_PRINCIPAL,
+    };
     this.logger = options.logger ?? silentLogger;
   }
 
   /** Watches the bucket and starts the lease renewals and the sweeper. */
   start(): this {
-    const watch = this.store.watch((key, record, revision) => this.heard(key, record, revision));
+    const watch = this.store.watch((key, record, revision, bytes) => this.heard(key, record, revision, bytes));
     const stopHearing = this.options.revocations?.onRevoked(
       () => void this.cancelRevoked().catch((err: unknown) => this.failed('cancel on revocation', err)),
     );
@@ -135,7 +157,8 @@ export class TaskRunner {
 
   /**
    * Makes a task of a checked call and starts it here; resolves with the task once stored, or
-   * with the error result of a refusal (the principal holds too many live tasks).
+   * with the error result of a refusal: the principal holds too many live tasks, or its share of
+   * the bucket (records, bytes) is full, or the bucket is.
    */
   async create(
     session: ResolveRequest,
@@ -144,32 +167,50 @@ export class TaskRunner {
     to: Route,
     request: TaskRequest,
   ): Promise<Task | ToolResult> {
-    const owner = { principal: context.principal, session: context.session };
-    const live = this.liveOf(owner.principal);
-    if (live >= this.maxLive) return errorResult(call.id, call.name, failure.tooManyTasks(call.name, live));
+    const record = this.newRecord(session, call, context, to, request);
+    const key = taskKey(record.owner, record.task.taskId);
+    const value = encodeTask(record);
+    const bytes = key.length + value.length;
+    const refused = this.refusal(record, bytes);
+    if (refused !== undefined) return errorResult(call.id, call.name, refused);
     // Reserved before the first await: the next call's check counts this one.
-    const release = this.known.reserve(owner.principal);
+    const release = this.known.reserve(record.owner.principal, bytes);
     try {
-      return await this.write(session, call, context, to, request, owner);
+      const stored = await this.store.create(key, record, value);
+      this.known.remember(stored);
+      this.run(stored);
+      return record.task;
     } finally {
       release();
     }
   }
 
-  /** Writes a new task and starts it here. */
-  private async write(
+  /** Why a new task of `bytes` may not be kept, or undefined when it may. */
+  private refusal(record: TaskRecord, bytes: number): CallFailure | undefined {
+    const tool = record.call.name;
+    const kept = this.known.keptBy(record.owner.principal);
+    if (kept.live >= this.maxLive) return failure.tooManyTasks(tool, kept.live);
+    if (bytes > this.share.bytes) return failure.taskTooLarge(tool, bytes, this.share.bytes);
+    if (kept.records + 1 > this.share.records || kept.bytes + bytes > this.share.bytes)
+      return failure.taskShareFull(tool, kept, this.share);
+    // Room is left in the bucket for the tasks already there to end.
+    if (this.known.totalBytes() + bytes > (this.store.maxBytes / 8) * 7) return failure.tasksFull(tool);
+    return undefined;
+  }
+
+  /** The record of a new task, its lease held here. */
+  private newRecord(
     session: ResolveRequest,
     call: ToolCall,
     context: CallContext,
     to: Route,
     request: TaskRequest,
-    owner: TaskRecord['owner'],
-  ): Promise<Task> {
+  ): TaskRecord {
     const now = Date.now();
     const ttlMs = Math.min(request.ttlMs ?? DEFAULT_TASK_TTL_MS, MAX_TASK_TTL_MS);
     const taskId = newTaskId();
     const at = new Date(now).toISOString();
-    const record: TaskRecord = {
+    return {
       task: {
         taskId,
         callId: call.id,
@@ -180,9 +221,10 @@ export class TaskRunner {
         ttlMs,
         pollIntervalMs: POLL_INTERVAL_MS,
       },
-      owner,
+      owner: { principal: context.principal, session: context.session },
       session,
       call,
+      argumentsDigest: sha256Hex(JSON.stringify(call.arguments ?? {})),
       context: {
         traceparent: context.traceparent,
         principal: context.principal,
@@ -195,10 +237,6 @@ export class TaskRunner {
       expiresAt: now + ttlMs,
       lease: { holder: this.instance, until: now + this.leaseMs },
     };
-    const stored = await this.store.create(taskKey(owner, taskId), record);
-    this.known.remember(stored);
-    this.run(stored);
-    return record.task;
   }
 
   /** The task `taskId` of `owner`, or undefined (unknown, or someone else's). */
@@ -226,7 +264,7 @@ export class TaskRunner {
       },
       stored,
     );
-    if (after !== undefined) this.heard(after.key, after.record, after.revision);
+    if (after !== undefined) this.heard(after.key, after.record, after.revision, after.bytes);
     return after;
   }
 
@@ -251,7 +289,7 @@ export class TaskRunner {
 
   /** Live tasks of a principal this instance knows of, those being written here included. */
   liveOf(principal: string | undefined): number {
-    return this.known.liveOf(principal);
+    return this.known.keptBy(principal).live;
   }
 
   /**
@@ -287,9 +325,14 @@ export class TaskRunner {
   private run(stored: StoredTask): void {
     const key = stored.key;
     const r = stored.record;
+    const session = r.session;
     const lapsed = this.lapsed(r);
-    if (lapsed !== undefined) {
-      const result = errorResult(r.call.id, r.call.name, failure.grantLapsed(r.call.name, lapsed.message));
+    if (lapsed !== undefined || session === undefined) {
+      const stop =
+        lapsed !== undefined
+          ? failure.grantLapsed(r.call.name, lapsed.message)
+          : failure.unexpected(r.call.name, new Error('the task record holds no session to run it with'));
+      const result = errorResult(r.call.id, r.call.name, stop);
       void this.end(key, result).catch((err: unknown) => this.failed('task end', err));
       return;
     }
@@ -306,6 +349,7 @@ export class TaskRunner {
       onPending: (pending) =>
         void this.pending(key, pending).catch((err: unknown) => this.failed('input_required', err)),
       beforeSend: (callId) => this.sending(key, callId, r),
+      beforeConsume: () => this.holding(key),
     };
     if (r.approvalId !== undefined) hooks.approvalId = r.approvalId;
     const ctx: CallContext = {
@@ -316,7 +360,7 @@ export class TaskRunner {
       readSessions: r.context.readSessions,
     };
     void this.dispatcher
-      .call(r.session, r.call, ctx, hooks)
+      .call(session, r.call, ctx, hooks)
       .catch((err: unknown) => errorResult(r.call.id, r.call.name, failure.unexpected(r.call.name, err)))
       .then((result) => this.end(key, result))
       .catch((err: unknown) => this.failed('task end', err))
@@ -336,6 +380,21 @@ export class TaskRunner {
       next.approvalId = pending.approvalId;
       return next;
     });
+  }
+
+  /**
+   * Renews the lease, compare-and-set, right before an approval is used: true while this
+   * instance still holds the task, so no other can claim it before the call is marked sent.
+   */
+  private async holding(key: string): Promise<boolean> {
+    const mine = (r: TaskRecord) => !isTerminal(r.task.status) && r.lease.holder === this.instance;
+    const after = await this.store.transition(key, (r) => {
+      if (!mine(r)) return undefined;
+      const next = touched(r);
+      next.lease = { holder: this.instance, until: Date.now() + this.leaseMs };
+      return next;
+    });
+    return after !== undefined && mine(after.record);
   }
 
   /**
@@ -373,7 +432,7 @@ export class TaskRunner {
     const after = await this.store.transition(key, (r) =>
       isTerminal(r.task.status) || r.lease.holder !== this.instance ? undefined : finished(r, result, status),
     );
-    if (after !== undefined) this.heard(after.key, after.record, after.revision);
+    if (after !== undefined) this.heard(after.key, after.record, after.revision, after.bytes);
   }
 
   /**
@@ -444,7 +503,7 @@ export class TaskRunner {
         (x) => (isTerminal(x.task.status) ? undefined : finished(x, result, 'failed')),
         after,
       );
-      if (ended !== undefined) this.heard(ended.key, ended.record, ended.revision);
+      if (ended !== undefined) this.heard(ended.key, ended.record, ended.revision, ended.bytes);
       return;
     }
     this.known.remember(after);
@@ -452,14 +511,18 @@ export class TaskRunner {
   }
 
   /**
-   * A change of the bucket: remembered; a task ended elsewhere stops here and wakes its waiters.
+   * A change of the bucket: remembered; a task ended elsewhere stops here and wakes its waiters;
+   * one another instance claimed stops here, its approval kept for the new holder.
    */
-  private heard(key: string, record: TaskRecord | undefined, revision: number): void {
+  private heard(key: string, record: TaskRecord | undefined, revision: number, bytes: number): void {
     const before = this.known.get(key);
     if (before !== undefined && before.revision > revision) return;
     if (record === undefined) this.known.forget(key);
-    else this.known.remember({ key, record, revision });
-    if (record !== undefined && !isTerminal(record.task.status)) return;
+    else this.known.remember({ key, record, revision, bytes });
+    if (record !== undefined && !isTerminal(record.task.status)) {
+      if (record.lease.holder !== this.instance) this.running.get(key)?.controller.abort(new TakenOver());
+      return;
+    }
     this.running.get(key)?.controller.abort();
     const waiters = this.waiters.get(key);
     if (waiters !== undefined) for (const wake of [...waiters]) wake();
@@ -478,9 +541,15 @@ function touched(r: TaskRecord): TaskRecord {
   return next;
 }
 
-/** The record ended with `result`. */
+/**
+ * The record ended with `result` (capped as every result is): its arguments, session and grant
+ * dropped, nothing after the end needs them (the arguments' digest stays).
+ */
 function finished(r: TaskRecord, result: ToolResult, status: 'completed' | 'failed' | 'cancelled'): TaskRecord {
   const next = touched(r);
+  next.call = { id: r.call.id, name: r.call.name };
+  next.session = undefined;
+  next.context = { ...r.context, grant: undefined };
   next.task.status = status;
   next.task.statusMessage =
     status === 'completed' ? undefined : (result.error?.message ?? result.content).slice(0, 512);

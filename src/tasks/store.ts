@@ -10,7 +10,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { sha256Hex } from '../bus/codec.js';
 import { ConflictError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
-import { MAX_TASK_TTL_MS, type TaskRecord } from './types.js';
+import { MAX_TASK_TTL_MS, TASKS_BUCKET_MAX_BYTES, type TaskRecord } from './types.js';
 
 /** The bucket of tasks. */
 export const TASKS_BUCKET = 'matrix-tasks';
@@ -23,6 +23,8 @@ export interface StoredTask {
   key: string;
   record: TaskRecord;
   revision: number;
+  /** Bytes it takes in the bucket: its key and its value. */
+  bytes: number;
 }
 
 /** What a transition does with the record it read: a new record to write, or undefined to leave it. */
@@ -34,6 +36,8 @@ export interface TaskStoreOptions {
   bucket?: string;
   /** JetStream replicas; default 1 (`MATRIX_TOOLS_REPLICAS` in the service). */
   replicas?: number;
+  /** Most bytes the bucket holds; default `TASKS_BUCKET_MAX_BYTES` (256 MiB). */
+  maxBytes?: number;
 }
 
 /** A task id: 128 random bits, base64url (22 characters). */
@@ -60,21 +64,27 @@ export function taskKey(owner: { principal?: string; session?: string }, taskId:
 
 /** Tasks in a KV bucket. */
 export class TaskStore {
-  private constructor(readonly bucket: Bucket) {}
+  private constructor(
+    readonly bucket: Bucket,
+    /** Most bytes the bucket holds. */
+    readonly maxBytes: number,
+  ) {}
 
   static async open(nc: NatsConnection, options: TaskStoreOptions = {}): Promise<TaskStore> {
+    const maxBytes = options.maxBytes ?? TASKS_BUCKET_MAX_BYTES;
     const bucket = await Bucket.open(nc, options.bucket ?? TASKS_BUCKET, {
       replicas: options.replicas ?? 1,
       history: 1,
       maxAgeMs: MAX_TASK_TTL_MS + 3_600_000,
+      maxBytes,
     });
-    return new TaskStore(bucket);
+    return new TaskStore(bucket, maxBytes);
   }
 
-  /** Writes a new task; `ConflictError` if its key exists (a task id drawn twice). */
-  async create(key: string, record: TaskRecord): Promise<StoredTask> {
-    const revision = await this.bucket.create(key, encode(record));
-    return { key, record, revision };
+  /** Writes a new task, encoded as `value`; `ConflictError` if its key exists (a task id drawn twice). */
+  async create(key: string, record: TaskRecord, value = encodeTask(record)): Promise<StoredTask> {
+    const revision = await this.bucket.create(key, value);
+    return { key, record, revision, bytes: key.length + value.length };
   }
 
   /** The task at `key`, or undefined. */
@@ -82,7 +92,9 @@ export class TaskStore {
     const entry = await this.bucket.get(key);
     if (entry === null) return undefined;
     const record = decode(entry.value);
-    return record === undefined ? undefined : { key, record, revision: entry.revision };
+    return record === undefined
+      ? undefined
+      : { key, record, revision: entry.revision, bytes: key.length + entry.value.length };
   }
 
   /**
@@ -96,8 +108,9 @@ export class TaskStore {
       const next = change(current.record);
       if (next === undefined) return current;
       try {
-        const revision = await this.bucket.update(key, encode(next), current.revision);
-        return { key, record: next, revision };
+        const value = encodeTask(next);
+        const revision = await this.bucket.update(key, value, current.revision);
+        return { key, record: next, revision, bytes: key.length + value.length };
       } catch (err) {
         if (!(err instanceof ConflictError) || tries >= MAX_TRIES) throw err;
       }
@@ -118,15 +131,20 @@ export class TaskStore {
     return this.bucket.keys(`${ownerToken(owner)}.*`);
   }
 
-  /** Every task now, then every change (a removed task comes with `record` undefined). */
-  watch(onTask: (key: string, record: TaskRecord | undefined, revision: number) => void): BucketWatch {
+  /**
+   * Every task now, then every change (a removed task comes with `record` undefined), with the
+   * bytes it takes in the bucket.
+   */
+  watch(onTask: (key: string, record: TaskRecord | undefined, revision: number, bytes: number) => void): BucketWatch {
     return this.bucket.watch((entry: BucketEntry) => {
-      onTask(entry.key, entry.operation === 'PUT' ? decode(entry.value) : undefined, entry.revision);
+      const record = entry.operation === 'PUT' ? decode(entry.value) : undefined;
+      onTask(entry.key, record, entry.revision, entry.key.length + entry.value.length);
     });
   }
 }
 
-function encode(record: TaskRecord): Uint8Array {
+/** A task record as the bucket holds it (its length is what it costs its principal's share). */
+export function encodeTask(record: TaskRecord): Uint8Array {
   return Buffer.from(JSON.stringify(record));
 }
 

@@ -43,7 +43,7 @@ export interface Task {
 
 /** `task` of a `system.dispatcher.$call`: run it as a task. */
 export interface TaskRequest {
-  /** How long the finished task is kept from its creation, in ms; default 1 h, at most 24 h. */
+  /** How long the finished task is kept from its creation, in ms; default 10 min, at most 24 h. */
   ttlMs?: number;
 }
 
@@ -80,15 +80,22 @@ export interface TaskListReply {
 export const TaskPhase = { Queued: 'queued', Sent: 'sent' } as const;
 export type TaskPhase = (typeof TaskPhase)[keyof typeof TaskPhase];
 
-/** A task as it is stored in KV `matrix-tasks`: what it shows, whose it is, and all a takeover needs to run it. */
+/**
+ * A task as it is stored in KV `matrix-tasks`: what it shows, whose it is, and while it is live
+ * all a takeover needs to run it. Once it ends it keeps only what `$get`, `$result` and `$list`
+ * answer: the arguments, the session and the grant are dropped (the arguments' digest stays).
+ */
 export interface TaskRecord {
   task: Task;
   /** The grant's principal and session: whose the task is. */
   owner: { principal?: string; session?: string };
-  /** The checked `$resolve` request and the call, as the dispatcher was given them. */
-  session: ResolveRequest;
+  /** The checked `$resolve` request, as the dispatcher was given it; absent once ended. */
+  session?: ResolveRequest;
+  /** The call; its `arguments` are absent once ended. */
   call: ToolCall;
-  /** The context the dispatcher runs the call with (from the grant). */
+  /** SHA-256 (hex) of the call's arguments as JSON: what identifies them once they are dropped. */
+  argumentsDigest: string;
+  /** The context the dispatcher runs the call with (from the grant); `grant` absent once ended. */
   context: { traceparent?: string; principal?: string; session?: string; grant?: string; readSessions?: string };
   phase: TaskPhase;
   /** The tool may be sent again (annotated idempotent, not gated): a takeover after `sent` sends it again. */
@@ -105,12 +112,21 @@ export interface TaskRecord {
   lease: { holder: string; until: number };
 }
 
-/** Finished tasks are kept this long from their creation unless the call says otherwise, in ms: 1 h. */
-export const DEFAULT_TASK_TTL_MS = 3_600_000;
+/** Finished tasks are kept this long from their creation unless the call says otherwise, in ms: 10 min. */
+export const DEFAULT_TASK_TTL_MS = 600_000;
 /** The longest a task is kept, in ms: 24 h. */
 export const MAX_TASK_TTL_MS = 86_400_000;
 /** Live tasks (not terminal) one principal may hold at once; past it a new one is refused. */
 export const MAX_LIVE_TASKS_PER_PRINCIPAL = 32;
+/** Task records (live and finished) one principal may have kept at once; past it a new task is refused. */
+export const MAX_TASK_RECORDS_PER_PRINCIPAL = 256;
+/** Bytes of task records (live and finished) one principal may have kept at once: 8 MiB. */
+export const MAX_TASK_BYTES_PER_PRINCIPAL = 8 * 1024 * 1024;
+/**
+ * Most bytes of bucket `matrix-tasks`: 256 MiB. New tasks are refused past seven eighths of it,
+ * so tasks already there can still end.
+ */
+export const TASKS_BUCKET_MAX_BYTES = 256 * 1024 * 1024;
 /** Longest `$result` wait, in ms. */
 export const MAX_RESULT_WAIT_MS = 30_000;
 /** What a task tells its caller to poll at, in ms. */

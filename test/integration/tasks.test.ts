@@ -80,7 +80,7 @@ describe('tool calls as tasks (system.tasks)', () => {
     const before = slow.started;
     const task = await started('work', { steps: 3, stepMs: 100 });
     expect(task.taskId).toMatch(/^[A-Za-z0-9_-]{22}$/);
-    expect(task).toMatchObject({ status: 'working', name: 'work', ttlMs: 3_600_000, pollIntervalMs: 1_000 });
+    expect(task).toMatchObject({ status: 'working', name: 'work', ttlMs: 600_000, pollIntervalMs: 1_000 });
     const result = await tasks<ToolResult>('$result', { taskId: task.taskId, waitMs: 10_000 });
     expect(result).toMatchObject({ isError: false, content: '{"done":3}' });
     expect(slow.started).toBe(before + 1);
