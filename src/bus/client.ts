@@ -286,8 +286,8 @@ export class BusClient {
         () => this.close(),
         () => this.close(),
       );
+      void this.watchPermissions();
     }
-    void this.watchPermissions();
     if (this.perRequest || (this.sub !== undefined && !this.sub.isClosed())) return;
     this.sub = this.nc.subscribe(`${this.inbox}*`, { callback: this.receive });
   }
