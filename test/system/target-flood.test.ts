@@ -74,14 +74,17 @@ describe('a mount that floods the service with replies it did not ask for', () =
   let stopFlooder: () => void;
   let monitorPort: number;
 
-  /** Messages nats-server has delivered to the service's connections so far (its monitoring's `out_msgs`). */
-  async function deliveredToService(): Promise<number> {
+  /** The service's connections as nats-server's monitoring lists them. */
+  async function serviceConnections(): Promise<Array<{ name?: string; out_msgs: number }>> {
     const connz = (await (await fetch(`http://127.0.0.1:${monitorPort}/connz`)).json()) as {
       connections: Array<{ name?: string; out_msgs: number }>;
     };
-    const service = connz.connections.filter((c) => c.name?.startsWith('matrix-tool-registry'));
-    expect(service.length).toBeGreaterThan(0);
-    return service.reduce((sum, c) => sum + c.out_msgs, 0);
+    return connz.connections.filter((c) => c.name?.startsWith('matrix-tool-registry'));
+  }
+
+  /** Messages nats-server has delivered to the service's connections so far (`out_msgs`). */
+  async function deliveredToService(): Promise<number> {
+    return (await serviceConnections()).reduce((sum, c) => sum + c.out_msgs, 0);
   }
 
   /** Milliseconds of each victim call (a granted spy_run that reaches its target) for `ms`, at least 5 calls. */
@@ -167,6 +170,11 @@ describe('a mount that floods the service with replies it did not ask for', () =
     await eventually(() => expect(floods.length).toBeGreaterThanOrEqual(n), { timeoutMs: 20_000 });
     return Number(floods[n - 1]);
   }
+
+  it('calls targets on a connection of its own', async () => {
+    const names = (await serviceConnections()).map((c) => c.name).sort();
+    expect(names).toEqual(['matrix-tool-registry', 'matrix-tool-registry-targets']);
+  });
 
   it("fails a call whose target floods progress, blaming the target, and another agent's calls keep their pace", async () => {
     const before = await deliveredToService();
