@@ -1,14 +1,16 @@
 /**
- * Calls ops on mounts. One reply subscription for all requests (a muxed inbox) and one
- * timer sweep for all deadlines, so a request costs a publish and a map entry, not a
- * subscription and a timer. NATS failures come back as the protocol's typed errors:
+ * Calls ops on mounts. One timer sweep for all deadlines; replies on one subscription for all
+ * requests (a muxed inbox: a request costs a publish and a map entry), or, for calls to mounts
+ * that may not be trusted (`replies: 'per-request'`), on a subscription of each request's own,
+ * dropped when it ends, so a message sent to any other subject of the inbox has no subscriber and
+ * never reaches this process. Whatever comes back is counted before it is read, within a bound
+ * per request (`reports.ts`): past it the request fails with `TargetFloodError`. NATS failures come back as the protocol's typed errors:
  * no responders → `NoRespondersError` (an `UnavailableError`), no answer by the deadline →
  * `TimeoutError`, an error reply → the error class of its code (a mount's own 503 is an
  * `UnavailableError`, not `NoRespondersError`: it got the request), a reply nothing can
  * decode → `InternalError`.
  */
 
-import { randomFillSync } from 'node:crypto';
 import {
   createInbox,
   type Msg,
@@ -17,25 +19,22 @@ import {
   PermissionViolationError,
   type Subscription,
 } from '@nats-io/nats-core';
-import { decodeReply, Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
+import { Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, CancelledError, type Progress } from './context.js';
 import {
-  codeOfStatus,
-  type ErrorDetails,
-  errorFromWire,
   ForbiddenError,
-  InternalError,
-  isErrorCode,
   type MatrixError,
-  NoRespondersError,
   PayloadTooLargeError,
   TimeoutError,
   UnavailableError,
   UnsendableRequestError,
 } from './errors.js';
-import { deadlineOf, Header, putHeader, type ReplyHeaders, replyHeadersOf, writeContext } from './headers.js';
+import { deadlineOf, Header, putHeader, replyHeadersOf, writeContext } from './headers.js';
+import { randomToken } from './ids.js';
 import { type Logger, silentLogger } from './log.js';
-import { guarded, opSubject } from './subjects.js';
+import { readReply } from './read-reply.js';
+import { type Counted, DEFAULT_REPORT_BOUND, overBound, ProgressFeed, type ReportBound } from './reports.js';
+import { type Callback, guarded, opSubject } from './subjects.js';
 
 /** How one request is made. */
 export interface RequestOptions extends CallContext {
@@ -48,6 +47,12 @@ export interface RequestOptions extends CallContext {
    * PROTOCOL 10). Reports come whether or not anyone listens; they are never the reply.
    */
   onProgress?: (progress: Progress) => void;
+  /**
+   * Shortest time between two reports given to `onProgress`, in ms; a report within it is held
+   * back undecoded, replaced by any later one, and given when the interval has passed or before
+   * the reply. Default 0: each report.
+   */
+  progressEveryMs?: number;
   /**
    * Stops waiting when it fires: the request rejects with `CancelledError` (the target is not
    * told here).
@@ -67,7 +72,20 @@ export interface BusClientOptions {
    * Where a target's unreadable progress reports are logged (once per request); default nowhere.
    */
   logger?: Logger;
+  /**
+   * `shared` (default): one subscription on the inbox's wildcard for every request. `per-request`:
+   * each request subscribes to its own reply subject (a SUB and an UNSUB more per request), so
+   * a message to any other subject of the inbox reaches nobody: for targets whose NATS users may
+   * publish onto the inbox.
+   */
+  replies?: ReplyMode;
+  /** What a target may send onto one request's reply subject; default `DEFAULT_REPORT_BOUND`. */
+  reportBound?: ReportBound;
 }
+
+/** How a client receives replies (`BusClientOptions.replies`). */
+export const ReplyMode = { Shared: 'shared', PerRequest: 'per-request' } as const;
+export type ReplyMode = (typeof ReplyMode)[keyof typeof ReplyMode];
 
 /** A reply as it came: body decoded, headers kept. */
 export interface RawReply {
@@ -76,15 +94,16 @@ export interface RawReply {
   bytes: number;
 }
 
-interface Pending {
+interface Pending extends Counted {
   resolve(reply: unknown): void;
   raw: boolean;
   reject(err: Error): void;
   deadline: number;
   subject: string;
-  onProgress: ((progress: Progress) => void) | undefined;
-  /** Whether an unreadable progress report of this request was logged already. */
-  warned: boolean;
+  /** Its listener of progress reports; undefined when nobody listens (reports are then only counted). */
+  progress: ProgressFeed | undefined;
+  /** Its own reply subscription (`replies: 'per-request'`). */
+  sub: Subscription | undefined;
 }
 
 /** A request–reply client for mounts; share one per connection. */
@@ -96,7 +115,14 @@ export class BusClient {
   private sub: Subscription | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private watchingPermissions = false;
+  private watchingClose = false;
   private readonly logger: Logger;
+  private readonly perRequest: boolean;
+  private readonly bound: ReportBound;
+  /** The callback of every reply subscription. */
+  private readonly receive: Callback = guarded((err, msg) => {
+    if (err === null) this.onReply(msg);
+  });
 
   constructor(
     readonly nc: NatsConnection,
@@ -105,6 +131,8 @@ export class BusClient {
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.sweepMs = options.sweepMs ?? 5;
     this.logger = options.logger ?? silentLogger;
+    this.perRequest = options.replies === ReplyMode.PerRequest;
+    this.bound = options.reportBound ?? DEFAULT_REPORT_BOUND;
     // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user
     // receive replies.
     this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
@@ -139,22 +167,33 @@ export class BusClient {
     const token = this.newToken();
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelled(subject));
+    const onProgress = options.onProgress;
     return new Promise<unknown>((resolve, reject) => {
-      this.pending.set(token, {
+      const p: Pending = {
         resolve,
         reject,
         deadline,
         subject,
         raw,
-        onProgress: options.onProgress,
-        warned: false,
-      });
+        progress:
+          onProgress === undefined
+            ? undefined
+            : new ProgressFeed(onProgress, options.progressEveryMs ?? 0, subject, this.logger),
+        sub: undefined,
+        tokens: this.bound.burst,
+        countedAt: now,
+        messages: 0,
+        sentAt: now,
+      };
+      this.pending.set(token, p);
       if (signal !== undefined) this.stopOnAbort(signal, token);
+      const reply = this.inbox + token;
       try {
-        this.ensureSubscribed();
-        this.nc.publish(subject, message.data, { reply: this.inbox + token, headers: message.headers });
+        this.listen();
+        if (this.perRequest) p.sub = this.nc.subscribe(reply, { callback: this.receive });
+        this.nc.publish(subject, message.data, { reply, headers: message.headers });
       } catch (err) {
-        this.pending.delete(token);
+        this.drop(token, p);
         reject(new UnavailableError(`cannot send to ${subject}: ${(err as Error).message}`, { cause: err }));
         return;
       }
@@ -167,7 +206,7 @@ export class BusClient {
     const p = this.pending.get(token);
     const onAbort = () => {
       if (this.pending.get(token) !== p || p === undefined) return;
-      this.pending.delete(token);
+      this.drop(token, p);
       p.reject(cancelled(p.subject));
     };
     signal.addEventListener('abort', onAbort, { once: true });
@@ -225,7 +264,7 @@ export class BusClient {
   /** Fails every pending request and stops listening for replies. */
   close(): void {
     for (const [token, p] of this.pending) {
-      this.pending.delete(token);
+      this.drop(token, p);
       p.reject(new UnavailableError(`client closed before ${p.subject} answered`));
     }
     this.sub?.unsubscribe();
@@ -239,18 +278,24 @@ export class BusClient {
     return this.pending.size;
   }
 
-  private ensureSubscribed(): void {
-    if (this.sub !== undefined && !this.sub.isClosed()) return;
-    this.sub = this.nc.subscribe(`${this.inbox}*`, {
-      callback: guarded((err, msg) => {
-        if (err === null) this.onReply(msg);
-      }),
-    });
-    this.nc.closed().then(
-      () => this.close(),
-      () => this.close(),
-    );
-    void this.watchPermissions();
+  /** Listens for replies (the shared subscription), for the connection's end and for refused permissions. */
+  private listen(): void {
+    if (!this.watchingClose) {
+      this.watchingClose = true;
+      this.nc.closed().then(
+        () => this.close(),
+        () => this.close(),
+      );
+      void this.watchPermissions();
+    }
+    if (this.perRequest || (this.sub !== undefined && !this.sub.isClosed())) return;
+    this.sub = this.nc.subscribe(`${this.inbox}*`, { callback: this.receive });
+  }
+
+  /** Ends the wait of the request of `token`: no more replies reach it. */
+  private drop(token: string, p: Pending): void {
+    this.pending.delete(token);
+    p.sub?.unsubscribe();
   }
 
   /**
@@ -264,11 +309,11 @@ export class BusClient {
       const err = status.type === 'error' ? status.error : undefined;
       if (!(err instanceof PermissionViolationError)) continue;
       // No reply can come back when this user may not receive on the inbox: every request fails.
-      const inboxRefused = err.operation === 'subscription' && err.subject === `${this.inbox}*`;
+      const inboxRefused = err.operation === 'subscription' && err.subject.startsWith(this.inbox);
       if (!inboxRefused && err.operation !== 'publish') continue;
       for (const [token, p] of this.pending) {
         if (inboxRefused) {
-          this.pending.delete(token);
+          this.drop(token, p);
           p.reject(
             new ForbiddenError(
               `not permitted to receive replies on ${err.subject}: set NATS_INBOX_PREFIX / --inbox-prefix to the inbox prefix this NATS user may subscribe to`,
@@ -277,7 +322,7 @@ export class BusClient {
           continue;
         }
         if (p.subject !== err.subject) continue;
-        this.pending.delete(token);
+        this.drop(token, p);
         p.reject(
           new ForbiddenError(`not permitted to publish to ${err.subject}: the NATS account's permissions deny it`),
         );
@@ -285,46 +330,32 @@ export class BusClient {
     }
   }
 
+  /** A message onto a request's reply subject: counted first, then a progress report or the reply. */
   private onReply(msg: Msg): void {
     const token = msg.subject.slice(this.inbox.length);
     const p = this.pending.get(token);
     if (p === undefined) return; // late reply to a request that already timed out
-    const h = replyHeadersOf(msg);
-    if (h?.progress === true) {
-      this.onProgressReport(msg, h, p);
+    const now = Date.now();
+    const flood = overBound(p, this.bound, p.subject, now);
+    if (flood !== undefined) {
+      this.drop(token, p);
+      p.reject(flood);
       return;
     }
-    this.pending.delete(token);
+    const h = replyHeadersOf(msg);
+    if (h?.progress === true) {
+      // Nobody listening: counted, never decoded.
+      p.progress?.report(msg, h.contentType, now);
+      return;
+    }
+    this.drop(token, p);
+    p.progress?.flush(now, true);
     try {
       const value = readReply(msg, h, p.subject);
       p.resolve(p.raw ? { value, headers: msg.headers, bytes: msg.data.length } : value);
     } catch (err) {
       p.reject(err as MatrixError);
     }
-  }
-
-  /**
-   * A progress report: to the request's listener when it is a map with a numeric `progress`; else
-   * logged once and dropped.
-   */
-  private onProgressReport(msg: Msg, h: ReplyHeaders, p: Pending): void {
-    if (p.onProgress === undefined) return;
-    let report: Progress | undefined;
-    try {
-      report = progressOf(decodeReply(msg.data, h.contentType));
-    } catch {
-      report = undefined;
-    }
-    if (report !== undefined) {
-      p.onProgress(report);
-      return;
-    }
-    if (p.warned) return;
-    p.warned = true;
-    this.logger.error('progress report ignored: not a map with a numeric progress', {
-      subject: p.subject,
-      bytes: msg.data.length,
-    });
   }
 
   private ensureSweeping(): void {
@@ -342,113 +373,15 @@ export class BusClient {
     const now = Date.now();
     for (const [token, p] of this.pending) {
       if (p.deadline <= now) {
-        this.pending.delete(token);
+        this.drop(token, p);
         p.reject(new TimeoutError(`${p.subject} did not answer before the deadline`));
-      }
+      } else p.progress?.flush(now);
     }
   }
-}
-
-/**
- * A reply as PROTOCOL section 2 says to read one: no responders first (nobody got the request),
- * then the error headers (whatever the body holds), then the body by its `Content-Type`, else
- * MessagePack, else JSON. Throws the reply's `MatrixError`; a body nothing decodes is the
- * sender's fault, an `InternalError`, never the caller's bad request.
- */
-function readReply(msg: Msg, h: ReplyHeaders | undefined, subject: string): unknown {
-  const status = h?.serviceErrorCode;
-  if (h !== undefined && h.code === 503 && !status && msg.data.length === 0) {
-    throw new NoRespondersError(`no responders for ${subject}: nothing serves that op`);
-  }
-  const contentType = h?.contentType;
-  if (status) return throwWireError(status, h?.serviceError ?? '', decodeErrorBody(msg.data, contentType), subject);
-  try {
-    return decodeReply(msg.data, contentType);
-  } catch (err) {
-    throw new InternalError(`${subject} answered with a body that cannot be read: ${(err as Error).message}`, {
-      cause: err,
-    });
-  }
-}
-
-/**
- * The body of an error reply, when it decodes at all: micro services put anything there,
- * or nothing.
- */
-function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unknown {
-  try {
-    return decodeReply(data, contentType);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Throws the typed error of an error reply: code and message from `{error}` when the body has them,
- * else from the headers.
- */
-function throwWireError(status: string, headerMessage: string, body: unknown, subject: string): never {
-  const error = (body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
-  const code = isErrorCode(error?.code) ? error.code : codeOfStatus(Number(status));
-  const message =
-    typeof error?.message === 'string' ? error.message : headerMessage || `${subject} failed with ${status}`;
-  const details =
-    error?.details !== null && typeof error?.details === 'object' ? (error.details as ErrorDetails) : undefined;
-  throw errorFromWire(code, message, details);
 }
 
 function cancelled(subject: string): CancelledError {
   return new CancelledError(`the request to ${subject} was cancelled before it was answered`);
 }
 
-/**
- * A progress report as PROTOCOL 10 shapes it, or undefined: `{progress: number, total?: number,
- * message?: string}`.
- */
-function progressOf(body: unknown): Progress | undefined {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined;
-  const { progress, total, message } = body as Record<string, unknown>;
-  if (typeof progress !== 'number' || !Number.isFinite(progress)) return undefined;
-  const report: Progress = { progress };
-  if (typeof total === 'number' && Number.isFinite(total)) report.total = total;
-  if (typeof message === 'string') report.message = message.length > 1024 ? message.slice(0, 1024) : message;
-  return report;
-}
-
-/**
- * 96 random bits as 16 base64url characters, from the same pool as reply tokens: an id that costs
- * no syscall.
- */
-export function randomId(): string {
-  return randomBase64url(12);
-}
-
-/** A `Matrix-Call-Id` of one request to a target (PROTOCOL 10): 96 random bits, 16 base64url characters. */
-export function newCallId(): string {
-  return randomId();
-}
-
-/** Random bytes, refilled a few KiB at a time: a reply token costs no syscall. */
-const randomPool = Buffer.alloc(4096);
-let randomAt = randomPool.length;
-
-/**
- * A reply token: 48 random bits as 8 base64url characters, so a token seen on the wire tells
- * nothing of the next one (with counter tokens, one sniffed reply subject would let a caller aim
- * forged replies at the requests that follow it). A counter and 10 base-36 digits would be 4+
- * characters longer on every request and reply subject.
- */
-export function randomToken(): string {
-  return randomBase64url(6);
-}
-
-/** `bytes` random bytes of the pool as base64url. */
-function randomBase64url(bytes: number): string {
-  if (randomAt + bytes > randomPool.length) {
-    randomFillSync(randomPool);
-    randomAt = 0;
-  }
-  const text = randomPool.toString('base64url', randomAt, randomAt + bytes);
-  randomAt += bytes;
-  return text;
-}
+export { newCallId, randomId, randomToken } from './ids.js';

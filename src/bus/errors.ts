@@ -147,6 +147,15 @@ export class NoRespondersError extends UnavailableError {
 }
 
 /**
+ * A target sent one request more messages (progress reports, PROTOCOL 10) than a request takes
+ * (`bus/reports.ts`): the request was stopped and its target is to blame. `details.target` names
+ * the mount. Never sent again: the target would flood again.
+ */
+export class TargetFloodError extends UnavailableError {
+  override name = 'TargetFloodError';
+}
+
+/**
  * A request this side could not send as given (a body the codec cannot encode, a header value
  * with a line break): it never left the process, and sending it again cannot help.
  */

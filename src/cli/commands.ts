@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { type Command, Option } from 'commander';
 import { watchCalls } from '../audit/log.js';
-import { BusClient } from '../bus/client.js';
+import { BusClient, ReplyMode } from '../bus/client.js';
 import { newTraceparent, traceIdOf } from '../bus/headers.js';
 import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
 import type { ToolResult } from '../dispatcher/types.js';
@@ -151,7 +151,10 @@ export async function introspect(
 ): Promise<number> {
   if (args.mount !== undefined) {
     // Any mount answers: on an inbox its NATS user may publish onto (deploy/nats.conf).
-    const toMount = new BusClient(client.nc, { inboxPrefix: mountReplyPrefix(client.nc) });
+    const toMount = new BusClient(client.nc, {
+      inboxPrefix: mountReplyPrefix(client.nc),
+      replies: ReplyMode.PerRequest,
+    });
     const reply = await toMount
       .request<IntrospectReply>(args.mount, '$introspect', {}, { timeoutMs: QUERY_TIMEOUT_MS })
       .finally(() => toMount.close());

@@ -13,7 +13,7 @@ import { AuditStream, type AuditStreamOptions } from '../audit/stream.js';
 import { type ConnectOptions, connectBus } from '../bus/connect.js';
 import { type Logger, stderrLogger } from '../bus/log.js';
 import type { Mount } from '../bus/mount.js';
-import { Mounts } from '../bus/subjects.js';
+import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { localToolSource } from '../dispatcher/session-cache.js';
 import { dispatcherMount } from '../dispatcher/system-dispatcher.js';
@@ -116,12 +116,15 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     throw new UsageError(err.message);
   });
   let nc: NatsConnection | undefined;
+  let targets: NatsConnection | undefined;
   let running: Running;
   try {
     nc = await connectOrExplain(options.connect);
-    running = await startMounts(nc, options, { policy, identity, revocations }, logger);
+    if (options.dispatcher) targets = await connectTargets(nc, options.connect);
+    running = await startMounts(nc, targets, options, { policy, identity, revocations }, logger);
   } catch (err) {
     await nc?.close();
+    await targets?.close();
     await telemetry?.shutdown();
     throw err;
   }
@@ -141,6 +144,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     await Promise.all(running.mounts.map((m) => m.stop()));
     for (const close of running.closers) close();
     await connection.drain();
+    if (targets !== undefined && !targets.isClosed()) await targets.drain();
     await telemetry?.shutdown();
   };
   const connection = nc;
@@ -174,6 +178,17 @@ async function connectOrExplain(connect: ConnectOptions): Promise<NatsConnection
   }
 }
 
+/**
+ * The dispatcher's connection for its calls to targets: the same user, replies on
+ * `mountReplyPrefix` (what mounts' users may answer onto). A target that floods it costs this
+ * connection (its socket, its buffer at the server, a slow-consumer cut), not the one the
+ * registry, KV, tasks and approvals answer on.
+ */
+function connectTargets(nc: NatsConnection, connect: ConnectOptions): Promise<NatsConnection> {
+  const name = `${connect.name ?? 'matrix-tool-registry'}-targets`;
+  return connectBus({ ...connect, name, inboxPrefix: mountReplyPrefix(nc) });
+}
+
 /** The started mounts, and what else to close when they stop. */
 interface Running {
   mounts: Mount[];
@@ -193,6 +208,7 @@ interface Gates {
 /** Builds the mounts `options` turn on and starts them. */
 async function startMounts(
   nc: NatsConnection,
+  targets: NatsConnection | undefined,
   options: ServeOptions,
   { policy, identity, revocations }: Gates,
   logger: Logger,
@@ -210,6 +226,7 @@ async function startMounts(
       approvalsBucket: options.approvalsBucket,
       trailShare: trailShareOfAudit(options),
       identity,
+      targetsConnection: targets,
     });
     const tasks = await startTasks(nc, dispatcher, options.replicas, { identity, revocations }, logger);
     running.stopping.push(() => {

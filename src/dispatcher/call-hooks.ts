@@ -21,8 +21,13 @@ export interface PendingApproval {
 
 /** What a caller hears of one call and may do to it; every field optional. */
 export interface CallHooks {
-  /** Told of each progress report of the target. */
+  /** Told of the target's progress reports, at most one per `progressEveryMs`. */
   onProgress?: (progress: Progress) => void;
+  /**
+   * Shortest time between two reports `onProgress` is told of, in ms: the latest within it is
+   * held back undecoded (`RequestOptions.progressEveryMs`). Default 0: each report.
+   */
+  progressEveryMs?: number;
   /** Cancels the call: before the target, nothing is sent; after, the target is sent `$cancel`. */
   signal?: AbortSignal;
   /** Told when its approval is pending a person's decision (a task is then `input_required`). */

@@ -24,9 +24,9 @@ import { type CallEvent, newCallEvent } from '../audit/events.js';
 import { AuditLog, isoNow, observeWithTelemetry } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import type { TrailShareOptions } from '../audit/share.js';
-import { BusClient, newCallId } from '../bus/client.js';
+import { BusClient, newCallId, ReplyMode } from '../bus/client.js';
 import { type CallContext, CancelledError } from '../bus/context.js';
-import { ErrorCode, MatrixError, TimeoutError } from '../bus/errors.js';
+import { ErrorCode, MatrixError, TargetFloodError, TimeoutError } from '../bus/errors.js';
 import { deadlineOf, newTraceparent } from '../bus/headers.js';
 import { mountReplyPrefix } from '../bus/subjects.js';
 import type { IdentityGate } from '../identity/gate.js';
@@ -90,6 +90,14 @@ export interface DispatcherOptions {
    */
   telemetry?: boolean;
   /**
+   * The connection its calls to targets go on (requests, their replies and `$cancel`); default
+   * the dispatcher's own. A connection of their own (what `serve` opens) keeps a target's flood
+   * off the connection the registry, KV and approvals answer on: on its socket, behind its
+   * buffer, and under nats-server's slow-consumer cut. Its inbox prefix should be
+   * `mountReplyPrefix` of it (where mounts' users may answer).
+   */
+  targetsConnection?: NatsConnection;
+  /**
    * The gate that admitted the calls (`system.dispatcher`'s): a call that waited for a person is
    * sent only if its grant still holds then; revoked or expired meanwhile, it is refused unsent.
    */
@@ -142,7 +150,8 @@ export class Dispatcher {
   /**
    * Calls the targets, replies on `_INBOX_targets` (`mountReplyPrefix`): the inboxes a mount's
    * NATS user may answer onto hold no other reply, neither the registry's and the approver's
-   * (`client`) nor JetStream's.
+   * (`client`) nor JetStream's. Each request on a reply subject of its own, what its target sends
+   * counted within a bound (bus/reports.ts), on `targetsConnection` when given.
    */
   private readonly targets: BusClient;
   private readonly sessions: SessionCache;
@@ -160,6 +169,7 @@ export class Dispatcher {
       | 'trailShare'
       | 'telemetry'
       | 'identity'
+      | 'targetsConnection'
     >
   >;
   private readonly approvalsBucket: string | undefined;
@@ -179,7 +189,8 @@ export class Dispatcher {
     options: DispatcherOptions = {},
   ) {
     this.client = new BusClient(nc);
-    this.targets = new BusClient(nc, { inboxPrefix: mountReplyPrefix(nc) });
+    const targets = options.targetsConnection ?? nc;
+    this.targets = new BusClient(targets, { inboxPrefix: mountReplyPrefix(targets), replies: ReplyMode.PerRequest });
     this.auditLog = new AuditLog(nc, options.trailShare);
     this.refusals = new RefusalAudit(this.auditLog, options.refusals);
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
@@ -396,6 +407,7 @@ export class Dispatcher {
       json: to.json,
       callId,
       onProgress: hooks?.onProgress,
+      progressEveryMs: hooks?.progressEveryMs,
       signal: hooks?.signal,
     };
     try {
@@ -405,9 +417,9 @@ export class Dispatcher {
         try {
           return await this.targets.request(to.target, to.op, to.body, options);
         } catch (err) {
-          // The caller stopped waiting (a cancel, its deadline) while the target may still work:
-          // tell it, once.
-          if (err instanceof CancelledError || err instanceof TimeoutError) {
+          // The caller stopped waiting (a cancel, its deadline, a target that flooded it) while the
+          // target may still work: tell it, once.
+          if (err instanceof CancelledError || err instanceof TimeoutError || err instanceof TargetFloodError) {
             cancelTarget(this.targets, to.target, callId, run.context);
             if (err instanceof CancelledError) throw failure.cancelled(run.call.name, true);
           }

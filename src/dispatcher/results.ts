@@ -3,7 +3,14 @@
  * result, `isError: true`). Each message says what happened and what the model may do next;
  * they are all written here, so they read alike and change in one place.
  */
-import { ErrorCode, MatrixError, NoRespondersError, UnsendableRequestError, type Violation } from '../bus/errors.js';
+import {
+  ErrorCode,
+  MatrixError,
+  NoRespondersError,
+  TargetFloodError,
+  UnsendableRequestError,
+  type Violation,
+} from '../bus/errors.js';
 import { describeViolations } from '../bus/schema-compiler.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
 import type { Route } from './route.js';
@@ -237,6 +244,13 @@ export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallF
     return new CallFailure(
       'unavailable',
       `"${tool}" got no answer (${to.subject} said it has no responders), so it may or may not have run. Check its effect before you ask to run it again.`,
+      cause,
+    );
+  }
+  if (err instanceof TargetFloodError) {
+    return new CallFailure(
+      'unavailable',
+      `"${tool}" was stopped: ${err.message}. Its target misbehaves; it was told to cancel the call. Use another tool, or tell whoever runs ${err.details?.target ?? to.subject}.`,
       cause,
     );
   }

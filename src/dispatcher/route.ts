@@ -10,7 +10,7 @@
  */
 
 import type { CallEvent } from '../audit/events.js';
-import { ErrorCode, MatrixError, NoRespondersError } from '../bus/errors.js';
+import { ErrorCode, MatrixError, NoRespondersError, TargetFloodError } from '../bus/errors.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import type { ResolvedTool } from '../registry/types.js';
 import { failure } from './results.js';
@@ -181,7 +181,7 @@ export interface RetryPolicy {
  * responders: the server sends that status for a request it delivered to no one (a target that
  * sends it itself after doing the work has the call again). An answer (an error reply, a
  * mount's own 503 included) is final unless the route is idempotent, and then only
- * `internal`/`unavailable` are retried. Never after a timeout (the target may still be working),
+ * `internal`/`unavailable` are retried. Never after a target flooded its reply, nor after a timeout (the target may still be working),
  * never past the deadline.
  */
 export function retryDelay(
@@ -191,7 +191,8 @@ export function retryDelay(
   deadline: number,
   policy: RetryPolicy,
 ): number | undefined {
-  if (attempt >= policy.maxAttempts || route.sentOnce) return undefined;
+  // A target that flooded its reply would flood the next request too.
+  if (attempt >= policy.maxAttempts || route.sentOnce || err instanceof TargetFloodError) return undefined;
   const reachedNobody = err instanceof NoRespondersError;
   const transient =
     err instanceof MatrixError && (err.code === ErrorCode.Internal || err.code === ErrorCode.Unavailable);

@@ -200,7 +200,11 @@ export function throttled(report: (progress: Progress) => void, everyMs = PROGRE
 export function relayHooks(ctx: OpContext): (CallHooks & { onProgress?: ThrottledProgress }) | undefined {
   if (!ctx.wantsProgress && ctx.callId === undefined) return undefined;
   const hooks: CallHooks & { onProgress?: ThrottledProgress } = {};
-  if (ctx.wantsProgress) hooks.onProgress = throttled((p) => ctx.progress(p.progress, p.total, p.message));
+  if (ctx.wantsProgress) {
+    hooks.onProgress = throttled((p) => ctx.progress(p.progress, p.total, p.message));
+    // Reports within the relay's interval are not decoded at all.
+    hooks.progressEveryMs = PROGRESS_RELAY_MS;
+  }
   if (ctx.callId !== undefined) hooks.signal = ctx.signal;
   return hooks;
 }

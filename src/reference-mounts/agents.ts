@@ -11,7 +11,7 @@
  * it under any name. Mounts that are no target are listed from the whole-bus answers.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
-import { BusClient } from '../bus/client.js';
+import { BusClient, ReplyMode } from '../bus/client.js';
 import { SchemaId } from '../bus/contracts.js';
 import { discoverByName, mountOf, type ServiceInfo, serviceInfoOf } from '../bus/discovery.js';
 import { NoRespondersError, NotFoundError, UnavailableError } from '../bus/errors.js';
@@ -43,7 +43,12 @@ export interface AgentsOptions {
 /** Builds the `system.agents` mount. */
 export function agentsMount(nc: NatsConnection, options: AgentsOptions = {}): Mount {
   // Any mount answers its `$introspect`: onto the inboxes a mount's NATS user may publish to.
-  const client = new BusClient(nc, { timeoutMs: 2_000, inboxPrefix: mountReplyPrefix(nc) });
+  // A request of its own each (a mount's user may publish anything onto those inboxes).
+  const client = new BusClient(nc, {
+    timeoutMs: 2_000,
+    inboxPrefix: mountReplyPrefix(nc),
+    replies: ReplyMode.PerRequest,
+  });
   const waitMs = options.discoveryWaitMs ?? 200;
   const mount: Mount = new Mount(nc, {
     name: Mounts.Agents,

@@ -346,6 +346,8 @@ export class TaskRunner {
         state.progress = progress;
         state.progressDirty = true;
       },
+      // Only the latest report of a tick is written: the others are counted, never decoded.
+      progressEveryMs: this.options.tickMs ?? 1_000,
       onPending: (pending) =>
         void this.pending(key, pending).catch((err: unknown) => this.failed('input_required', err)),
       beforeSend: (callId) => this.sending(key, callId, r),

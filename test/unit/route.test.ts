@@ -3,6 +3,7 @@ import {
   BadRequestError,
   InternalError,
   NoRespondersError,
+  TargetFloodError,
   TimeoutError,
   UnavailableError,
 } from '../../src/bus/errors.js';
@@ -44,8 +45,10 @@ describe('when a failed request is sent again', () => {
     expect(retried(idempotent, new BadRequestError('no'))).toBe(false);
   });
 
-  it('never after a timeout, past the last attempt, or past the deadline', () => {
+  it('never after a timeout, a target that flooded its reply, past the last attempt, or past the deadline', () => {
     expect(retried(idempotent, new TimeoutError('late'))).toBe(false);
+    // An UnavailableError, but its target would flood the next request too.
+    expect(retried(idempotent, new TargetFloodError('app.x sent 1001 messages'))).toBe(false);
     expect(retried(idempotent, new NoRespondersError('none'), 3)).toBe(false);
     expect(retried(idempotent, new NoRespondersError('none'), 1, Date.now())).toBe(false);
   });

@@ -1,0 +1,125 @@
+/**
+ * What a target sends onto a request's reply subject, as a client with replies per request
+ * receives it (the dispatcher's client of targets): only its own request's subject reaches it,
+ * every message is counted within the request's bound, and a progress report nobody listens to is
+ * never decoded.
+ */
+import { encode } from '@msgpack/msgpack';
+import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BusClient, ReplyMode } from '../../src/bus/client.js';
+import type { Progress } from '../../src/bus/context.js';
+import { TargetFloodError } from '../../src/bus/errors.js';
+import { Header } from '../../src/bus/headers.js';
+import { TARGETS_INBOX_PREFIX } from '../../src/bus/subjects.js';
+import { testConnection, uniqueMount } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
+
+/** A report whose body takes milliseconds to decode: 5,000 keys. */
+const heavyReport = encode({
+  progress: 1,
+  ...Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`k${i}`, i])),
+});
+const light = encode({ progress: 1 });
+
+describe('replies a target sends onto a request of its own', () => {
+  let callerNc: NatsConnection;
+  let targetNc: NatsConnection;
+  let client: BusClient;
+  /** One entry for each `$flood` that sent all it had. */
+  const flooded: string[] = [];
+  const mount = uniqueMount('replies');
+  const progress = headers();
+  progress.set(Header.Progress, '1');
+
+  /** Mounts `op` on the target's connection: `answer` sends what it likes onto the request's reply subject. */
+  function serve(op: string, answer: (msg: Msg) => void): void {
+    targetNc.subscribe(`${mount}.${op}`, { callback: (_err, msg) => answer(msg) });
+  }
+
+  beforeAll(async () => {
+    callerNc = await testConnection();
+    targetNc = await testConnection();
+    client = new BusClient(callerNc, {
+      timeoutMs: 20_000,
+      inboxPrefix: TARGETS_INBOX_PREFIX,
+      replies: ReplyMode.PerRequest,
+      reportBound: { burst: 200, perSecond: 10 },
+    });
+    // Junk onto every other subject of the inbox the request names, then the reply.
+    serve('$junk', (msg) => {
+      const inbox = msg.reply?.slice(0, msg.reply.lastIndexOf('.') + 1) ?? '';
+      for (let i = 0; i < 1000; i++) targetNc.publish(`${inbox}guess${i}`, light, { headers: progress });
+      msg.respond(encode({ ok: true }));
+    });
+    // Reports far past the bound, 250 at a time, then the reply.
+    serve('$flood', (msg) => {
+      void (async () => {
+        for (let batch = 0; batch < 20; batch++) {
+          for (let i = 0; i < 250; i++) msg.respond(light, { headers: progress });
+          await targetNc.flush();
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        msg.respond(encode({ ok: true }));
+        flooded.push(msg.subject);
+      })();
+    });
+    serve('$heavy', (msg) => {
+      for (let i = 0; i < 100; i++) msg.respond(heavyReport, { headers: progress });
+      msg.respond(encode({ ok: true }));
+    });
+    await targetNc.flush();
+  });
+
+  afterAll(() => client.close());
+
+  it('receives nothing sent to other subjects of its inbox', async () => {
+    await callerNc.flush();
+    const before = callerNc.stats().inMsgs;
+    expect(await client.request(mount, '$junk', {})).toEqual({ ok: true });
+    await targetNc.flush();
+    await callerNc.flush();
+    expect(callerNc.stats().inMsgs - before).toBe(1);
+  });
+
+  it('fails a request whose target sends past its bound, naming the target, and stops receiving', async () => {
+    const before = callerNc.stats().inMsgs;
+    const ended = flooded.length;
+    const failed = await client.request(mount, '$flood', {}, { onProgress: () => {} }).catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(TargetFloodError);
+    expect((failed as TargetFloodError).code).toBe('unavailable');
+    expect((failed as TargetFloodError).details?.target).toBe(mount);
+    expect((failed as TargetFloodError).message).toMatch(
+      new RegExp(`^${mount.replaceAll('.', '\\.')} sent 201 messages`),
+    );
+    await eventually(() => expect(flooded.length).toBe(ended + 1));
+    await callerNc.flush();
+    // Unsubscribed at the 201st: what was on its way still arrived, the rest was never delivered.
+    expect(callerNc.stats().inMsgs - before).toBeLessThan(1000);
+  });
+
+  it('decodes no report nobody listens to, and at most one an interval of those it holds back', async () => {
+    /** Event-loop time of one `$heavy` request (100 reports of 5,000 keys each), and the reports its listener got. */
+    const timed = async (listen: boolean, everyMs: number): Promise<{ cpuMs: number; told: Progress[] }> => {
+      const told: Progress[] = [];
+      const started = process.cpuUsage();
+      const options = listen ? { onProgress: (p: Progress) => told.push(p), progressEveryMs: everyMs } : {};
+      expect(await client.request(mount, '$heavy', {}, options)).toEqual({ ok: true });
+      const used = process.cpuUsage(started);
+      return { cpuMs: (used.user + used.system) / 1000, told };
+    };
+    await timed(false, 0);
+    // The same run's control: every report decoded and told.
+    const each = await timed(true, 0);
+    expect(each.told).toHaveLength(100);
+    const held = await timed(true, 60_000);
+    // The first, then the latest held back, before the reply.
+    expect(held.told).toEqual([{ progress: 1 }, { progress: 1 }]);
+    const unheard = await timed(false, 0);
+    console.log(
+      `100 reports of ${heavyReport.length} bytes: ${each.cpuMs.toFixed(0)} ms decoded each, ${held.cpuMs.toFixed(0)} ms held back, ${unheard.cpuMs.toFixed(0)} ms unheard`,
+    );
+    expect(held.cpuMs).toBeLessThan(each.cpuMs / 3);
+    expect(unheard.cpuMs).toBeLessThan(each.cpuMs / 3);
+  });
+});
