@@ -49,6 +49,7 @@ export const SchemaId = {
   PackageValidateRequest: `${base}packages.validate.request.json`,
   PackageValidateReply: `${base}packages.validate.reply.json`,
   ApprovalPolicy: `${base}approval-policy.json`,
+  OidcMapping: `${base}oidc-mapping.json`,
   CallReply: `${base}call.reply.json`,
   Task: `${base}task.json`,
   TaskRef: `${base}tasks.get.request.json`,

@@ -53,9 +53,10 @@ export interface OpSpec<Req = never, Rep = unknown> {
    * Checks the request's headers and reply subject before its body is read (a grant, where
    * trusted issuers are set, and its holder: the reply subject, and the last `Nats-Request-Info`,
    * unparsed): throwing a `MatrixError` refuses the request at the cost of one header read, its
-   * body never decoded.
+   * body never decoded. A check that must wait (an access token whose issuer's keys are asked)
+   * returns a promise; the body is read once it settles, and a rejection refuses the request.
    */
-  beforeBody?: (ctx: CallContext, reply: string, requestInfo: string | undefined) => void;
+  beforeBody?: (ctx: CallContext, reply: string, requestInfo: string | undefined) => void | Promise<void>;
 }
 
 /**
@@ -236,7 +237,6 @@ export class Mount {
     let encoding: Encoding = Encoding.MsgPack;
     let traceparent: string | undefined;
     let grant: string | undefined;
-    let ran = false;
     try {
       const read = requestHeadersOf(msg);
       traceparent = read.context.traceparent;
@@ -245,7 +245,35 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
-      bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo);
+      const checking = bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo);
+      if (checking instanceof Promise) {
+        checking.then(
+          () => this.afterCheck(msg, op, bound, read, encoding, started),
+          (err: unknown) => {
+            const error = this.fail(msg, err, encoding, bound, started);
+            this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
+          },
+        );
+        return;
+      }
+      this.afterCheck(msg, op, bound, read, encoding, started);
+    } catch (err) {
+      const error = this.fail(msg, err, encoding, bound, started);
+      this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
+    }
+  }
+
+  /** The request once its headers passed `beforeBody`: its body read, then handled and answered. */
+  private afterCheck(
+    msg: Msg,
+    op: string,
+    bound: BoundOp,
+    read: ReturnType<typeof requestHeadersOf>,
+    encoding: Encoding,
+    started: number,
+  ): void {
+    let ran = false;
+    try {
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
@@ -261,6 +289,7 @@ export class Mount {
       }
     } catch (err) {
       const error = this.fail(msg, err, encoding, bound, started);
+      const { traceparent, grant } = read.context;
       if (!ran) this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
     }
   }
@@ -351,7 +380,12 @@ export class Mount {
     requestInfo: string | undefined,
   ): boolean {
     try {
-      this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '', requestInfo);
+      const checking = this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '', requestInfo);
+      // A check that must wait is of a grant the call's own check did not leave verified: not its caller's.
+      if (checking instanceof Promise) {
+        checking.catch(() => {});
+        return false;
+      }
     } catch {
       return false;
     }

@@ -98,6 +98,26 @@ export const serveSettings = {
     description: 'trusted grant issuers, public nkeys, comma-separated: $call and $resolve then need a Matrix-Grant',
     defaultText: 'none (trusting callers: development)',
   },
+  trustOidc: {
+    flags: '--trust-oidc <issuers>',
+    env: 'MATRIX_TRUSTED_OIDC_ISSUERS',
+    description:
+      'trusted OpenID Connect issuers, comma-separated: their access tokens (for --oidc-audience, mapped by --oidc-mapping) are grants too',
+    defaultText: 'none',
+  },
+  oidcAudience: {
+    flags: '--oidc-audience <resource>',
+    env: 'MATRIX_OIDC_AUDIENCE',
+    description: 'the resource an access token must name in its aud (RFC 8707); needed with --trust-oidc',
+    defaultText: 'none',
+  },
+  oidcMapping: {
+    flags: '--oidc-mapping <file>',
+    env: 'MATRIX_OIDC_MAPPING',
+    description:
+      'the claims mapping (contracts/oidc-mapping.json): claims → principal, session, profile, refs, approve rights',
+    defaultText: 'none',
+  },
   grantAudience: {
     flags: '--grant-audience <aud>',
     env: 'MATRIX_GRANT_AUDIENCE',
@@ -177,6 +197,9 @@ export const serveSettings = {
   [K in
     | keyof ServeOptions
     | 'grantMaxTtl'
+    | 'trustOidc'
+    | 'oidcAudience'
+    | 'oidcMapping'
     | 'auditStream'
     | 'auditMaxAge'
     | 'auditMaxBytes'
@@ -286,6 +309,8 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   if (typeof trust === 'string') options.trust = trust;
   const audience = value(s.grantAudience);
   if (typeof audience === 'string') options.grantAudience = audience;
+  const oidc = oidcConfig(value(s.trustOidc), value(s.oidcAudience), value(s.oidcMapping));
+  if (oidc !== undefined) options.oidc = oidc;
   const maxTtl = grantMaxTtlSeconds(value(s.grantMaxTtl));
   if (maxTtl !== undefined) options.grantMaxTtlSeconds = maxTtl;
   const share = wholeNumber(s.auditShare.env, value(s.auditShare), 0);
@@ -295,6 +320,29 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   if (perMinute !== undefined || burst !== undefined)
     options.refusals = { ...(perMinute !== undefined && { perMinute }), ...(burst !== undefined && { burst }) };
   return options;
+}
+
+/** The OIDC trust the three settings give together, or undefined; a usage error names what is missing. */
+function oidcConfig(issuers: unknown, audience: unknown, mapping: unknown): ServeOptions['oidc'] {
+  const list =
+    typeof issuers === 'string'
+      ? issuers
+          .split(',')
+          .map((i) => i.trim())
+          .filter((i) => i !== '')
+      : [];
+  if (list.length === 0) {
+    if (audience !== undefined || mapping !== undefined)
+      throw new UsageError('--oidc-audience and --oidc-mapping go with --trust-oidc (MATRIX_TRUSTED_OIDC_ISSUERS)');
+    return undefined;
+  }
+  if (typeof audience !== 'string' || audience === '')
+    throw new UsageError(
+      '--trust-oidc needs --oidc-audience (MATRIX_OIDC_AUDIENCE): the resource its tokens must name',
+    );
+  if (typeof mapping !== 'string' || mapping === '')
+    throw new UsageError('--trust-oidc needs --oidc-mapping (MATRIX_OIDC_MAPPING): how a token becomes a session');
+  return { issuers: list, audience, mapping };
 }
 
 /** Where audit events are stored: the audit settings, replicas as the buckets'. */

@@ -18,6 +18,8 @@ import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { localToolSource } from '../dispatcher/session-cache.js';
 import { dispatcherMount } from '../dispatcher/system-dispatcher.js';
 import { IdentityGate, parseIssuers } from '../identity/gate.js';
+import { loadClaimsMapping } from '../identity/oidc/mapping.js';
+import { OidcTrust } from '../identity/oidc/trust.js';
 import { RevocationStore, Revocations } from '../identity/revocations.js';
 import { DEFAULT_GRANT_MAX_TTL_SECONDS, type GrantVerifierOptions } from '../identity/verify.js';
 import { agentsMount } from '../reference-mounts/agents.js';
@@ -59,6 +61,11 @@ export interface ServeOptions {
   replicas: number;
   /** Trusted grant issuers, public nkeys (`MATRIX_TRUSTED_ISSUERS`, `--trust`); none = trusting callers. */
   trust?: string;
+  /**
+   * Trusted OpenID Connect issuers (`--trust-oidc`), the audience their tokens must name and the
+   * claims mapping file: their access tokens are grants too (PROTOCOL 14).
+   */
+  oidc?: { issuers: string[]; audience: string; mapping: string };
   /** The audience a grant must name (`MATRIX_GRANT_AUDIENCE`); none by default. */
   grantAudience?: string;
   /** Longest a grant may live, in seconds (`MATRIX_GRANT_MAX_TTL`); default 24 h. */
@@ -101,11 +108,15 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     throw new UsageError('nothing to run: every mount is turned off');
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
   const revocations = new Revocations();
+  const oidc = options.oidc === undefined ? undefined : oidcTrust(options.oidc);
   const identity = identityGate(options.trust, {
     audience: options.grantAudience,
     maxTtlSeconds: options.grantMaxTtlSeconds,
     revocations,
+    oidc,
   });
+  for (const failure of (await oidc?.start()) ?? [])
+    logger.error(`${failure}; its keys are fetched again on its first token`);
   // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
   const telemetry = await startTelemetry({
     metricsPort: options.metricsPort,
@@ -126,6 +137,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     await nc?.close();
     await targets?.close();
     await telemetry?.shutdown();
+    oidc?.stop();
     throw err;
   }
   const names = running.mounts.map((m) => m.name);
@@ -146,6 +158,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     await connection.drain();
     if (targets !== undefined && !targets.isClosed()) await targets.drain();
     await telemetry?.shutdown();
+    oidc?.stop();
   };
   const connection = nc;
   return { mounts: names, connection, stop: (reason = 'stop') => (stopped ??= shutdown(reason)) };
@@ -160,9 +173,23 @@ export function identityGate(trust: string | undefined, options: GrantVerifierOp
   try {
     if (trust !== undefined && trust.trim() !== '' && issuers.length === 0)
       throw new Error(`'${trust}' names no issuer`);
+    if (options.oidc !== undefined) return IdentityGate.forGrants(issuers, options);
     return IdentityGate.forIssuers(issuers, options);
   } catch (err) {
     throw new UsageError(`--trust / MATRIX_TRUSTED_ISSUERS: ${(err as Error).message}`);
+  }
+}
+
+/** The OIDC issuers to trust, with the claims mapping read from its file (a usage error naming what is wrong). */
+function oidcTrust(settings: NonNullable<ServeOptions['oidc']>): OidcTrust {
+  try {
+    return new OidcTrust({
+      issuers: settings.issuers,
+      audience: settings.audience,
+      mapping: loadClaimsMapping(settings.mapping),
+    });
+  } catch (err) {
+    throw new UsageError(`--trust-oidc: ${(err as Error).message}`);
   }
 }
 

@@ -30,6 +30,11 @@ export class IdentityGate {
     return new IdentityGate(issuers.length === 0 ? undefined : new GrantVerifier(issuers, options));
   }
 
+  /** Grants of these nkey issuers and of the OIDC issuers `options.oidc` trusts (either may be none). */
+  static forGrants(issuers: readonly string[], options: GrantVerifierOptions): IdentityGate {
+    return new IdentityGate(new GrantVerifier(issuers, options));
+  }
+
   /** Does this gate trust callers (no issuers)? */
   get trusting(): boolean {
     return this.verifier === undefined;
@@ -90,25 +95,37 @@ export class IdentityGate {
    * reply subject under that prefix. The verified grant stays cached for `admit`. A no-op when
    * trusting callers.
    */
-  checkGrant(ctx: CallContext, reply: string | undefined, requestInfo?: string): void {
-    if (this.verifier === undefined) return;
+  checkGrant(ctx: CallContext, reply: string | undefined, requestInfo?: string): void | Promise<void> {
+    const verifier = this.verifier;
+    if (verifier === undefined) return;
+    if (verifier.needsAsync(ctx.grant))
+      return verifier
+        .verifyAsync(ctx.grant)
+        .then((grant) => this.checkHolder(grant, reply, requestInfo))
+        .catch((err: unknown) => {
+          throw failClosed(err);
+        });
     try {
-      const grant = this.verifier.verify(ctx.grant);
-      const { user, account, inbox } = grant.claims.nats;
-      if (user !== undefined) {
-        const sender = attestedSender(requestInfo);
-        if (sender === undefined || sender.user !== user || (account !== undefined && sender.acc !== account))
-          throw signedFor(notTheUser(user, account, sender), grant.claims);
-      } else if (inbox !== undefined && !(reply?.startsWith(inbox) && reply[inbox.length] === '.')) {
-        throw signedFor(notTheInbox(inbox, reply), grant.claims);
-      }
+      this.checkHolder(verifier.verify(ctx.grant), reply, requestInfo);
     } catch (err) {
       throw failClosed(err);
     }
   }
 
+  /** The holder check of `checkGrant`, on a verified grant. */
+  private checkHolder(grant: VerifiedGrant, reply: string | undefined, requestInfo: string | undefined): void {
+    const { user, account, inbox } = grant.claims.nats;
+    if (user !== undefined) {
+      const sender = attestedSender(requestInfo);
+      if (sender === undefined || sender.user !== user || (account !== undefined && sender.acc !== account))
+        throw signedFor(notTheUser(user, account, sender), grant.claims);
+    } else if (inbox !== undefined && !(reply?.startsWith(inbox) && reply[inbox.length] === '.')) {
+      throw signedFor(notTheInbox(inbox, reply), grant.claims);
+    }
+  }
+
   /** `checkGrant` bound to this gate, as every op that needs a grant gives it for its `beforeBody`. */
-  readonly beforeBody = (ctx: CallContext, reply: string, requestInfo: string | undefined): void =>
+  readonly beforeBody = (ctx: CallContext, reply: string, requestInfo: string | undefined): void | Promise<void> =>
     this.checkGrant(ctx, reply, requestInfo);
 
   /**
@@ -140,6 +157,7 @@ export class IdentityGate {
   lapsed(grant: string | undefined): GrantError | undefined {
     if (this.verifier === undefined) return undefined;
     try {
+      if (this.verifier.needsAsync(grant)) return this.verifier.lapsedUnverified(grant as string);
       this.verifier.verify(grant);
       return undefined;
     } catch (err) {

@@ -12,6 +12,7 @@ import { DEFAULT_GRANT_CACHE_BYTES, GrantCache } from './cache.js';
 import { GrantError } from './errors.js';
 import { claimsHash, readClaims, splitSigned } from './jwt.js';
 import { nkeyPublicKey } from './nkey.js';
+import type { OidcTrust } from './oidc/trust.js';
 import { DEFAULT_REFUSAL_CACHE_BYTES, DEFAULT_REFUSAL_TTL_MS, isLasting, RefusalCache } from './refusal-cache.js';
 import type { Revocations } from './revocations.js';
 import {
@@ -47,6 +48,11 @@ export interface GrantVerifierOptions {
   maxTtlSeconds?: number;
   /** Revocations in force, consulted on every call (cached grant or not); default none. */
   revocations?: Revocations;
+  /**
+   * OpenID Connect issuers whose access tokens are grants too (PROTOCOL 14), verified
+   * asynchronously (`verifyAsync`) and cached as any grant; default none.
+   */
+  oidc?: OidcTrust;
 }
 
 /** Default of `maxTtlSeconds`: a day. */
@@ -60,8 +66,9 @@ export const HOLDER_NAME = /^[A-Za-z0-9_.@:-]{1,128}$/;
 
 /** Session ids and the ids a grant lets it read: header-safe, no commas. */
 export const SESSION_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
+/** A principal (a grant's `sub`): 1 to 256 characters, no control characters. */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what a principal may not hold
-const PRINCIPAL = /^[^\u0000-\u001f\u007f]{1,256}$/;
+export const PRINCIPAL = /^[^\u0000-\u001f\u007f]{1,256}$/;
 
 /**
  * Up to this many trusted issuers, a grant's signature is checked against each before its claims
@@ -88,6 +95,7 @@ export class GrantVerifier {
   private readonly audience: string | undefined;
   private readonly maxTtlSeconds: number;
   private readonly revocations: Revocations | undefined;
+  private readonly oidc: OidcTrust | undefined;
 
   /** `issuers`: public nkeys; throws if one is not a public nkey. */
   constructor(issuers: readonly string[], options: GrantVerifierOptions = {}) {
@@ -102,6 +110,7 @@ export class GrantVerifier {
     this.audience = options.audience;
     this.maxTtlSeconds = options.maxTtlSeconds ?? DEFAULT_GRANT_MAX_TTL_SECONDS;
     this.revocations = options.revocations;
+    this.oidc = options.oidc;
     // A revoked grant leaves the cache at once (it would be refused there all the same).
     this.revocations?.onRevoked(() =>
       this.cache.dropWhere((g) => this.revocations?.find(g.claims, this.skewMs) !== undefined),
@@ -113,9 +122,9 @@ export class GrantVerifier {
     return this.audience;
   }
 
-  /** How many issuers are trusted. */
+  /** How many issuers are trusted: nkeys, and OIDC issuers. */
   get issuers(): number {
-    return this.keys.size;
+    return this.keys.size + (this.oidc?.issuers.length ?? 0);
   }
 
   /** The public nkeys of the trusted issuers, in the order given. */
@@ -150,6 +159,17 @@ export class GrantVerifier {
     cacheLookups.grants.miss++;
     const refusal = this.refused.get(text, now);
     if (refusal !== undefined) throw refusal;
+    if (this.oidc?.claims(text))
+      throw new GrantError(
+        GrantFailure.Malformed,
+        'Matrix-Grant is an access token that was not verified before this check (it is verified before a body is read)',
+      );
+    const foreign = this.oidc?.untrustedIssuer(text);
+    if (foreign !== undefined)
+      throw new GrantError(
+        GrantFailure.UntrustedIssuer,
+        `Matrix-Grant comes from an untrusted issuer: ${foreign.slice(0, 100)} is not among the OIDC issuers this service trusts`,
+      );
     let grant: VerifiedGrant;
     try {
       grant = this.verifyFresh(text, now);
@@ -160,6 +180,80 @@ export class GrantVerifier {
     this.notRevoked(grant);
     this.cache.set(grant);
     return grant;
+  }
+
+  /**
+   * Must `text` be verified with `verifyAsync` first: an access token of a trusted OIDC issuer not
+   * yet cached? (Its issuer's keys are checked asynchronously; every other grant synchronously.)
+   */
+  needsAsync(text: string | undefined): boolean {
+    if (this.oidc === undefined || text === undefined || text === '') return false;
+    if (this.cache.get(text, this.now()) !== undefined) return false;
+    return this.oidc.claims(text);
+  }
+
+  /**
+   * `verify`, for an access token of a trusted OIDC issuer too: verified by its issuer's keys,
+   * mapped to the grant it stands for, checked for lifetime and revocation, then cached, so the
+   * synchronous `verify` finds it until it expires.
+   */
+  async verifyAsync(text: string | undefined): Promise<VerifiedGrant> {
+    if (!this.needsAsync(text)) return this.verify(text);
+    const now = this.now();
+    const refusal = this.refused.get(text as string, now);
+    if (refusal !== undefined) throw refusal;
+    let grant: VerifiedGrant;
+    try {
+      grant = await (this.oidc as OidcTrust).verify(text as string);
+      const { iat, exp } = grant.claims;
+      if (iat * 1000 > this.now() + this.skewMs)
+        throw signedFor(
+          new GrantError(
+            GrantFailure.NotYetValid,
+            `Matrix-Grant (an access token) is issued in the future (iat ${new Date(iat * 1000).toISOString()}); check its issuer's clock`,
+          ),
+          grant.claims,
+        );
+      const lifetime = Math.max(exp - iat, Math.floor((grant.expiresAtMs - this.now() - this.skewMs) / 1000));
+      if (lifetime > this.maxTtlSeconds)
+        throw signedFor(
+          new GrantError(
+            GrantFailure.TooLong,
+            `Matrix-Grant (an access token) lives ${lifetime} s, longer than the ${this.maxTtlSeconds} s this service accepts (MATRIX_GRANT_MAX_TTL)`,
+          ),
+          grant.claims,
+        );
+    } catch (err) {
+      if (err instanceof GrantError && isLasting(err.failure)) this.refused.set(text as string, err, now);
+      throw err;
+    }
+    this.notRevoked(grant);
+    this.cache.set(grant);
+    return grant;
+  }
+
+  /**
+   * Whether an access token verified earlier (a task's, after a restart emptied the cache) has
+   * lapsed since: its `exp` passed or a revocation names it, read from its claims without a fresh
+   * check of its signature (it was checked when its call was admitted, and the record it comes
+   * from is this service's own). Undefined while it holds.
+   */
+  lapsedUnverified(text: string): GrantError | undefined {
+    const grant = this.oidc?.unverified(text);
+    if (grant === undefined)
+      return new GrantError(GrantFailure.Malformed, 'Matrix-Grant is no access token this service trusts');
+    if (this.now() >= grant.expiresAtMs)
+      return new GrantError(
+        GrantFailure.Expired,
+        `Matrix-Grant (an access token) expired at ${new Date(grant.expiresAtMs).toISOString()}`,
+      );
+    try {
+      this.notRevoked(grant);
+      return undefined;
+    } catch (err) {
+      if (err instanceof GrantError) return err;
+      throw err;
+    }
   }
 
   /** The grant, unless a revocation in force names it (`revoked`). */

@@ -1,0 +1,136 @@
+/**
+ * A real OpenID Provider for the tests: `oidc-provider` (a certified OpenID Connect
+ * implementation) on a free loopback port, issuing JWT access tokens for resource indicators
+ * (RFC 8707) by the client-credentials grant. Its keys can be rotated and it can be stopped and
+ * started again on the same issuer, so key rotation and an unreachable issuer are tested for real.
+ */
+import { createServer, type Server } from 'node:http';
+import { exportJWK, generateKeyPair, type JWK } from 'jose';
+import Provider, { errors } from 'oidc-provider';
+import { freePort } from './nats-server.js';
+
+/** A client of the test IdP, and the claims its tokens carry beside the standard ones. */
+export interface TestClient {
+  id: string;
+  /** Scopes it may ask for, space-separated. */
+  scope?: string;
+  /** Extra claims of its access tokens (e.g. groups). */
+  claims?: Record<string, unknown>;
+}
+
+/** A running test IdP. */
+export interface TestIdp {
+  /** The issuer identifier (`http://127.0.0.1:<port>`). */
+  issuer: string;
+  /** An access token for `client`, for `resource` (default the IdP's first resource). */
+  token(client: string, options?: { scope?: string; resource?: string }): Promise<string>;
+  /** Adds a new signing key, used from now on (the old one stays in the JWKS). */
+  rotate(): Promise<string>;
+  /** Stops serving (the issuer is unreachable until `start`). */
+  stop(): Promise<void>;
+  /** Serves again on the same port, with the same keys. */
+  start(): Promise<void>;
+}
+
+const SECRET = 'test-client-secret';
+
+/** Starts an IdP that issues tokens for each of `resources`, to `clients`, living `ttlSeconds`. */
+export async function startIdp(options: {
+  resources: string[];
+  clients: TestClient[];
+  ttlSeconds?: number;
+}): Promise<TestIdp> {
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const keys: JWK[] = [await signingKey('k1')];
+  const byId = new Map(options.clients.map((c) => [c.id, c]));
+  let provider = makeProvider();
+  let server: Server | undefined;
+
+  function makeProvider(): Provider {
+    const p = new Provider(issuer, {
+      clients: options.clients.map((c) => ({
+        client_id: c.id,
+        client_secret: SECRET,
+        grant_types: ['client_credentials'],
+        redirect_uris: [],
+        response_types: [],
+        id_token_signed_response_alg: 'ES256',
+        scope: c.scope ?? 'tools',
+      })),
+      // The newest key signs; every key is published.
+      jwks: { keys: [...keys].reverse() },
+      scopes: ['tools', 'approve'],
+      features: {
+        devInteractions: { enabled: false },
+        clientCredentials: { enabled: true },
+        resourceIndicators: {
+          enabled: true,
+          defaultResource: () => options.resources[0] as string,
+          useGrantedResource: () => true,
+          getResourceServerInfo: (_ctx, resource) => {
+            if (!options.resources.includes(resource)) throw new errors.InvalidTarget();
+            return {
+              scope: 'tools approve',
+              audience: resource,
+              accessTokenTTL: options.ttlSeconds ?? 300,
+              accessTokenFormat: 'jwt',
+              jwt: { sign: { alg: 'ES256' } },
+            };
+          },
+        },
+      },
+      extraTokenClaims: (ctx) => byId.get(ctx.oidc.client?.clientId ?? '')?.claims,
+    });
+    return p;
+  }
+
+  // One server for the IdP's life; a rotation swaps the provider behind it.
+  const start = async () => {
+    server = createServer((req, res) => provider.callback()(req, res));
+    await new Promise<void>((resolve) => server?.listen(port, '127.0.0.1', resolve));
+  };
+  const stop = async () => {
+    const s = server;
+    server = undefined;
+    if (s === undefined) return;
+    s.closeAllConnections();
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+  };
+  await start();
+
+  return {
+    issuer,
+    start,
+    stop,
+    async rotate() {
+      const kid = `k${keys.length + 1}`;
+      keys.push(await signingKey(kid));
+      provider = makeProvider();
+      return kid;
+    },
+    async token(client, asked = {}) {
+      const body = new URLSearchParams({ grant_type: 'client_credentials' });
+      body.set('resource', asked.resource ?? (options.resources[0] as string));
+      if (asked.scope !== undefined) body.set('scope', asked.scope);
+      const response = await fetch(`${issuer}/token`, {
+        method: 'POST',
+        headers: {
+          authorization: `Basic ${Buffer.from(`${client}:${SECRET}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body,
+      });
+      const reply = (await response.json()) as { access_token?: string; error?: string; error_description?: string };
+      if (reply.access_token === undefined)
+        throw new Error(`the test IdP gave no token: ${reply.error} ${reply.error_description ?? ''}`);
+      return reply.access_token;
+    },
+  };
+}
+
+/** A new ES256 signing key as a private JWK with `kid`. */
+async function signingKey(kid: string): Promise<JWK> {
+  const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+  return { ...(await exportJWK(privateKey)), kid, alg: 'ES256', use: 'sig' };
+}
