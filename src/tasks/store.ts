@@ -1,9 +1,10 @@
 /**
  * The task store: one KV key per task, `<owner>.<taskId>`, in bucket `matrix-tasks`. Every
  * change is a compare-and-set on the key's revision (`transition`), so two instances never both
- * move a task on. nats-server 2.9 has no per-key TTL: the bucket's `max_age` (the longest
- * `ttlMs`, plus an hour) drops anything forgotten, and the runner's sweeper removes each task
- * past its own `expiresAt`.
+ * move a task on. Where the server has per-message TTL each write carries the time to the task's
+ * `expiresAt` and the server removes it then; elsewhere the runner's sweeper removes each task
+ * past its own `expiresAt`. The bucket's `max_age` (the longest `ttlMs`, plus an hour) drops
+ * anything forgotten.
  */
 import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -67,13 +68,14 @@ export class TaskStore {
       replicas: options.replicas ?? 1,
       history: 1,
       maxAgeMs: MAX_TASK_TTL_MS + 3_600_000,
+      expiring: true,
     });
     return new TaskStore(bucket);
   }
 
   /** Writes a new task; `ConflictError` if its key exists (a task id drawn twice). */
   async create(key: string, record: TaskRecord): Promise<StoredTask> {
-    const revision = await this.bucket.create(key, encode(record));
+    const revision = await this.bucket.create(key, encode(record), record.expiresAt - Date.now());
     return { key, record, revision };
   }
 
@@ -96,7 +98,7 @@ export class TaskStore {
       const next = change(current.record);
       if (next === undefined) return current;
       try {
-        const revision = await this.bucket.update(key, encode(next), current.revision);
+        const revision = await this.bucket.update(key, encode(next), current.revision, next.expiresAt - Date.now());
         return { key, record: next, revision };
       } catch (err) {
         if (!(err instanceof ConflictError) || tries >= MAX_TRIES) throw err;
