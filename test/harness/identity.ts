@@ -70,12 +70,12 @@ export interface SecuredBus {
 
 /** Starts the setup; `trust: false` runs the service trusting callers, as before grants. */
 export async function startSecuredBus(
-  options: { trust?: boolean; env?: Record<string, string> } = {},
+  options: { trust?: boolean; env?: Record<string, string>; agentMaxPayload?: number } = {},
 ): Promise<SecuredBus> {
   const dir = mkdtempSync(join(tmpdir(), 'identity-'));
   const policyFile = join(dir, 'policy.json');
   writeFileSync(policyFile, JSON.stringify(policy));
-  const server = await startNatsProcess(['-c', confWithMountUsers(['spy', 'secret'])]);
+  const server = await startNatsProcess(['-c', confWithMountUsers(['spy', 'secret'], options.agentMaxPayload)]);
   const issuer = createAccount();
   const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();
