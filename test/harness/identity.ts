@@ -68,14 +68,20 @@ export interface SecuredBus {
   stop(): Promise<void>;
 }
 
-/** Starts the setup; `trust: false` runs the service trusting callers, as before grants. */
+/**
+ * Starts the setup; `trust: false` runs the service trusting callers, as before grants; `conf` is
+ * more server configuration (a leafnodes listener, say).
+ */
 export async function startSecuredBus(
-  options: { trust?: boolean; env?: Record<string, string>; agentMaxPayload?: number } = {},
+  options: { trust?: boolean; env?: Record<string, string>; agentMaxPayload?: number; conf?: string } = {},
 ): Promise<SecuredBus> {
   const dir = mkdtempSync(join(tmpdir(), 'identity-'));
   const policyFile = join(dir, 'policy.json');
   writeFileSync(policyFile, JSON.stringify(policy));
-  const server = await startNatsProcess(['-c', confWithMountUsers(['spy', 'secret'], options.agentMaxPayload)]);
+  const server = await startNatsProcess([
+    '-c',
+    confWithMountUsers(['spy', 'secret'], options.agentMaxPayload, options.conf),
+  ]);
   const issuer = createAccount();
   const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();

@@ -15,10 +15,10 @@ export const AGENT_MAX_PAYLOAD = 262_144;
 
 /**
  * A copy of deploy/nats.conf with the `weather` block copied for user `<name>` of mount
- * `app.<name>`, each name, and the agents' payload limit `agentMaxPayload` (default as
- * deploy/nats.conf has it); returns its path.
+ * `app.<name>`, each name, the agents' payload limit `agentMaxPayload` (default as
+ * deploy/nats.conf has it) and `more` configuration at its end; returns its path.
  */
-export function confWithMountUsers(names: readonly string[], agentMaxPayload = AGENT_MAX_PAYLOAD): string {
+export function confWithMountUsers(names: readonly string[], agentMaxPayload = AGENT_MAX_PAYLOAD, more = ''): string {
   const limit = `limits: { max_payload: ${AGENT_MAX_PAYLOAD} }`;
   const deployed = readFileSync(deployConf, 'utf8');
   if (!deployed.includes(limit)) throw new Error(`${deployConf} has no ${limit} to change`);
@@ -35,6 +35,6 @@ export function confWithMountUsers(names: readonly string[], agentMaxPayload = A
   const block = conf.slice(start, end);
   const copies = names.map((name) => `\n      ${block.replaceAll('weather', name)}`).join('');
   const file = join(mkdtempSync(join(tmpdir(), 'nats-conf-')), 'nats.conf');
-  writeFileSync(file, conf.slice(0, end) + copies + conf.slice(end));
+  writeFileSync(file, `${conf.slice(0, end)}${copies}${conf.slice(end)}\n${more}\n`);
   return file;
 }
