@@ -7,10 +7,11 @@
 #
 # NSC names the nsc binary (default `nsc` on PATH; scripts/nats.sh nsc 2.12.0 builds one).
 # AGENT_MAX_PAYLOAD (bytes, default 262144) bounds every message an agent user publishes.
+# MOUNTS (default `weather`) names the mounts of your own: one user each, as `weather` below.
 # OUT_DIR (outside the tree, or deploy/operator/out, which git ignores) receives:
 #   server.conf       the operator JWT, the system account and a memory resolver preloaded
 #                     with both accounts (start nats-server with -c OUT_DIR/server.conf -js)
-#   <user>.creds      one creds file per user: service, operator, weather, agent, agent-2
+#   <user>.creds      one creds file per user: service, operator, agent, agent-2 and each mount
 #   nsc/              the nsc store and its keys (the operator's and accounts' seeds: keep it
 #                     private, it signs every user)
 #
@@ -25,6 +26,7 @@ set -eu
 OUT=${1:?usage: deploy/operator/make.sh OUT_DIR}
 NSC=${NSC:-nsc}
 AGENT_MAX_PAYLOAD=${AGENT_MAX_PAYLOAD:-262144}
+MOUNTS=${MOUNTS:-weather}
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -45,14 +47,16 @@ nsc add account --name AGENTS >/dev/null
 AGENTS_KEY=$(nsc describe account AGENTS --field sub | tr -d '"')
 
 # MATRIX: the service (unrestricted: it reaches every target a tool names), the operator, and a
-# mount user (weather: its own mount's requests, replies onto the two inbox prefixes only).
+# user per mount (app.<mount>: its own mount's requests, replies onto the two inbox prefixes only).
 nsc add user --account MATRIX --name service >/dev/null
 nsc add user --account MATRIX --name operator \
   --allow-pub 'system.>,$SRV.>' --deny-pub 'system.*.events.>,system.dispatcher.audit.>' \
   --allow-sub '_INBOX_operator.>,system.*.events.>' >/dev/null
-nsc add user --account MATRIX --name weather \
-  --allow-pub '_INBOX_targets.>,_INBOX_operator.>' \
-  --allow-sub 'app.weather.*,$SRV.*.app-weather,$SRV.*.app-weather.*' --deny-sub 'app.weather.*.>' >/dev/null
+for mount in $MOUNTS; do
+  nsc add user --account MATRIX --name "$mount" \
+    --allow-pub '_INBOX_targets.>,_INBOX_operator.>' \
+    --allow-sub "app.$mount.*,\$SRV.*.app-$mount,\$SRV.*.app-$mount.*" --deny-sub "app.$mount.*.>" >/dev/null
+done
 
 # What agents reach, and nothing else: each op exported to AGENTS only, imported with share.
 AGENT_OPS='system.dispatcher.$call system.dispatcher.$cancel system.tools.$resolve system.tools.$list
@@ -85,7 +89,7 @@ for agent in agent agent-2; do
 done
 
 nsc generate config --mem-resolver --sys-account SYS --config-file "$OUT/server.conf" --force >/dev/null 2>&1
-for user in service operator weather; do
+for user in service operator $MOUNTS; do
   nsc generate creds --account MATRIX --name "$user" --output-file "$OUT/$user.creds" >/dev/null 2>&1
 done
 for user in agent agent-2; do

@@ -14,13 +14,10 @@ import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import type { ToolResult } from '../../src/dispatcher/types.js';
 import { eventually } from '../harness/eventually.js';
-import { type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
+import { callSpyRun, type SecuredBus, spySession as session, startSecuredBus, users } from '../harness/identity.js';
 import { freePort, type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { NatsVersion, natsTool } from '../harness/nats-tools.js';
-
-const session = { profile: 'default', toolContextRefs: ['spy-tools'] };
 
 describe('an agent on a leaf node calls through the hub with its bound grant', () => {
   let hub: SecuredBus;
@@ -40,13 +37,7 @@ describe('an agent on a leaf node calls through the hub with its bound grant', (
     return nc;
   };
   const onLeaf = async (site: 'agent' | 'agent2') => new BusClient(await leafConnection(site), { timeoutMs: 10_000 });
-  const call = (client: BusClient, grant: string) =>
-    client.request<ToolResult>(
-      'system.dispatcher',
-      '$call',
-      { session, call: { id: 'c', name: 'spy_run', arguments: {} } },
-      { grant },
-    );
+  const call = callSpyRun;
 
   beforeAll(async () => {
     process.env.NATS_SERVER_BIN = natsTool('server', NatsVersion.newest);
