@@ -165,11 +165,13 @@ export class ApprovalBook {
   }
 
   /**
-   * The server removed `record` by its TTL and wrote its marker at `revision`: the instance
-   * whose delete on top of that marker wins tells the expiry, once among all instances.
+   * The server removed `record` by its TTL and wrote its marker at `revision`: of a pending one,
+   * the instance whose delete on top of that marker wins tells the expiry, once among all
+   * instances (an answered one expires untold, as the sweeper leaves it).
    */
-  private expired(record: StoredApproval, revision: number): Promise<void> {
-    return this.removeExpired({ record, revision }, 'could not tell an expired approval');
+  private async expired(record: StoredApproval, revision: number): Promise<void> {
+    if (record.status !== ApprovalStatus.Pending) return;
+    await this.removeExpired({ record, revision }, 'could not tell an expired approval');
   }
 
   /** Deletes `found` still as it was read; tells it expired when it was pending and this delete won. */
