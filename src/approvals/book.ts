@@ -1,8 +1,11 @@
 /**
  * One mount instance's view of the pending approvals: the KV bucket mirrored by a watch (so
  * `$pending` reads memory, and every instance sees the approvals any instance stored), and the
- * sweeper: nats-server 2.9 has no per-key TTL, so records past their own `expiresAt` are
- * deleted here (compare-and-set: of several instances, one deletes and tells the expiry).
+ * expiry of each record at its `expiresAt`. Where the server has per-message TTL it removes the
+ * record and writes a marker every watch hears; the instance whose compare-and-set delete on
+ * that marker wins tells the expiry. On older servers (no per-message TTL) a sweeper deletes
+ * records past their `expiresAt` (compare-and-set too: of several instances, one deletes and
+ * tells the expiry).
  */
 import type { BucketWatch } from '../bus/kv.js';
 import type { Logger } from '../bus/log.js';
@@ -48,16 +51,21 @@ export class ApprovalBook {
     private readonly logger: Logger,
   ) {}
 
-  /** Mirrors the bucket (resolving once caught up, or after 3 s) and starts sweeping every `sweepMs`. */
+  /**
+   * Mirrors the bucket (resolving once caught up, or after 3 s) and, where the server does not
+   * expire records itself, starts sweeping every `sweepMs`.
+   */
   async start(sweepMs = DEFAULT_SWEEP_MS): Promise<void> {
     const last = await this.store.lastRevision().catch(() => 0);
     let caughtUp: () => void = () => {};
     const ready = new Promise<void>((resolve) => (caughtUp = resolve));
     if (last === 0) caughtUp();
     this.watch = this.store.watch(
-      (key, found, revision) => {
+      (key, found, revision, expired) => {
+        const before = this.records.get(key);
         // Older than what this instance wrote and remembered: the watch is catching up.
-        if ((this.records.get(key)?.revision ?? 0) < revision) this.heard(key, found);
+        if ((before?.revision ?? 0) < revision) this.heard(key, found);
+        if (expired && before !== undefined) void this.expired(before.record, revision);
         if (revision >= last) caughtUp();
       },
       (err) => this.logger.error('watch of pending approvals failed; it restarts', { error: String(err) }),
@@ -65,8 +73,14 @@ export class ApprovalBook {
     const timer = setTimeout(caughtUp, CATCH_UP_MS);
     await ready;
     clearTimeout(timer);
+    if (this.store.expires) return;
     this.sweeper = setInterval(() => void this.sweep(), sweepMs);
     this.sweeper.unref();
+  }
+
+  /** Is the sweeper running (false where the server expires records by their TTL)? */
+  get sweeping(): boolean {
+    return this.sweeper !== undefined;
   }
 
   /** Stops the watch and the sweeper. */
@@ -146,15 +160,27 @@ export class ApprovalBook {
   async sweep(now = Date.now()): Promise<void> {
     for (const found of [...this.records.values()]) {
       if (Date.parse(found.record.expiresAt) > now) continue;
-      try {
-        if ((await this.store.remove(found)) && found.record.status === ApprovalStatus.Pending)
-          this.onExpired(found.record);
-      } catch (err) {
-        this.logger.error('could not remove an expired approval; the next sweep tries again', {
-          approvalId: found.record.approvalId,
-          error: String(err),
-        });
-      }
+      await this.removeExpired(found, 'could not remove an expired approval; the next sweep tries again');
+    }
+  }
+
+  /**
+   * The server removed `record` by its TTL and wrote its marker at `revision`: of a pending one,
+   * the instance whose delete on top of that marker wins tells the expiry, once among all
+   * instances (an answered one expires untold, as the sweeper leaves it).
+   */
+  private async expired(record: StoredApproval, revision: number): Promise<void> {
+    if (record.status !== ApprovalStatus.Pending) return;
+    await this.removeExpired({ record, revision }, 'could not tell an expired approval');
+  }
+
+  /** Deletes `found` still as it was read; tells it expired when it was pending and this delete won. */
+  private async removeExpired(found: Revisioned, failure: string): Promise<void> {
+    try {
+      if ((await this.store.remove(found)) && found.record.status === ApprovalStatus.Pending)
+        this.onExpired(found.record);
+    } catch (err) {
+      this.logger.error(failure, { approvalId: found.record.approvalId, error: String(err) });
     }
   }
 

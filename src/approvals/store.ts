@@ -6,8 +6,9 @@
  * call finds nothing. Every change of state is compare-and-set on the key's revision, so the
  * first answer wins and an approval is consumed once.
  *
- * nats-server 2.9 has no per-key TTL: the bucket's `max_age` bounds every record, and the
- * mount's sweeper (`sweep`) deletes records past their own `expiresAt`.
+ * Each record expires at its own `expiresAt`: where the server has per-message TTL (2.11 on) the
+ * server removes it then (every write carries the time left as its TTL); on older servers the
+ * book's sweeper deletes it. Either way the bucket's `max_age` bounds every record.
  */
 import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -67,8 +68,14 @@ export class ApprovalStore {
       replicas: options.replicas ?? 1,
       history: 1,
       maxAgeMs: BUCKET_MAX_AGE_MS,
+      expiring: true,
     });
     return new ApprovalStore(bucket, recordRoom(nc));
+  }
+
+  /** Does the server remove each record at its `expiresAt` (per-message TTL), so no sweeper need? */
+  get expires(): boolean {
+    return this.bucket.expires;
   }
 
   /** Binds to a bucket the approvals mount made (the dispatcher's side); `UnavailableError` when there is none. */
@@ -109,8 +116,8 @@ export class ApprovalStore {
       try {
         const revision =
           existing === undefined
-            ? await this.bucket.create(key, bytes)
-            : await this.bucket.update(key, bytes, existing.revision);
+            ? await this.bucket.create(key, bytes, expiresAt - now)
+            : await this.bucket.update(key, bytes, existing.revision, expiresAt - now);
         return { record: fresh, created: true, revision };
       } catch (err) {
         // Another instance wrote the key between the read and the write: read it again.
@@ -177,7 +184,7 @@ export class ApprovalStore {
     };
     if (reason !== undefined) record.reason = reason;
     try {
-      await this.bucket.update(keyOf(old), encode(record), found.revision);
+      await this.bucket.update(keyOf(old), encode(record), found.revision, timeLeft(old, now));
     } catch (err) {
       if (!(err instanceof ConflictError)) throw err;
       const now2 = await this.get(old.approvalId);
@@ -196,7 +203,7 @@ export class ApprovalStore {
     if (found.record.status !== ApprovalStatus.Approved) return false;
     const record: StoredApproval = { ...found.record, status: ApprovalStatus.Consumed };
     try {
-      await this.bucket.update(keyOf(found.record), encode(record), found.revision);
+      await this.bucket.update(keyOf(found.record), encode(record), found.revision, timeLeft(found.record));
       return true;
     } catch (err) {
       if (err instanceof ConflictError) return false;
@@ -221,14 +228,20 @@ export class ApprovalStore {
   /**
    * Every record now and each change after (a delete, or bytes that are no record, as
    * `undefined`), in order, with the bucket revision of each; survives server restarts.
+   * `expired` is true for the server's marker of a record its TTL removed.
    */
   watch(
-    onChange: (key: string, found: Revisioned | undefined, revision: number) => void,
+    onChange: (key: string, found: Revisioned | undefined, revision: number, expired: boolean) => void,
     onError?: (err: unknown) => void,
   ): BucketWatch {
     return this.bucket.watch((entry: BucketEntry) => {
       const record = entry.operation === 'PUT' ? decode(entry.value) : undefined;
-      onChange(entry.key, record === undefined ? undefined : { record, revision: entry.revision }, entry.revision);
+      onChange(
+        entry.key,
+        record === undefined ? undefined : { record, revision: entry.revision },
+        entry.revision,
+        entry.operation === 'PURGE',
+      );
     }, onError);
   }
 
@@ -282,6 +295,11 @@ export function listed(record: StoredApproval, whole = false): PendingApproval {
   if (record.session !== undefined) shown.session = record.session;
   if (record.principal !== undefined) shown.principal = record.principal;
   return shown;
+}
+
+/** The time a record has left until its `expiresAt`, in ms (the TTL a write of it carries). */
+function timeLeft(record: StoredApproval, now = Date.now()): number {
+  return Date.parse(record.expiresAt) - now;
 }
 
 function alreadyDecided(record: StoredApproval): ConflictError {

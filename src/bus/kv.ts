@@ -1,7 +1,8 @@
 /**
  * A JetStream KV bucket as the registry needs it: compare-and-set writes that fail with
- * `ConflictError`, and a watch that keeps going through disconnects and server restarts
- * (it resumes from the revision after the last one it delivered).
+ * `ConflictError`, a watch that keeps going through disconnects and server restarts (it resumes
+ * from the revision after the last one it delivered), and records that expire by their own TTL
+ * where the server has per-message TTL (`expires`).
  */
 
 import {
@@ -10,13 +11,24 @@ import {
   type JetStreamClient,
   jetstream,
   jetstreamManager,
+  type StreamConfig,
 } from '@nats-io/jetstream';
 import { type KV, Kvm, type KvWatchEntry } from '@nats-io/kv';
-import { Empty, headers, type NatsConnection } from '@nats-io/nats-core';
+import { Empty, headers, type MsgHdrs, type NatsConnection, nanos } from '@nats-io/nats-core';
 import { ConflictError, UnavailableError } from './errors.js';
+import { jetStreamFeatures } from './server-features.js';
 
 /** The header that marks a KV delete (the KV client's own constant is not exported). */
 const KV_OPERATION = 'KV-Operation';
+/** The header of a message's own TTL (ADR-43), in seconds with a unit. */
+const NATS_TTL = 'Nats-TTL';
+/** The header of a compare-and-set write: the key's revision it expects. */
+const EXPECTED_REVISION = 'Nats-Expected-Last-Subject-Sequence';
+/**
+ * How long the server keeps the marker it writes when a record expires (ADR-48 "limit markers"),
+ * in ms: a watch that was away for less than this hears the expiry as a `PURGE`.
+ */
+export const MARKER_TTL_MS = 3_600_000;
 
 /** One change of one key. */
 export interface BucketEntry {
@@ -42,6 +54,12 @@ export interface BucketOptions {
    * may still be written smaller (history 1 replaces it).
    */
   maxBytes?: number;
+  /**
+   * Let records expire by their own TTL (the `ttlMs` of a write) where the server has
+   * per-message TTL: the bucket is made with `allow_msg_ttl` and limit markers, or an existing
+   * one is updated to them. Default false.
+   */
+  expiring?: boolean;
 }
 
 /** How a watch checks that it is not behind its bucket; defaults for production. */
@@ -69,19 +87,31 @@ export class Bucket {
     private readonly kv: KV,
     private readonly js: JetStreamClient,
     readonly name: string,
+    /**
+     * Does the server remove a record at the end of the `ttlMs` it was written with (and write a
+     * marker a watch hears as `PURGE`)? False where it has no per-message TTL: there a record
+     * stays until someone deletes it or the bucket's `max_age` drops it.
+     */
+    readonly expires = false,
   ) {}
 
-  /** Opens the bucket, creating it when missing; rejects with `UnavailableError` without JetStream. */
+  /**
+   * Opens the bucket, creating it when missing; rejects with `UnavailableError` without JetStream.
+   * With `expiring`, on a server with per-message TTL, a bucket made before without it is updated
+   * to it (the server allows turning it on, never off).
+   */
   static async open(nc: NatsConnection, name: string, options: BucketOptions = {}): Promise<Bucket> {
     try {
+      const expires = options.expiring === true && (await jetStreamFeatures(nc)).messageTtl;
       const kv = await new Kvm(nc).create(name, {
         replicas: options.replicas ?? 1,
         history: options.history ?? 5,
         ttl: options.maxAgeMs ?? 0,
         ...(options.maxBytes === undefined ? {} : { max_bytes: options.maxBytes }),
+        ...(expires ? { markerTTL: MARKER_TTL_MS } : {}),
       });
-      if (options.maxBytes !== undefined) await boundBytes(nc, name, options.maxBytes);
-      return new Bucket(kv, jetstream(nc), name);
+      await updateStream(nc, (await kv.status()).streamInfo.config, { maxBytes: options.maxBytes, expires });
+      return new Bucket(kv, jetstream(nc), name, expires);
     } catch (err) {
       throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, {
         cause: err,
@@ -96,8 +126,9 @@ export class Bucket {
   static async bind(nc: NatsConnection, name: string): Promise<Bucket> {
     try {
       const kv = await new Kvm(nc).open(name);
-      await kv.status();
-      return new Bucket(kv, jetstream(nc), name);
+      const status = await kv.status();
+      const expires = status.streamInfo.config.allow_msg_ttl === true && (await jetStreamFeatures(nc)).messageTtl;
+      return new Bucket(kv, jetstream(nc), name, expires);
     } catch (err) {
       throw new UnavailableError(`cannot open KV bucket ${name} (does it exist?): ${(err as Error).message}`, {
         cause: err,
@@ -111,19 +142,33 @@ export class Bucket {
     return (status.streamInfo.state.last_seq as number | undefined) ?? 0;
   }
 
-  /** Writes only if the key does not exist (or was deleted); `ConflictError` otherwise. */
-  create(key: string, value: Uint8Array): Promise<number> {
-    return this.cas(() => this.kv.create(key, value), key);
+  /**
+   * Writes only if the key does not exist (or was deleted); `ConflictError` otherwise. Where the
+   * bucket `expires`, the record is removed by the server `ttlMs` from now (whole seconds, at
+   * least one); elsewhere `ttlMs` is ignored.
+   */
+  create(key: string, value: Uint8Array, ttlMs?: number): Promise<number> {
+    const ttl = this.ttlOf(ttlMs);
+    return this.cas(() => this.kv.create(key, value, ttl), key);
   }
 
-  /** Writes only if the key's revision is `revision`; `ConflictError` otherwise. */
-  update(key: string, value: Uint8Array, revision: number): Promise<number> {
-    return this.cas(() => this.kv.update(key, value, revision), key);
+  /** Writes only if the key's revision is `revision`; `ConflictError` otherwise. `ttlMs` as for `create`. */
+  update(key: string, value: Uint8Array, revision: number, ttlMs?: number): Promise<number> {
+    const ttl = this.ttlOf(ttlMs);
+    if (ttl === undefined) return this.cas(() => this.kv.update(key, value, revision), key);
+    const h = headers();
+    h.set(EXPECTED_REVISION, String(revision));
+    h.set(NATS_TTL, ttl);
+    return this.cas(() => this.publish(key, value, h), key);
   }
 
-  /** Writes unconditionally. */
-  put(key: string, value: Uint8Array): Promise<number> {
-    return this.available(() => this.kv.put(key, value), 'write');
+  /** Writes unconditionally. `ttlMs` as for `create`. */
+  put(key: string, value: Uint8Array, ttlMs?: number): Promise<number> {
+    const ttl = this.ttlOf(ttlMs);
+    if (ttl === undefined) return this.available(() => this.kv.put(key, value), 'write');
+    const h = headers();
+    h.set(NATS_TTL, ttl);
+    return this.available(() => this.publish(key, value, h), 'write');
   }
 
   /**
@@ -134,8 +179,19 @@ export class Bucket {
   delete(key: string, revision?: number): Promise<number> {
     const h = headers();
     h.set(KV_OPERATION, 'DEL');
-    if (revision !== undefined) h.set('Nats-Expected-Last-Subject-Sequence', String(revision));
-    return this.cas(async () => (await this.js.publish(`$KV.${this.name}.${key}`, Empty, { headers: h })).seq, key);
+    if (revision !== undefined) h.set(EXPECTED_REVISION, String(revision));
+    return this.cas(() => this.publish(key, Empty, h), key);
+  }
+
+  /** Publishes to a key's subject with `h`: keys are subjects as they are, the bucket local. */
+  private async publish(key: string, value: Uint8Array, h: MsgHdrs): Promise<number> {
+    return (await this.js.publish(`$KV.${this.name}.${key}`, value, { headers: h })).seq;
+  }
+
+  /** The `Nats-TTL` of a write that should last `ttlMs`, or undefined where records do not expire so. */
+  private ttlOf(ttlMs: number | undefined): string | undefined {
+    if (!this.expires || ttlMs === undefined) return undefined;
+    return `${Math.max(1, Math.ceil(ttlMs / 1000))}s`;
   }
 
   /** The current entry of a key, or null (deleted keys are null). */
@@ -145,12 +201,18 @@ export class Bucket {
     return { key: e.key, value: e.value, revision: e.revision, operation: 'PUT' };
   }
 
-  /** The keys that match `filter` (a subject pattern of keys; default all), deleted ones left out. */
+  /**
+   * The keys that match `filter` (a subject pattern of keys; default all), deleted and expired
+   * ones left out. The KV client (3.4) lists a key whose last message is the server's marker of
+   * an expired record, so in a bucket that `expires` each key listed is read to be sure.
+   */
   async keys(filter = '>'): Promise<string[]> {
     return this.available(async () => {
       const out: string[] = [];
       for await (const key of await this.kv.keys(filter)) out.push(key);
-      return out;
+      if (!this.expires) return out;
+      const live = await Promise.all(out.map(async (key) => (await this.kv.get(key))?.operation === 'PUT'));
+      return out.filter((_, i) => live[i]);
     }, 'read');
   }
 
@@ -243,12 +305,25 @@ export class Bucket {
   }
 }
 
-/** Sets `max_bytes` of the bucket's stream when it differs (a bucket made before the bound). */
-async function boundBytes(nc: NatsConnection, name: string, maxBytes: number): Promise<void> {
+/**
+ * Brings the stream of a bucket made before to what it is opened with now: `max_bytes` where it
+ * differs (a bucket made before the bound), per-message TTL and limit markers where asked and
+ * missing (made by an older server or release; the server allows turning them on, never off).
+ */
+async function updateStream(
+  nc: NatsConnection,
+  config: StreamConfig,
+  wanted: { maxBytes?: number; expires: boolean },
+): Promise<void> {
+  const bytes = wanted.maxBytes !== undefined && config.max_bytes !== wanted.maxBytes;
+  const ttl = wanted.expires && config.allow_msg_ttl !== true;
+  if (!bytes && !ttl) return;
   const jsm = await jetstreamManager(nc);
-  const info = await jsm.streams.info(`KV_${name}`);
-  if (info.config.max_bytes !== maxBytes)
-    await jsm.streams.update(`KV_${name}`, { ...info.config, max_bytes: maxBytes });
+  await jsm.streams.update(config.name, {
+    ...config,
+    ...(bytes ? { max_bytes: wanted.maxBytes } : {}),
+    ...(ttl ? { allow_msg_ttl: true, subject_delete_marker_ttl: nanos(MARKER_TTL_MS) } : {}),
+  });
 }
 
 function unavailable(bucket: string, what: 'read' | 'write', err: unknown): UnavailableError {

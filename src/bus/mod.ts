@@ -63,6 +63,7 @@ export {
   RequestContext,
   type SchemaRef,
 } from './mount.js';
+export { ApiLevel, featuresOf, type JetStreamFeatures, jetStreamFeatures } from './server-features.js';
 export {
   type DurableOptions,
   type StreamLimits,

@@ -148,8 +148,10 @@ const SWEEP_MS = 60_000;
 
 /**
  * The revocations bucket: `revoke()` writes one; `watch()` keeps a `Revocations` in step with
- * the bucket and deletes records past their `until` (nats-server 2.9 has no per-key TTL; the
- * bucket's `max_age` is the longest a grant may live, so nothing outlives it either way).
+ * the bucket. Each record ends at its `until`: where the server has per-message TTL it removes
+ * the record then (the write carries the time left as its TTL) and the watch hears its marker;
+ * on older servers the watch's sweeper deletes records past their `until`. The bucket's
+ * `max_age` is the longest a grant may live, so nothing outlives it either way.
  */
 export class RevocationStore {
   private constructor(
@@ -167,20 +169,27 @@ export class RevocationStore {
       maxAgeMs: options.maxAgeMs,
       replicas: options.replicas,
       history: 1,
+      expiring: true,
     });
     return new RevocationStore(bucket, options.maxAgeMs);
+  }
+
+  /** Does the server remove each revocation at its `until` (per-message TTL), so no sweeper need? */
+  get expires(): boolean {
+    return this.bucket.expires;
   }
 
   /** Stores the revocation a `$revoke` request asks for; resolves with its key, revision and end. */
   async revoke(request: RevokeRequest, now = Date.now()): Promise<RevokeReply> {
     const r = revocationOf(request, now, this.maxTtlMs);
     const key = revocationKey(r);
-    const revision = await this.bucket.put(key, new TextEncoder().encode(JSON.stringify(r)));
+    const revision = await this.bucket.put(key, new TextEncoder().encode(JSON.stringify(r)), r.until - now);
     return { key, revision, until: new Date(r.until).toISOString() };
   }
 
   /**
-   * Keeps `into` in step with the bucket, sweeping expired records; `stop()` ends both.
+   * Keeps `into` in step with the bucket, sweeping expired records where the server does not
+   * expire them itself; `stop()` ends both.
    * `caughtUp` resolves once the revocations stored before the watch began are in `into` (or
    * after `catchUpMs`, default 2000, when the bucket's last revision aged out and never comes):
    * an instance that starts serving before then would accept a grant revoked while it was down.
@@ -220,8 +229,7 @@ export class RevocationStore {
         this.bucket.delete(key).catch(onError);
       }
     };
-    const timer = setInterval(sweep, SWEEP_MS);
-    timer.unref();
+    const timer = this.expires ? undefined : setInterval(sweep, SWEEP_MS).unref();
     return {
       caughtUp,
       stop: () => {

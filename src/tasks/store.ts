@@ -1,9 +1,10 @@
 /**
  * The task store: one KV key per task, `<owner>.<taskId>`, in bucket `matrix-tasks`. Every
  * change is a compare-and-set on the key's revision (`transition`), so two instances never both
- * move a task on. nats-server 2.9 has no per-key TTL: the bucket's `max_age` (the longest
- * `ttlMs`, plus an hour) drops anything forgotten, and the runner's sweeper removes each task
- * past its own `expiresAt`.
+ * move a task on. Where the server has per-message TTL each write carries the time to the task's
+ * `expiresAt` and the server removes it then; elsewhere the runner's sweeper removes each task
+ * past its own `expiresAt`. The bucket's `max_age` (the longest `ttlMs`, plus an hour) drops
+ * anything forgotten.
  */
 import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -77,13 +78,14 @@ export class TaskStore {
       history: 1,
       maxAgeMs: MAX_TASK_TTL_MS + 3_600_000,
       maxBytes,
+      expiring: true,
     });
     return new TaskStore(bucket, maxBytes);
   }
 
   /** Writes a new task, encoded as `value`; `ConflictError` if its key exists (a task id drawn twice). */
   async create(key: string, record: TaskRecord, value = encodeTask(record)): Promise<StoredTask> {
-    const revision = await this.bucket.create(key, value);
+    const revision = await this.bucket.create(key, value, record.expiresAt - Date.now());
     return { key, record, revision, bytes: key.length + value.length };
   }
 
@@ -109,7 +111,7 @@ export class TaskStore {
       if (next === undefined) return current;
       try {
         const value = encodeTask(next);
-        const revision = await this.bucket.update(key, value, current.revision);
+        const revision = await this.bucket.update(key, value, current.revision, next.expiresAt - Date.now());
         return { key, record: next, revision, bytes: key.length + value.length };
       } catch (err) {
         if (!(err instanceof ConflictError) || tries >= MAX_TRIES) throw err;

@@ -13,8 +13,9 @@ import { type NatsConnection, PermissionViolationError } from '@nats-io/nats-cor
 import { createAccount, type KeyPair } from '@nats-io/nkeys';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
 import { type GrantSpec, mintGrant } from '../../src/identity/mint.js';
-import { confWithMountUsers } from './nats-conf.js';
+import { type Deployment, staticDeployment } from './deployments.js';
 import { type ProcessNats, startNatsProcess } from './nats-server.js';
 import { type ServiceProcess, startScript } from './service.js';
 import { startTarget, type Target } from './targets.js';
@@ -69,23 +70,37 @@ export interface SecuredBus {
 }
 
 /**
- * Starts the setup; `trust: false` runs the service trusting callers, as before grants; `mounts`
- * names more mount users (`<name>` for `app.<name>`, password `<name>-secret`) for the test's own
- * mounts; `natsArgs` go to nats-server besides its configuration.
+ * Starts the setup on `deployment` (default deploy/nats.conf); `trust: false` runs the service
+ * trusting callers, as before grants; `mounts` names more mount users (`<name>` for
+ * `app.<name>`, password `<name>-secret`) for the test's own mounts; `conf` is more server
+ * configuration (a leafnodes listener, say; deploy/nats.conf only); `natsArgs` go to nats-server
+ * besides its configuration.
  */
 export async function startSecuredBus(
-  options: { trust?: boolean; env?: Record<string, string>; mounts?: readonly string[]; natsArgs?: string[] } = {},
+  options: {
+    trust?: boolean;
+    env?: Record<string, string>;
+    mounts?: readonly string[];
+    natsArgs?: string[];
+    agentMaxPayload?: number;
+    conf?: string;
+    deployment?: Deployment;
+  } = {},
 ): Promise<SecuredBus> {
+  const deployment = options.deployment ?? staticDeployment;
   const dir = mkdtempSync(join(tmpdir(), 'identity-'));
   const policyFile = join(dir, 'policy.json');
   writeFileSync(policyFile, JSON.stringify(policy));
   const server = await startNatsProcess([
-    '-c',
-    confWithMountUsers(['spy', 'secret', ...(options.mounts ?? [])]),
+    ...deployment.serverArgs({
+      mounts: ['spy', 'secret', ...(options.mounts ?? [])],
+      agentMaxPayload: options.agentMaxPayload,
+      more: options.conf,
+    }),
     ...(options.natsArgs ?? []),
   ]);
   const issuer = createAccount();
-  const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
+  const env: Record<string, string> = deployment.env(users.service.user);
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();
   Object.assign(env, options.env);
   const instance = () =>
@@ -94,7 +109,7 @@ export async function startSecuredBus(
   const instances: ServiceProcess[] = [];
   const opened: NatsConnection[] = [];
   const connect = async (user: keyof typeof users) => {
-    const nc = await connectBus({ servers: server.url, ...users[user], name: `test-${user}` });
+    const nc = await connectBus({ servers: server.url, ...deployment.connect(users[user].user), name: `test-${user}` });
     opened.push(nc);
     return nc;
   };
@@ -163,4 +178,17 @@ export function oneToolContext(
     ],
     permissions: { approval: 'never' },
   };
+}
+
+/** The session of the spy's tools (`spyContext`). */
+export const spySession = { profile: 'default', toolContextRefs: ['spy-tools'] };
+
+/** `spy_run` through the dispatcher, in `spySession`, with `grant`. */
+export function callSpyRun(client: BusClient, grant: string, id = 'c'): Promise<ToolResult> {
+  return client.request<ToolResult>(
+    'system.dispatcher',
+    '$call',
+    { session: spySession, call: { id, name: 'spy_run', arguments: {} } },
+    { grant },
+  );
 }

@@ -10,9 +10,19 @@ import { fileURLToPath } from 'node:url';
 /** The least-privilege configuration docker-compose.yml runs. */
 export const deployConf = fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url));
 
-/** A copy of deploy/nats.conf with the `weather` block copied for user `<name>` of mount `app.<name>`, each name; returns its path. */
-export function confWithMountUsers(names: readonly string[]): string {
-  const conf = readFileSync(deployConf, 'utf8');
+/** The largest message an agent user may publish under deploy/nats.conf, in bytes. */
+export const AGENT_MAX_PAYLOAD = 262_144;
+
+/**
+ * A copy of deploy/nats.conf with the `weather` block copied for user `<name>` of mount
+ * `app.<name>`, each name, the agents' payload limit `agentMaxPayload` (default as
+ * deploy/nats.conf has it) and `more` configuration at its end; returns its path.
+ */
+export function confWithMountUsers(names: readonly string[], agentMaxPayload = AGENT_MAX_PAYLOAD, more = ''): string {
+  const limit = `limits: { max_payload: ${AGENT_MAX_PAYLOAD} }`;
+  const deployed = readFileSync(deployConf, 'utf8');
+  if (!deployed.includes(limit)) throw new Error(`${deployConf} has no ${limit} to change`);
+  const conf = deployed.replace(limit, `limits: { max_payload: ${agentMaxPayload} }`);
   const start = conf.indexOf('{\n        user: weather\n');
   if (start < 0) throw new Error(`${deployConf} has no block for user weather to copy`);
   let depth = 0;
@@ -25,6 +35,6 @@ export function confWithMountUsers(names: readonly string[]): string {
   const block = conf.slice(start, end);
   const copies = names.map((name) => `\n      ${block.replaceAll('weather', name)}`).join('');
   const file = join(mkdtempSync(join(tmpdir(), 'nats-conf-')), 'nats.conf');
-  writeFileSync(file, conf.slice(0, end) + copies + conf.slice(end));
+  writeFileSync(file, `${conf.slice(0, end)}${copies}${conf.slice(end)}\n${more}\n`);
   return file;
 }

@@ -78,18 +78,19 @@ function testNatsMode(value: string | undefined): TestNatsMode {
 
 /**
  * A `nats-server` process on a free loopback port, JetStream on with its own store unless
- * `jetstream: false`.
+ * `jetstream: false`; `bin` is the server to run (default `NATS_SERVER_BIN`, else `nats-server`
+ * on PATH).
  */
 export async function startNatsProcess(
   extraArgs: string[] = [],
-  { jetstream = true }: { jetstream?: boolean } = {},
+  { jetstream = true, bin = process.env.NATS_SERVER_BIN ?? 'nats-server' }: { jetstream?: boolean; bin?: string } = {},
 ): Promise<ProcessNats> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
   const args = ['-a', '127.0.0.1', '-p', String(port), ...(jetstream ? ['-js', '-sd', storeDir] : []), ...extraArgs];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
-    child = tracked(spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] }));
+    child = tracked(spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const failed = new Promise<never>((_, reject) => {

@@ -4,17 +4,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { ResolvedToolContext } from '../../src/registry/types.js';
+import { deployments } from '../harness/deployments.js';
 import { eventually } from '../harness/eventually.js';
 import { oneToolContext, refusals, type SecuredBus, startSecuredBus } from '../harness/identity.js';
 import { cli, startScript } from '../harness/service.js';
 
-describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _INBOX_targets', () => {
+describe.each(deployments)('mounts under $name: one NATS user per mount, replies on _INBOX_targets', (deployment) => {
   let bus: SecuredBus;
   let agent: BusClient;
   let operator: BusClient;
 
   beforeAll(async () => {
-    bus = await startSecuredBus();
+    bus = await startSecuredBus({ deployment });
     agent = new BusClient(await bus.connect('agent'), { timeoutMs: 10_000 });
     operator = new BusClient(await bus.connect('operator'), { timeoutMs: 5_000 });
     await operator.request('system.tools', '$register', {
@@ -145,10 +146,12 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
   });
 
   it('serves a mount run as its own user end to end: the weather example through the dispatcher, presence and system.agents', async () => {
-    const weather = await startScript('dist/examples/weather-service.js', bus.server.url, 'weather service ready', {
-      NATS_USER: 'weather',
-      NATS_PASSWORD: 'weather-secret',
-    });
+    const weather = await startScript(
+      'dist/examples/weather-service.js',
+      bus.server.url,
+      'weather service ready',
+      deployment.env('weather'),
+    );
     try {
       // Its user may not register: the operator does.
       expect(weather.output()).toContain('not permitted to register the context weather');
@@ -181,7 +184,7 @@ describe('mounts under deploy/nats.conf: one NATS user per mount, replies on _IN
       expect(described.content).toContain('"$forecast"');
       expect(described.content).toContain('"maxLength":100');
       // The CLI as service, with no inbox prefix of its own: `introspect` and `check` of the mount.
-      const asService = ['--user', 'service', '--password', 'service-secret'];
+      const asService = deployment.flags('service');
       const introspected = await cli(bus.server.url, 'introspect', 'app.weather', '--json', ...asService);
       expect(introspected.stderr).toBe('');
       expect(JSON.parse(introspected.stdout)).toMatchObject({

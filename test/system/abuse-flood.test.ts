@@ -1,5 +1,6 @@
 /**
- * Requests that cost the service nothing: under deploy/nats.conf, with the service trusting one
+ * Requests that cost the service nothing: under deploy/nats.conf (its agents' payload limit
+ * raised to the server's 1 MB, so the service itself must refuse), with the service trusting one
  * grant issuer, an agent user floods `system.dispatcher.$call`, `system.tools.$resolve` and
  * `$list` with bodies built to be expensive (60,000 unknown keys, MessagePack 900,000 levels
  * deep, JSON `[` × 450,000, and with a valid grant tool arguments of 40,000 unknown keys), and
@@ -182,7 +183,9 @@ describe('requests built to be expensive, from an agent user', () => {
   }
 
   beforeAll(async () => {
-    bus = await startSecuredBus();
+    // The service's own defence, measured without the agents' payload limit of deploy/nats.conf
+    // (which refuses the largest of these bodies at the server: security.test.ts).
+    bus = await startSecuredBus({ agentMaxPayload: 1_048_576 });
     const operator = new BusClient(await bus.connect('operator'), { timeoutMs: 10_000 });
     await operator.request('system.tools', '$register', { spec: strictContext });
     victimGrant = bus.grant({ principal: 'agent:victim', session: 'sess-victim', resolve: session });

@@ -14,12 +14,12 @@ import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { GrantSpec } from '../../src/identity/mint.js';
 import { RevocationStore, Revocations } from '../../src/identity/revocations.js';
 import { GrantVerifier } from '../../src/identity/verify.js';
+import { deployments, operatorDeployment } from '../harness/deployments.js';
 import { eventually } from '../harness/eventually.js';
-import { type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
+import { callSpyRun, type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
 import { cli } from '../harness/service.js';
 
 const AUDIENCE = 'matrix-test';
@@ -40,13 +40,7 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
       undefined,
       now,
     );
-  const call = (client: BusClient, grantText: string, id = 'c') =>
-    client.request<ToolResult>(
-      'system.dispatcher',
-      '$call',
-      { session, call: { id, name: 'spy_run', arguments: {} } },
-      { grant: grantText },
-    );
+  const call = callSpyRun;
   const resolve = (client: BusClient, grantText: string) =>
     client.request('system.tools', '$resolve', session, { grant: grantText });
 
@@ -238,4 +232,27 @@ describe('grants bound to their holder, audience and lifetime, and revocation', 
     );
     expect(copied.code).not.toBe(0);
   });
+});
+
+describe.each(deployments)('a grant bound to its holder on $name', (deployment) => {
+  let bus: SecuredBus;
+  afterAll(async () => {
+    await bus?.stop();
+  });
+
+  it("serves the holder, and refuses a copy to another agent's user (wrong_holder)", async () => {
+    bus = await startSecuredBus({ deployment });
+    const agent = new BusClient(await bus.connect('agent'), { timeoutMs: 10_000 });
+    const agent2 = new BusClient(await bus.connect('agent2'), { timeoutMs: 10_000 });
+    const bound = bus.grant({ resolve: session, ...deployment.holder(users.agent.user, 'AGENTS') });
+    const run = callSpyRun;
+    await expect(run(agent, bound)).resolves.toMatchObject({ isError: false });
+    await expect(run(agent2, bound)).rejects.toMatchObject(reject('wrong_holder'));
+    // Bound by name in operator mode (where the server attests keys), it holds for no one.
+    const byName = bus.grant({ resolve: session, user: users.agent.user, account: 'AGENTS' });
+    if (deployment === operatorDeployment)
+      await expect(run(agent, byName)).rejects.toMatchObject(reject('wrong_holder'));
+    agent.close();
+    agent2.close();
+  }, 60_000);
 });

@@ -13,9 +13,9 @@ import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
 import { registryMount } from '../../src/registry/system-tools.js';
 import { sharedNats } from '../harness/bus.js';
+import { type DeployedUser, deployments } from '../harness/deployments.js';
 import { eventually } from '../harness/eventually.js';
 import { prng } from '../harness/fuzz.js';
-import { deployConf } from '../harness/nats-conf.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { contextSpec } from '../harness/registry.js';
 import { cli, type ServiceProcess, startScript } from '../harness/service.js';
@@ -138,36 +138,20 @@ describe.each(scenarios)('NATS authentication by $name', (scenario) => {
   }, 30_000);
 });
 
-describe("the NATS permissions of docker-compose's nats.conf", () => {
+describe.each(deployments)('the least-privilege permissions of $name', (deployment) => {
   let server: ProcessNats;
   let service: ServiceProcess | undefined;
   afterAll(async () => {
     await service?.stop('SIGTERM');
     await server?.stop();
   });
+  const connectAs = (user: DeployedUser) => connectBus({ servers: server.url, ...deployment.connect(user) });
 
   it('lets only the operator register, and keeps agents off the KV bucket and the events', async () => {
-    const conf = deployConf;
-    server = await startNatsProcess(['-c', conf]);
-    service = await startScript(
-      'dist/src/cli/main.js',
-      server.url,
-      ' ready ',
-      { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' },
-      ['serve'],
-    );
-    const agentNc = await connectBus({
-      servers: server.url,
-      user: 'agent',
-      pass: 'agent-secret',
-      inboxPrefix: '_INBOX_agent',
-    });
-    const operatorNc = await connectBus({
-      servers: server.url,
-      user: 'operator',
-      pass: 'operator-secret',
-      inboxPrefix: '_INBOX_operator',
-    });
+    server = await startNatsProcess(deployment.serverArgs());
+    service = await startScript('dist/src/cli/main.js', server.url, ' ready ', deployment.env('service'), ['serve']);
+    const agentNc = await connectAs('agent');
+    const operatorNc = await connectAs('operator');
     const agent = new BusClient(agentNc, { timeoutMs: 3_000 });
     const operator = new BusClient(operatorNc, { timeoutMs: 3_000 });
 
@@ -194,7 +178,7 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
     expect(page.contexts.map((c) => c.key)).not.toContain('sneaky');
 
     // Forged events: an agent's never arrives; the service's (the control) does.
-    const serviceNc = await connectBus({ servers: server.url, user: 'service', pass: 'service-secret' });
+    const serviceNc = await connectAs('service');
     const heard: string[] = [];
     serviceNc.subscribe('system.tools.events.changed', {
       callback: (_e, msg) => void heard.push(new TextDecoder().decode(msg.data)),
@@ -213,12 +197,7 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
       server.url,
       'register',
       file('sneaky.json', JSON.stringify(contextSpec('sneaky-cli'))),
-      '--user',
-      'agent',
-      '--password',
-      'agent-secret',
-      '--inbox-prefix',
-      '_INBOX_agent',
+      ...deployment.flags('agent'),
     );
     expect(viaCli.code).toBe(1);
     expect(viaCli.stderr).toContain('error (forbidden): not permitted to publish to system.tools.$register');
@@ -226,6 +205,36 @@ describe("the NATS permissions of docker-compose's nats.conf", () => {
     operator.close();
     await agentNc.close();
     await operatorNc.close();
+  }, 30_000);
+
+  it("refuses at the server an agent's message over its payload limit; a normal call works", async () => {
+    const agentNc = await connectAs('agent');
+    const serviceNc = await connectAs('service');
+    try {
+      // Each user is told its own limit: the agent's, and for the service (the control) the server's.
+      expect(agentNc.info?.max_payload).toBe(deployment.agentMaxPayload);
+      expect(serviceNc.info?.max_payload).toBeGreaterThan(deployment.agentMaxPayload);
+      const agent = new BusClient(agentNc, { timeoutMs: 3_000 });
+      const resolved = await agent.request<{ contexts: string[] }>('system.tools', '$resolve', { profile: 'default' });
+      expect(resolved.contexts).toEqual(['actor-readonly']);
+      const huge = { profile: 'x'.repeat(deployment.agentMaxPayload) };
+      await expect(agent.request('system.tools', '$resolve', huge)).rejects.toThrow(/max_payload/);
+      // A client that ignores the limit it was told: the server refuses the message and says so.
+      const errors: string[] = [];
+      void (async () => {
+        for await (const s of agentNc.status()) if (s.type === 'error') errors.push(String(s.error));
+      })();
+      (agentNc.info as { max_payload: number }).max_payload = 4 * deployment.agentMaxPayload;
+      agentNc.publish('system.dispatcher.$call', new Uint8Array(deployment.agentMaxPayload + 1));
+      await eventually(() => expect(errors.join('\n')).toMatch(/maximum payload/i));
+      // The service's user publishes as much (and more) unrefused.
+      serviceNc.publish('system.dispatcher.events.none', new Uint8Array(deployment.agentMaxPayload + 1));
+      await serviceNc.flush();
+      agent.close();
+    } finally {
+      await agentNc.close().catch(() => {});
+      await serviceNc.close();
+    }
   }, 30_000);
 });
 
