@@ -4,9 +4,12 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeBody, Encoding } from '../../src/bus/codec.js';
 import type { Progress } from '../../src/bus/context.js';
 import { parseServers } from '../../src/mcp/host/config.js';
 import { llmNameOf, opOfTool } from '../../src/mcp/host/names.js';
+import type { DefinitionEvent } from '../../src/mcp/host/pinning.js';
+import { definitionEventSubject } from '../../src/mcp/host/server-host.js';
 import { eventually } from '../harness/eventually.js';
 import { fixtureServer, type HostWorld, startHostWorld } from '../harness/mcp-host.js';
 
@@ -173,28 +176,61 @@ describe('the MCP host supervises, pins and refuses', () => {
       expect(JSON.stringify(r.structured)).toContain(`hello n${i}`);
     }
   });
-  it('holds a changed description: calls are conflict until accept, agents see the accepted one', async () => {
+  it('holds a changed description and a new tool until accept, drops a removed one at once, and says so', async () => {
+    const events: DefinitionEvent[] = [];
+    const sub = world.nc.subscribe(definitionEventSubject('fx'), {
+      callback: (_err, msg) => {
+        events.push(decodeBody(msg.data, Encoding.MsgPack) as DefinitionEvent);
+      },
+    });
     await world.call(fx, 'fx_rug_pull', {});
     const held = await eventually(async () => {
       const info = await introspect();
-      const change = info.held.find((h) => h.tool === 'greet');
-      if (change === undefined) throw new Error('not held yet');
-      return change;
+      expect(info.held.map((h) => h.tool).sort()).toEqual(['greet', 'newcomer']);
+      return info.held;
     });
-    expect(held.change).toBe('changed');
-    expect(held.before).not.toBe(held.after);
+    const greet = held.find((h) => h.tool === 'greet');
+    expect(greet?.change).toBe('changed');
+    expect(greet?.before).not.toBe(greet?.after);
+    expect(held.find((h) => h.tool === 'newcomer')).toMatchObject({ change: 'added' });
     const refused = await world.call(fx, 'fx_greet', { name: 'x' });
     expect(refused.error?.code).toBe('conflict');
     expect(refused.content).toMatch(/definition changed, waiting for acceptance/);
-    const resolved = await world.registry.registry.resolve({ profile: 'test', toolContextRefs: fx });
-    expect(resolved.matrixTools.find((t) => t.name === 'fx_greet')?.description).toBe('Says hello to someone.');
+    const tools = async () =>
+      (await world.registry.registry.resolve({ profile: 'test', toolContextRefs: fx })).matrixTools;
+    await eventually(async () => expect((await tools()).map((t) => t.name)).not.toContain('fx_spew'));
+    expect((await tools()).find((t) => t.name === 'fx_greet')?.description).toBe('Says hello to someone.');
+    expect((await tools()).map((t) => t.name)).not.toContain('fx_newcomer');
+    await eventually(() =>
+      expect(events.map((e) => `${e.tool}:${e.change}`).sort()).toEqual([
+        'greet:held',
+        'newcomer:held',
+        'spew:removed',
+      ]),
+    );
+    expect(events.find((e) => e.tool === 'greet')).toMatchObject({ before: greet?.before, after: greet?.after });
 
-    expect(await world.client.request('mcp.fx', '$accept', {})).toEqual({ accepted: ['greet'] });
+    const accepted = await world.client.request<{ accepted: string[] }>(
+      'mcp.fx',
+      '$accept',
+      {},
+      { principal: 'user:ops' },
+    );
+    expect(accepted.accepted.sort()).toEqual(['greet', 'newcomer']);
     await eventually(async () => {
       const r = await world.call(fx, 'fx_greet', { name: 'y' });
       expect(r.isError).toBe(false);
     });
-    const after = await world.registry.registry.resolve({ profile: 'test', toolContextRefs: fx });
-    expect(after.matrixTools.find((t) => t.name === 'fx_greet')?.description).toMatch(/SSH keys/);
-  });
+    expect((await tools()).find((t) => t.name === 'fx_greet')?.description).toMatch(/SSH keys/);
+    expect((await tools()).map((t) => t.name)).toContain('fx_newcomer');
+    await eventually(() =>
+      expect(
+        events
+          .filter((e) => e.change === 'accepted')
+          .map((e) => `${e.tool}:${e.by}`)
+          .sort(),
+      ).toEqual(['greet:user:ops', 'newcomer:user:ops']),
+    );
+    sub.unsubscribe();
+  }, 60_000);
 });

@@ -48,6 +48,8 @@ export class ServerHost {
   private mount: Mount | undefined;
   private opsDigest = '';
   private refreshing: Promise<void> = Promise.resolve();
+  /** Mounts replaced by a newer one, draining. */
+  private readonly retiring = new Set<Promise<void>>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -90,6 +92,7 @@ export class ServerHost {
     await this.supervisor.stop();
     await this.mount?.stop();
     this.mount = undefined;
+    await Promise.all(this.retiring);
   }
 
   /** Accepts held changes (of `tools`, or all): stores them, tells the audit trail, registers again. */
@@ -210,7 +213,12 @@ export class ServerHost {
     const previous = this.mount;
     this.mount = next;
     this.opsDigest = digest;
-    await previous?.stop();
+    // Not awaited: the request that made this change (an `$accept`) is in flight on the old mount,
+    // whose drain waits for it. `stop()` waits for every retiring mount.
+    if (previous !== undefined) {
+      const retiring = previous.stop().finally(() => this.retiring.delete(retiring));
+      this.retiring.add(retiring);
+    }
   }
 
   private publish(events: readonly DefinitionEvent[]): void {
