@@ -115,9 +115,11 @@ describe('the MCP host supervises, pins and refuses', () => {
     expect(info.leftOut.find((l) => l.tool === 'bad_schema')?.reason).toMatch(/compile|schema/i);
   });
 
-  it("carries the server's isError, and refuses its sampling request with an MCP error", async () => {
+  it("carries the server's isError into the ToolResult, and refuses its sampling request with an MCP error", async () => {
     const failed = await world.call(fx, 'fx_fail', {});
-    expect((failed.structured as { isError: boolean }).isError).toBe(true);
+    expect(failed.isError).toBe(true);
+    expect(failed.structured).toEqual({ content: [{ type: 'text', text: 'it failed' }], isError: true });
+    expect((await world.call(fx, 'fx_greet', { name: 'z' })).isError).toBe(false);
     const sampling = await world.call(fx, 'fx_ask_sampling', {});
     expect(JSON.stringify(sampling.structured)).toMatch(/refused: .*not offered/);
   });
