@@ -34,6 +34,8 @@ describe('MCP servers as mounts, called through system.dispatcher', () => {
   };
 
   beforeAll(async () => {
+    // A variable of the host that no stdio server may see.
+    process.env.MCP_HOST_PROBE_SECRET = 'host-only';
     world = await startHostWorld(
       servers,
       process.env.MCP_HOST_DEBUG
@@ -64,6 +66,14 @@ describe('MCP servers as mounts, called through system.dispatcher', () => {
     expect(reply.content[0]?.text).toContain('over the bus');
     const sum = await world.call(['mcp.everything'], 'everything_get-sum', { a: 2, b: 40 });
     expect((sum.structured as McpReply).content[0]?.text).toContain('42');
+  });
+
+  it("gives a stdio server PATH, HOME, LANG, TMPDIR and its own env, not the host's environment", async () => {
+    const env = await world.call(['mcp.everything'], 'everything_get-env', {});
+    const text = (env.structured as McpReply).content[0]?.text ?? '';
+    expect(text).toContain('"PATH"');
+    expect(text).not.toContain('MCP_HOST_PROBE_SECRET');
+    expect(text).not.toContain('host-only');
   });
 
   it('brings images and structured content back as the server gave them', async () => {
