@@ -74,6 +74,12 @@ export const serveSettings = {
     description: 'approval policy file (JSON)',
     defaultText: 'ask a person for every gated call (a pending approval)',
   },
+  mcpServers: {
+    flags: '--mcp-servers <file>',
+    env: 'MATRIX_MCP_SERVERS',
+    description: 'an mcpServers file: host its MCP servers as mounts mcp.<name> (also `mcp-host`)',
+    defaultText: 'none (no MCP server hosted)',
+  },
   bucket: {
     flags: '--bucket <name>',
     env: 'MATRIX_TOOLS_BUCKET',
@@ -305,6 +311,8 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   if (typeof otlp === 'string') options.otlpEndpoint = otlp;
   const policy = value(s.policy);
   if (typeof policy === 'string') options.policy = policy;
+  const mcpServers = value(s.mcpServers);
+  if (typeof mcpServers === 'string' && mcpServers !== '') options.mcpServers = mcpServers;
   const trust = value(s.trust);
   if (typeof trust === 'string') options.trust = trust;
   const audience = value(s.grantAudience);

@@ -16,6 +16,7 @@ import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
 import { addConsoleCommand } from './console.js';
 import { addIdentityCommands } from './grant.js';
+import { addMcpHostCommands } from './mcp-host.js';
 import { ExitCode, reportError, UsageError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
@@ -101,6 +102,8 @@ withConnection(
       return ExitCode.Ok;
     }),
   );
+
+addMcpHostCommands(program);
 
 /** The flags of `mcp --http`. */
 interface McpHttpFlags {

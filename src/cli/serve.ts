@@ -22,6 +22,7 @@ import { loadClaimsMapping } from '../identity/oidc/mapping.js';
 import { OidcTrust } from '../identity/oidc/trust.js';
 import { RevocationStore, Revocations } from '../identity/revocations.js';
 import { DEFAULT_GRANT_MAX_TTL_SECONDS, type GrantVerifierOptions } from '../identity/verify.js';
+import type { ServerConfig } from '../mcp/host/config.js';
 import { agentsMount } from '../reference-mounts/agents.js';
 import { packagesMount } from '../reference-mounts/packages.js';
 import { sessionsMount } from '../reference-mounts/sessions.js';
@@ -51,6 +52,8 @@ export interface ServeOptions {
   reference: boolean;
   /** Path of the approval policy file; default: ask at the terminal (deny without one). */
   policy?: string;
+  /** Path of an `mcpServers` file whose servers are hosted as mounts `mcp.<name>` (`MATRIX_MCP_SERVERS`). */
+  mcpServers?: string;
   /** KV bucket of registered contexts. */
   bucket: string;
   /** KV bucket of session state. */
@@ -107,6 +110,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   if (!options.registry && !options.dispatcher && !options.reference)
     throw new UsageError('nothing to run: every mount is turned off');
   const policy = options.policy === undefined ? undefined : loadPolicy(options.policy);
+  const mcpServers = options.mcpServers === undefined ? undefined : await readMcpServers(options.mcpServers);
   const revocations = new Revocations();
   const oidc = options.oidc === undefined ? undefined : oidcTrust(options.oidc);
   const identity = identityGate(options.trust, {
@@ -133,6 +137,12 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     nc = await connectOrExplain(options.connect);
     if (options.dispatcher) targets = await connectTargets(nc, options.connect);
     running = await startMounts(nc, targets, options, { policy, identity, revocations }, logger);
+    if (mcpServers !== undefined) {
+      const { startMcpHost } = await import('../mcp/host/host.js');
+      const host = await startMcpHost(nc, { servers: mcpServers, logger, replicas: options.replicas });
+      running.hosted.push(...host.servers.map((s) => `${s.mountName} (${s.state})`));
+      running.beforeStop.push(() => host.stop());
+    }
   } catch (err) {
     await nc?.close();
     await targets?.close();
@@ -140,7 +150,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     oidc?.stop();
     throw err;
   }
-  const names = running.mounts.map((m) => m.name);
+  const names = [...running.mounts.map((m) => m.name), ...running.hosted];
   const identityWarning = identity.warning();
   if (identityWarning !== undefined) logger.info(identityWarning);
   const telemetryNote = telemetry ? `; telemetry: ${telemetry.description}` : '';
@@ -153,6 +163,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     logger.info(`${reason}: draining`);
     // Calls waiting for a person stop waiting first (their approvals stay pending), or the drain waits for them.
     for (const stop of running.stopping) stop();
+    await Promise.all(running.beforeStop.map((stop) => stop()));
     await Promise.all(running.mounts.map((m) => m.stop()));
     for (const close of running.closers) close();
     await connection.drain();
@@ -222,6 +233,10 @@ interface Running {
   closers: Array<() => void>;
   /** Run before the mounts drain. */
   stopping: Array<() => void>;
+  /** Stopped before the mounts drain: the MCP host (its servers end, its mounts drain). */
+  beforeStop: Array<() => Promise<void>>;
+  /** The MCP mounts hosted here, with their state, for the ready line. */
+  hosted: string[];
 }
 
 /** What the mounts are given beside the options: the approval policy and who may call as whom. */
@@ -240,7 +255,7 @@ async function startMounts(
   { policy, identity, revocations }: Gates,
   logger: Logger,
 ): Promise<Running> {
-  const running: Running = { mounts: [], closers: [], stopping: [] };
+  const running: Running = { mounts: [], closers: [], stopping: [], beforeStop: [], hosted: [] };
   const revocationStore = await watchRevocations(nc, options, identity, revocations, running, logger);
   const registry = options.registry ? new Registry(await openStore(nc, options, logger), new Presence(nc)) : undefined;
   if (registry !== undefined)
@@ -352,6 +367,16 @@ async function addReferenceMounts(
     running.mounts.push(await sessionsMount(nc, { bucket: options.sessionsBucket }));
   } catch (err) {
     logger.error(`system.sessions not mounted: ${(err as Error).message}`);
+  }
+}
+
+/** The servers of an `mcpServers` file; a file that cannot be used is a usage error. */
+async function readMcpServers(path: string): Promise<ServerConfig[]> {
+  const { loadServersFile } = await import('../mcp/host/config.js');
+  try {
+    return loadServersFile(path);
+  } catch (err) {
+    throw new UsageError(`--mcp-servers / MATRIX_MCP_SERVERS: ${(err as Error).message}`);
   }
 }
 

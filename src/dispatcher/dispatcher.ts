@@ -44,7 +44,7 @@ import {
   type SessionCacheOptions,
   type ToolSource,
 } from './session-cache.js';
-import { DEFAULT_CONTENT_CAP, DEFAULT_SUMMARY_BUDGET, type Shaped, shapeReply } from './shape.js';
+import { DEFAULT_CONTENT_CAP, DEFAULT_SUMMARY_BUDGET, isFailedToolReply, type Shaped, shapeReply } from './shape.js';
 import type { ToolCall, ToolResult } from './types.js';
 
 /** How a dispatcher behaves; every field has a default. */
@@ -448,7 +448,7 @@ export class Dispatcher {
     const result: ToolResult = {
       callId: run.call.id,
       name: run.call.name,
-      isError: false,
+      isError: isFailedToolReply(reply),
       content: shaped.content,
       durationMs: 0,
     };

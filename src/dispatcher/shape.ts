@@ -69,6 +69,20 @@ export function structuredObject(result: { structured?: unknown }): Record<strin
     : undefined;
 }
 
+/**
+ * A reply that is MCP's `CallToolResult` of a failed tool (`{content: [...], isError: true}`: what
+ * an MCP host mount answers for a server's tool error, PROTOCOL 12): the ToolResult is a failed
+ * one, its content blocks kept in `structured` and `content` as for any reply.
+ */
+export function isFailedToolReply(reply: unknown): boolean {
+  return (
+    reply !== null &&
+    typeof reply === 'object' &&
+    (reply as { isError?: unknown }).isError === true &&
+    Array.isArray((reply as { content?: unknown }).content)
+  );
+}
+
 /** Cuts `text` to `cap` characters, ending with a note that says how much was cut. */
 export function capContent(text: string, cap: number): Shaped {
   if (text.length <= cap) return { content: text };

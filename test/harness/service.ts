@@ -53,6 +53,7 @@ export async function startScript(
   ready: string,
   env: Record<string, string> = {},
   args: string[] = [],
+  readyMs = 10_000,
 ): Promise<ServiceProcess> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does) first`);
@@ -65,7 +66,7 @@ export async function startScript(
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${path} not ready within 10 s: ${stderr}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`${path} not ready within ${readyMs} ms: ${stderr}`)), readyMs);
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
       if (stderr.includes(ready)) {
@@ -91,4 +92,22 @@ export function cli(
   ...args: string[]
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return runScript('dist/src/cli/main.js', natsUrl, 30_000, args);
+}
+
+/** `serve` as deploy/nats.conf's `service` user, trusting the grant issuer `issuer`. */
+export function serveTrusting(natsUrl: string, issuer: string): Promise<ServiceProcess> {
+  return startScript(
+    'dist/src/cli/main.js',
+    natsUrl,
+    ' ready ',
+    { NATS_USER: 'service', NATS_PASSWORD: 'service-secret' },
+    ['serve', '--trust', issuer],
+  );
+}
+
+/** A grant minted by the CLI with the issuer seed at `seed`, valid 15 minutes; throws when `grant` fails. */
+export async function cliGrant(natsUrl: string, seed: string, ...flags: string[]): Promise<string> {
+  const minted = await cli(natsUrl, 'grant', '--issuer', seed, '--ttl', '15m', ...flags);
+  if (minted.code !== 0) throw new Error(`grant failed: ${minted.stderr}`);
+  return minted.stdout.trim();
 }

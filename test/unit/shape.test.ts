@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { MAX_DEPTH } from '../../src/bus/codec.js';
 import { TOOL_SCHEMA_CACHE } from '../../src/bus/schema-compiler.js';
 import { ArgumentValidators, argumentName, argumentsMessage, parseArguments } from '../../src/dispatcher/arguments.js';
-import { capContent, shapeReply, structuredObject, structuredTravels, summarize } from '../../src/dispatcher/shape.js';
+import {
+  capContent,
+  isFailedToolReply,
+  shapeReply,
+  structuredObject,
+  structuredTravels,
+  summarize,
+} from '../../src/dispatcher/shape.js';
 
 const opts = { cap: 1_000, summaryBudget: 300 };
 
@@ -162,5 +169,16 @@ describe('tool arguments', () => {
     }
     expect(validators.size.schemas).toBeLessThan(10);
     expect(validators.check(schema(99))({ p99: 'ok' })).toBeUndefined();
+  });
+});
+
+describe('a failed MCP tool reply', () => {
+  it("is a failed result only when it is MCP's CallToolResult with isError true", () => {
+    expect(isFailedToolReply({ content: [{ type: 'text', text: 'no' }], isError: true })).toBe(true);
+    expect(isFailedToolReply({ content: [], isError: false })).toBe(false);
+    expect(isFailedToolReply({ isError: true })).toBe(false);
+    expect(isFailedToolReply({ content: 'text', isError: true })).toBe(false);
+    expect(isFailedToolReply(null)).toBe(false);
+    expect(isFailedToolReply('isError')).toBe(false);
   });
 });
