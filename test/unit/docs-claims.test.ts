@@ -134,9 +134,15 @@ describe.each(pages)('%s', (page) => {
     ).toEqual([]);
   });
 
-  it('calls only tools that are built in or come with examples/', () => {
+  it('calls only tools that are built in, come with examples/, or come from an MCP server it hosts', () => {
     const tools = [...text.matchAll(/matrix-tools call ([A-Za-z][A-Za-z0-9_-]*)/g)].map((m) => m[1] as string);
-    expect(tools.filter((tool) => !toolSource.includes(`'${tool}'`))).toEqual([]);
+    // The servers of the page's own mcpServers files: their tools are `<name>_<tool>` (PROTOCOL 12).
+    const hosted = [...text.matchAll(/```json\n(\{\s*"mcpServers"[\s\S]*?)\n```/g)].flatMap((m) =>
+      Object.keys((JSON.parse(m[1] as string) as { mcpServers: Record<string, unknown> }).mcpServers),
+    );
+    const known = (tool: string) =>
+      toolSource.includes(`'${tool}'`) || hosted.some((name) => tool.startsWith(`${name}_`));
+    expect(tools.filter((tool) => !known(tool))).toEqual([]);
   });
 
   it('names only MATRIX_ variables the code, tests or deployment use', () => {
