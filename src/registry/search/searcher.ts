@@ -4,10 +4,11 @@
  * A search costs what the session holds, whatever the registry holds; a change elsewhere costs a
  * session nothing but a digest comparison, and a `$register` it reaches is searchable at once.
  */
+import type { SearchOptions } from 'minisearch';
 import { providerToolsOf } from '../provider-formats.js';
 import type { Diagnostic, ResolvedToolContext, ResolveRequest, SearchReply } from '../types.js';
 import { DEFAULT_SEARCH_LIMIT, SEARCH_TOOL_NAME, toolReferences, toolSearchOutput } from './search-tool.js';
-import { type SearchFound, SessionIndex } from './session-index.js';
+import { SEARCH_OPTIONS, type SearchFound, SessionIndex } from './session-index.js';
 
 /** Session indexes kept by default. */
 export const DEFAULT_SEARCH_SESSIONS = 1_024;
@@ -16,8 +17,14 @@ export const DEFAULT_SEARCH_SESSIONS = 1_024;
 export class ToolSearch {
   private readonly indexes = new Map<string, SessionIndex>();
 
-  /** @param maxSessions most session indexes kept; the least recently searched go first. */
-  constructor(private readonly maxSessions = DEFAULT_SEARCH_SESSIONS) {}
+  /**
+   * @param maxSessions most session indexes kept; the least recently searched go first.
+   * @param options how queries match and weigh (`SEARCH_OPTIONS` by default).
+   */
+  constructor(
+    private readonly maxSessions = DEFAULT_SEARCH_SESSIONS,
+    private readonly options: SearchOptions = SEARCH_OPTIONS,
+  ) {}
 
   /**
    * The best `limit` tools of the session `key` resolved to `resolved` for `query`: the index
@@ -55,7 +62,7 @@ export class ToolSearch {
   private indexOf(key: string, resolved: ResolvedToolContext): SessionIndex {
     let index = this.indexes.get(key);
     if (index === undefined) {
-      index = new SessionIndex();
+      index = new SessionIndex(this.options);
       if (this.indexes.size >= this.maxSessions) this.indexes.delete(this.indexes.keys().next().value as string);
     } else this.indexes.delete(key);
     this.indexes.set(key, index);

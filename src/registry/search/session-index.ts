@@ -11,13 +11,13 @@ import { DOCUMENT_FIELDS, processTerm, type ToolDocument, tokenize, toolDocument
 
 /**
  * How a query is matched and weighed: a name word counts three times a description word, an
- * argument's words half; every term of 3 letters or more also matches words it begins, and one
- * of 5 or more words within a fifth of its length in edits. Any term may match (OR), more
- * matched terms score higher. The figures of each setting tried are in docs/search.md.
+ * argument's words a quarter; a term of 5 letters or more also matches words it begins and words
+ * within a fifth of its length in edits. Any term may match (OR), more matched terms score
+ * higher. The figures of each setting tried are in docs/search.md.
  */
 export const SEARCH_OPTIONS: SearchOptions = {
-  boost: { name: 3, description: 1, args: 0.5 },
-  prefix: (term) => term.length >= 3,
+  boost: { name: 3, description: 1, args: 0.25 },
+  prefix: (term) => term.length >= 5,
   fuzzy: (term) => (term.length >= 5 ? 0.2 : false),
   combineWith: 'OR',
 };
@@ -45,17 +45,22 @@ interface Held {
 
 /** The index of one session's tools. */
 export class SessionIndex {
-  private readonly index = new MiniSearch<ToolDocument>({
-    fields: [...DOCUMENT_FIELDS],
-    idField: 'id',
-    tokenize,
-    processTerm,
-    searchOptions: SEARCH_OPTIONS,
-    autoVacuum: false,
-  });
+  private readonly index: MiniSearch<ToolDocument>;
   private readonly held = new Map<string, Held>();
   /** The digest of the resolution the index follows now. */
   digest = '';
+
+  /** @param options how queries match and weigh; `SEARCH_OPTIONS` unless a trial says otherwise. */
+  constructor(options: SearchOptions = SEARCH_OPTIONS) {
+    this.index = new MiniSearch<ToolDocument>({
+      fields: [...DOCUMENT_FIELDS],
+      idField: 'id',
+      tokenize,
+      processTerm,
+      searchOptions: options,
+      autoVacuum: false,
+    });
+  }
 
   /**
    * Makes the index hold exactly `tools` (but `skip`, the search tool itself), changing only the
