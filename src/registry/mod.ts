@@ -22,7 +22,7 @@ export {
   toolReferences,
   toolSearchOutput,
 } from './search/search-tool.js';
-export { DEFAULT_SEARCH_SESSIONS, ToolSearch } from './search/searcher.js';
+export { DEFAULT_SEARCH_TOOLS, ToolSearch } from './search/searcher.js';
 export { SEARCH_OPTIONS, type SearchFound, type SearchHit, SessionIndex } from './search/session-index.js';
 export {
   compareKeys,

@@ -12,7 +12,7 @@ import { OFF_LOOP_BYTES, registrationChecker } from './checker.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
-import { DEFAULT_SEARCH_SESSIONS, ToolSearch } from './search/searcher.js';
+import { DEFAULT_SEARCH_TOOLS, ToolSearch } from './search/searcher.js';
 import { type LeftOutEntry, StaticStore, type StoreChange, type ToolContextStore } from './store.js';
 import type {
   Diagnostic,
@@ -69,10 +69,10 @@ export class Registry {
     readonly store: ToolContextStore = new StaticStore(),
     private readonly presence?: Presence,
     cache: Partial<CacheBounds> = {},
-    searchSessions = DEFAULT_SEARCH_SESSIONS,
+    searchTools = DEFAULT_SEARCH_TOOLS,
   ) {
     this.cache = new BoundedCache({ ...DEFAULT_RESOLUTION_CACHE, ...cache });
-    this.searches = new ToolSearch(searchSessions);
+    this.searches = new ToolSearch(searchTools);
     for (const key of store.keys()) this.toolNames.set(key, store.get(key)?.spec);
     store.onChange?.((change) => {
       const spec = store.get(change.key)?.spec;

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Registry } from '../../src/registry/registry.js';
+import { ToolSearch } from '../../src/registry/search/searcher.js';
 import { SessionIndex } from '../../src/registry/search/session-index.js';
 import { StaticStore } from '../../src/registry/store.js';
 import type { ResolveRequest, SearchReply, ToolContextSpec } from '../../src/registry/types.js';
@@ -132,5 +133,19 @@ describe('$search in this process', () => {
       expect(kept.search(query, 50)).toEqual(fresh.search(query, 50));
     }
     expect(kept.search('changed', 5).tools.map((t) => t.name)).toEqual(['tool_3']);
+  });
+
+  it('keeps session indexes within a bound of tools, the least recently searched out first', async () => {
+    const reg = registry(wide(20, 'a'), wide(20, 'b'), wide(40, 'c'));
+    const searches = new ToolSearch(45);
+    const find = async (key: string) =>
+      searches.find(key, await reg.resolve({ profile: 'x', toolContextRefs: [key] }), 'fahrenheit');
+    await find('a');
+    await find('b');
+    expect([searches.sessions, searches.tools]).toEqual([2, 40]);
+    await find('a');
+    // c alone passes the bound: b (least recent), then a go; the index searched now stays.
+    expect((await find('c')).tools.map((t) => t.name)).toEqual(['tool_7']);
+    expect([searches.sessions, searches.tools]).toEqual([1, 40]);
   });
 });

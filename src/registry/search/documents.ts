@@ -22,7 +22,7 @@ export const DOCUMENT_FIELDS = ['name', 'description', 'args'] as const;
 /** Deepest schema level whose properties are read. */
 const MAX_SCHEMA_DEPTH = 3;
 /** Most characters of argument text per tool: a schema of thousands of properties stays cheap to index. */
-const MAX_ARGS_CHARS = 4_000;
+const MAX_ARGS_CHARS = 1_000;
 
 /** The document of one tool. */
 export function toolDocument(tool: MatrixToolProjection): ToolDocument {

@@ -1,6 +1,8 @@
 /**
  * `$search` over sessions (PROTOCOL 13): one index per session, made on its first search and
- * kept (least recently used first out), each following its session's resolution by difference.
+ * kept within a bound of tools indexed (least recently searched out first; about 12 KiB of heap
+ * per tool of real MCP servers, bench/search.ts), each following its session's resolution by
+ * difference.
  * A search costs what the session holds, whatever the registry holds; a change elsewhere costs a
  * session nothing but a digest comparison, and a `$register` it reaches is searchable at once.
  */
@@ -10,19 +12,21 @@ import type { Diagnostic, ResolvedToolContext, ResolveRequest, SearchReply } fro
 import { DEFAULT_SEARCH_LIMIT, SEARCH_TOOL_NAME, toolReferences, toolSearchOutput } from './search-tool.js';
 import { SEARCH_OPTIONS, type SearchFound, SessionIndex } from './session-index.js';
 
-/** Session indexes kept by default. */
-export const DEFAULT_SEARCH_SESSIONS = 1_024;
+/** Tools the session indexes hold at most, by default (about 100 MiB of heap). */
+export const DEFAULT_SEARCH_TOOLS = 8_192;
 
 /** The session indexes of one registry instance. */
 export class ToolSearch {
   private readonly indexes = new Map<string, SessionIndex>();
+  private toolsHeld = 0;
 
   /**
-   * @param maxSessions most session indexes kept; the least recently searched go first.
+   * @param maxTools most tools the kept indexes hold; the least recently searched go first (the
+   *   one searched now stays, however large).
    * @param options how queries match and weigh (`SEARCH_OPTIONS` by default).
    */
   constructor(
-    private readonly maxSessions = DEFAULT_SEARCH_SESSIONS,
+    private readonly maxTools = DEFAULT_SEARCH_TOOLS,
     private readonly options: SearchOptions = SEARCH_OPTIONS,
   ) {}
 
@@ -59,14 +63,25 @@ export class ToolSearch {
     return this.indexes.size;
   }
 
+  /** Tools the session indexes hold now. */
+  get tools(): number {
+    return this.toolsHeld;
+  }
+
   private indexOf(key: string, resolved: ResolvedToolContext): SessionIndex {
-    let index = this.indexes.get(key);
-    if (index === undefined) {
-      index = new SessionIndex(this.options);
-      if (this.indexes.size >= this.maxSessions) this.indexes.delete(this.indexes.keys().next().value as string);
-    } else this.indexes.delete(key);
+    const index = this.indexes.get(key) ?? new SessionIndex(this.options);
+    this.indexes.delete(key);
     this.indexes.set(key, index);
-    if (index.digest !== resolved.digest) index.sync(resolved.matrixTools, resolved.digest, SEARCH_TOOL_NAME);
+    if (index.digest !== resolved.digest) {
+      this.toolsHeld -= index.size;
+      index.sync(resolved.matrixTools, resolved.digest, SEARCH_TOOL_NAME);
+      this.toolsHeld += index.size;
+    }
+    for (const [oldest, held] of this.indexes) {
+      if (this.toolsHeld <= this.maxTools || held === index) break;
+      this.indexes.delete(oldest);
+      this.toolsHeld -= held.size;
+    }
     return index;
   }
 }

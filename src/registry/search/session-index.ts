@@ -38,15 +38,11 @@ export interface SearchFound {
   total: number;
 }
 
-interface Held {
-  tool: ResolvedTool;
-  document: ToolDocument;
-}
-
 /** The index of one session's tools. */
 export class SessionIndex {
   private readonly index: MiniSearch<ToolDocument>;
-  private readonly held = new Map<string, Held>();
+  /** The tools indexed, by name: each one's document is made again from it to take it out. */
+  private readonly held = new Map<string, ResolvedTool>();
   /** The digest of the resolution the index follows now. */
   digest = '';
 
@@ -72,25 +68,23 @@ export class SessionIndex {
     for (const tool of tools) if (tool.name !== skip) wanted.set(tool.name, tool);
     for (const [name, held] of this.held) {
       if (!wanted.has(name)) {
-        this.index.remove(held.document);
+        this.index.remove(toolDocument(held));
         this.held.delete(name);
         changes++;
       }
     }
     for (const [name, tool] of wanted) {
       const held = this.held.get(name);
-      if (held?.tool === tool) continue;
+      if (held === tool) continue;
       const document = toolDocument(tool);
-      if (held !== undefined && sameDocument(held.document, document)) {
-        held.tool = tool;
-        continue;
-      }
+      this.held.set(name, tool);
       if (held !== undefined) {
-        this.index.remove(held.document);
+        const before = toolDocument(held);
+        if (sameDocument(before, document)) continue;
+        this.index.remove(before);
         changes++;
       }
       this.index.add(document);
-      this.held.set(name, { tool, document });
       changes++;
     }
     this.digest = digest;
@@ -104,7 +98,7 @@ export class SessionIndex {
     for (const r of results) {
       const held = this.held.get(r.id as string);
       if (held === undefined) continue;
-      const { name, description, context } = held.tool;
+      const { name, description, context } = held;
       hits.push({ name, description, context, score: Math.round(r.score * 1e6) / 1e6 });
     }
     hits.sort((a, b) => b.score - a.score || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
