@@ -4,21 +4,15 @@
  * once; bad input is `bad_request` and the mount goes on. The search tool of a deferred session
  * runs through the dispatcher like any tool, with the session and its grant passed along.
  */
-import type { NatsConnection } from '@nats-io/nats-core';
-import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BusClient } from '../../src/bus/client.js';
+import type { BusClient } from '../../src/bus/client.js';
 import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import { BadRequestError, ForbiddenError } from '../../src/bus/errors.js';
-import type { Mount } from '../../src/bus/mount.js';
-import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
-import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
-import { IdentityGate } from '../../src/identity/gate.js';
 import { mintGrant } from '../../src/identity/mint.js';
 import type { ResolveRequest, SearchReply, ToolContextSpec } from '../../src/registry/types.js';
-import { testConnection } from '../harness/bus.js';
-import { type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
+import type { Instance } from '../harness/registry.js';
+import { type SearchBus, startSearchBus } from '../harness/search.js';
 
 /** A context of tools `[name, description]`, each with a `query` argument. */
 function context(key: string, tools: Array<[string, string]>): ToolContextSpec {
@@ -51,32 +45,19 @@ const hidden = context('payroll', [
 const authority = { profile: 'agent', toolContextRefs: ['crm'] };
 
 describe('system.tools.$search under grants', () => {
-  let nc: NatsConnection;
-  let instance: Instance;
-  let dispatching: Mount;
-  let dispatcher: Dispatcher;
+  let bus: SearchBus;
   let client: BusClient;
-  const issuer = createAccount();
-  const grant = mintGrant(issuer, { principal: 'agent:ada', session: 's-ada', resolve: authority, ttlSeconds: 600 });
+  let instance: Instance;
+  let grant: string;
   const search = (body: object, ctx: { grant?: string } = { grant }) =>
     client.request<SearchReply>('system.tools', '$search', body, ctx);
 
   beforeAll(async () => {
-    nc = await testConnection();
-    const identity = IdentityGate.forIssuers([issuer.getPublicKey()]);
-    instance = await startInstance(nc, uniqueBucket(), true, { identity });
-    await instance.registry.register({ spec: granted });
-    await instance.registry.register({ spec: hidden });
-    dispatcher = new Dispatcher(nc, { identity });
-    dispatching = await dispatcherMount(nc, { dispatcher, identity }).start();
-    client = new BusClient(nc, { timeoutMs: 5_000 });
+    bus = await startSearchBus([granted, hidden]);
+    ({ client, instance } = bus);
+    grant = mintGrant(bus.issuer, { principal: 'agent:ada', session: 's-ada', resolve: authority, ttlSeconds: 600 });
   });
-  afterAll(async () => {
-    client.close();
-    await dispatching.stop();
-    dispatcher.close();
-    await instance.stop();
-  });
+  afterAll(() => bus.stop());
 
   it('never shows a tool outside the grant, and counts only the reachable ones', async () => {
     for (const query of ['customer contact email lookup', 'export salary spreadsheet', 'salary']) {
