@@ -5,7 +5,9 @@
  * runs), strict mode still holds for what is loaded, and the digest stays deterministic.
  */
 import { describe, expect, it } from 'vitest';
+import type { McpTool } from '../../src/registry/provider-tools.js';
 import { Registry } from '../../src/registry/registry.js';
+import { mcpListedTools } from '../../src/registry/search/mcp-view.js';
 import { ToolSearch } from '../../src/registry/search/searcher.js';
 import { SessionIndex } from '../../src/registry/search/session-index.js';
 import { StaticStore } from '../../src/registry/store.js';
@@ -147,5 +149,15 @@ describe('$search in this process', () => {
     // c alone passes the bound: b (least recent), then a go; the index searched now stays.
     expect((await find('c')).tools.map((t) => t.name)).toEqual(['tool_7']);
     expect([searches.sessions, searches.tools]).toEqual([1, 40]);
+  });
+
+  it('gives the MCP bridge the kept tools and search_tools past the threshold, all of them below it', async () => {
+    const mcp = async (n: number) =>
+      (await registry(wide(n)).resolve({ profile: 'a', toolContextRefs: ['wide'], format: 'mcp' }))
+        .providerTools as McpTool[];
+    expect(mcpListedTools(await mcp(30)).map((t) => t.name)).toHaveLength(30);
+    const past = mcpListedTools(await mcp(31), { keep: ['tool_9', 'tool_2'] });
+    expect(past.map((t) => t.name)).toEqual(['tool_2', 'tool_9', 'search_tools']);
+    expect(past[2]?.inputSchema).toMatchObject({ required: ['query'] });
   });
 });
