@@ -43,3 +43,20 @@ export async function startSearchBus(specs: readonly ToolContextSpec[], timeoutM
     },
   };
 }
+
+/** A context of tools `[name, description]` on `app.<key>`, each with an `id` argument. */
+export function searchContext(key: string, tools: Array<[string, string]>): ToolContextSpec {
+  return {
+    key,
+    title: `Title of ${key}`,
+    description: `The ${key} context`,
+    matrixTools: tools.map(([name, description]) => ({
+      name,
+      description,
+      inputSchema: { type: 'object', properties: { id: { type: 'string', description: 'What it acts on.' } } },
+      target: `app.${key}`,
+      op: '$run',
+    })),
+    permissions: { approval: 'never' },
+  };
+}

@@ -10,26 +10,9 @@ import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import { BadRequestError, ForbiddenError } from '../../src/bus/errors.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import { mintGrant } from '../../src/identity/mint.js';
-import type { ResolveRequest, SearchReply, ToolContextSpec } from '../../src/registry/types.js';
+import type { ResolveRequest, SearchReply } from '../../src/registry/types.js';
 import type { Instance } from '../harness/registry.js';
-import { type SearchBus, startSearchBus } from '../harness/search.js';
-
-/** A context of tools `[name, description]`, each with a `query` argument. */
-function context(key: string, tools: Array<[string, string]>): ToolContextSpec {
-  return {
-    key,
-    title: `Title of ${key}`,
-    description: `The ${key} context`,
-    matrixTools: tools.map(([name, description]) => ({
-      name,
-      description,
-      inputSchema: { type: 'object', properties: { id: { type: 'string', description: 'What it acts on.' } } },
-      target: `app.${key}`,
-      op: '$run',
-    })),
-    permissions: { approval: 'never' },
-  };
-}
+import { searchContext as context, type SearchBus, startSearchBus } from '../harness/search.js';
 
 const granted = context('crm', [
   ['contact_lookup', 'Find a customer contact by email address'],
