@@ -104,3 +104,21 @@ export function processCpu(pid: number | undefined | null): number {
     return NaN;
   }
 }
+
+/** The median of `values` (NaN for none). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+/** Median ms of `op` at 1 in flight over `samples` calls, after `warmups` unmeasured ones. */
+export async function latencyP50(op: () => Promise<unknown>, samples: number, warmups = 5): Promise<number> {
+  for (let k = 0; k < warmups; k++) await op();
+  const times: number[] = [];
+  for (let k = 0; k < samples; k++) {
+    const t = performance.now();
+    await op();
+    times.push(performance.now() - t);
+  }
+  return median(times);
+}

@@ -21,6 +21,7 @@ import { CHANGED_EVENTS } from '../src/registry/events.js';
 import type { ListReply, ToolContextSpec } from '../src/registry/types.js';
 import { startNatsProcess } from '../test/harness/nats-server.js';
 import { contextWithTools } from './contexts.js';
+import { latencyP50, median } from './measure.js';
 
 const SIZES = (process.env.SCALE_SIZES ?? '1000,10000,50000,100000').split(',').map(Number);
 const SHARED = 'shared.capability';
@@ -153,17 +154,8 @@ async function measureOps(
   };
 }
 
-/** Median ms of `op` at 1 in flight, after a few unmeasured calls. */
-async function p50(op: () => Promise<unknown>, samples = SAMPLES): Promise<number> {
-  for (let k = 0; k < 5; k++) await op();
-  const times: number[] = [];
-  for (let k = 0; k < samples; k++) {
-    const t = performance.now();
-    await op();
-    times.push(performance.now() - t);
-  }
-  return median(times);
-}
+/** Median ms of `op` at 1 in flight over `SAMPLES` calls, after a few unmeasured ones. */
+const p50 = (op: () => Promise<unknown>) => latencyP50(op, SAMPLES);
 
 /** Median ms of the first `op` after each of `CHANGES` changes (each answered once the instance serves it). */
 async function firstAfterChange(change: () => Promise<void>, op: () => Promise<unknown>): Promise<number> {
@@ -258,11 +250,6 @@ function startService(url: string): Promise<{ child: ChildProcess; ms: number }>
     });
     child.once('exit', (code) => reject(new Error(`service exited with ${code}: ${seen}`)));
   });
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
 }
 
 function render(results: Growth[]): { text: string; failed: boolean } {

@@ -82,9 +82,12 @@ export { durableTracesMount, tracesMount } from './reference-mounts/traces.js';
 export { KvContextStore, type KvStoreOptions } from './registry/kv-store.js';
 export type {
   AnthropicTool,
+  AnthropicToolReference,
   McpTool,
   McpToolAnnotations,
   OpenAIFunctionTool,
+  OpenAIToolSearchOutput,
+  OpenAIToolSearchTool,
   ProviderTool,
   ProviderToolsByFormat,
 } from './registry/provider-tools.js';
@@ -102,6 +105,9 @@ export type {
   ResolvedTool,
   ResolvedToolContext,
   ResolveRequest,
+  SearchedTool,
+  SearchReply,
+  SearchRequest,
   ToolContextSpec,
 } from './registry/types.js';
 // Tasks: tool calls that outlive one request, durable in KV matrix-tasks, served as system.tasks.

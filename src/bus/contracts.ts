@@ -20,6 +20,8 @@ export const SchemaId = {
   ListReply: `${base}list.reply.json`,
   ResolveRequest: `${base}resolve.request.json`,
   ResolveReply: `${base}resolve.reply.json`,
+  SearchRequest: `${base}search.request.json`,
+  SearchReply: `${base}search.reply.json`,
   IntrospectRequest: `${base}introspect.request.json`,
   IntrospectReply: `${base}introspect.reply.json`,
   CallRequest: `${base}call.request.json`,

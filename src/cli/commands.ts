@@ -1,5 +1,5 @@
 /**
- * The verbs that talk to a running system — list, resolve, call, introspect, register,
+ * The verbs that talk to a running system — list, resolve, search, call, introspect, register,
  * unregister, watch — each `(client, args, out)`, and `addToolCommands`, which declares them.
  */
 import { readFileSync } from 'node:fs';
@@ -23,6 +23,7 @@ import { wholeNumber, withConnection } from './config.js';
 import { ExitCode, json, jsonFlag, type Output, table, UsageError } from './output.js';
 import { revoke } from './revoke.js';
 import { interrupted, verbAction, verbActionOnGrant } from './run.js';
+import { search } from './search.js';
 import { grantContext, type SessionFlags, sessionRequest, withSession } from './session-flags.js';
 import { followTask } from './tasks.js';
 
@@ -270,6 +271,10 @@ export function addToolCommands(program: Command): void {
     .option('--strict', 'with --format openai: strict-mode parameters')
     .option('--json', 'print the whole ResolvedToolContext')
     .action(verbAction(resolve));
+  withSession(command('search', 'rank the tools of a session for a need').argument('<query>', 'the need, in words'))
+    .option('--limit <n>', 'how many tools (1..50; default 5)')
+    .option('--json', 'print the whole reply')
+    .action(verbAction(search, 'query'));
   withSession(command('call', 'call a tool through system.dispatcher').argument('<tool>', 'tool name'))
     .option('-a, --args <json>', 'the arguments, a JSON object', '{}')
     .option('--session <id>', 'Matrix-Session')

@@ -235,7 +235,7 @@ export class Dispatcher {
         this.options.audit ? run.event : undefined,
       );
       const args = read instanceof Promise ? await read : read;
-      const to = route(tool, args, session.resolved.timeoutMs, run.event);
+      const to = route(tool, args, session.resolved.timeoutMs, run.event, sessionRequest);
       if (tool.execution?.taskSupport === 'required' && hooks?.asTask !== true) throw failure.taskRequired(tool.name);
       if (to.gated) await this.approve(to, args, run);
       const reply = await this.forward(to, run);
@@ -260,7 +260,7 @@ export class Dispatcher {
       const tool = member(session, run);
       const read = readArguments(toolCall, tool.inputSchema, this.validators, undefined);
       const args = read instanceof Promise ? await read : read;
-      const to = route(tool, args, session.resolved.timeoutMs, run.event);
+      const to = route(tool, args, session.resolved.timeoutMs, run.event, sessionRequest);
       if (tool.execution?.taskSupport === 'forbidden') throw failure.taskForbidden(tool.name);
       return to;
     } catch (err) {
@@ -389,7 +389,7 @@ export class Dispatcher {
    */
   private async forward(to: Route, run: CallRun): Promise<unknown> {
     run.reached = true;
-    const { traceparent, session, principal, readSessions } = run.context;
+    const { traceparent, session, principal, readSessions, grant } = run.context;
     const refused = this.slots.take(to.target, principal);
     if (refused === 'target') throw failure.tooManyInFlight(run.call.name, to.target, this.slots.count(to.target));
     if (refused === 'caller')
@@ -403,6 +403,7 @@ export class Dispatcher {
       session,
       principal,
       readSessions,
+      grant: to.withGrant ? grant : undefined,
       deadline,
       json: to.json,
       callId,

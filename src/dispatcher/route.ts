@@ -2,7 +2,9 @@
  * Where a call goes and how it is sent. The `route` step: where a checked call goes, and whether
  * it needs approval first. A tool goes to its projection's `<target>.<op>`; the `matrix_invoke`
  * meta-tool (PROTOCOL 6.2) goes to `args.target`/`args.op`, only where its context's
- * `allowTargets` allow, never to a reserved subject, and always behind approval. Then what the
+ * `allowTargets` allow, never to a reserved subject, and always behind approval; the search tool
+ * (PROTOCOL 13) goes to `system.tools.$search` with the calling session and its grant, so the
+ * search sees what the session may use and nothing more. Then what the
  * `forward` step obeys besides the deadline: a bound of calls in flight per target (taken
  * before the request, given back on every way out), and when a failed request may be sent
  * again (PROTOCOL 6.1: after no responders, the request delivered to no one, or after a
@@ -12,7 +14,7 @@
 import type { CallEvent } from '../audit/events.js';
 import { ErrorCode, MatrixError, NoRespondersError, TargetFloodError } from '../bus/errors.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
-import type { ResolvedTool } from '../registry/types.js';
+import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { failure } from './results.js';
 
 /** Where a call goes, once checked: the request the forward step sends. */
@@ -40,6 +42,8 @@ export interface Route {
    * approved call).
    */
   idempotent: boolean;
+  /** Send the caller's grant along: the target (`system.tools.$search`) admits the session by it. */
+  withGrant: boolean;
 }
 
 /**
@@ -55,25 +59,46 @@ function routeTo(
   to: { target: string; op: string; body: unknown; timeoutMs: number; json: boolean },
   gated: boolean,
   idempotent: boolean,
+  withGrant = false,
 ): Route {
   const { target, op, body, timeoutMs, json } = to;
   const subject = opSubject(target, op);
-  return { tool, target, op, subject, body, gated, timeoutMs, json, sentOnce: gated, idempotent: idempotent && !gated };
+  const sentOnce = gated;
+  return {
+    tool,
+    target,
+    op,
+    subject,
+    body,
+    gated,
+    timeoutMs,
+    json,
+    sentOnce,
+    idempotent: idempotent && !gated,
+    withGrant,
+  };
 }
 
 /**
  * The route of a call to `tool` with valid `args`; throws `CallFailure` (`forbidden`) for a
  * `matrix_invoke` its context does not allow. `sessionTimeoutMs` is the session's own bound;
- * `event`, the audit event, gets a `matrix_invoke`'s destination.
+ * `event`, the audit event, gets a `matrix_invoke`'s destination; `session`, the calling session's
+ * request, is what the search tool searches.
  */
 export function route(
   tool: ResolvedTool,
   args: Record<string, unknown>,
   sessionTimeoutMs: number,
   event?: CallEvent,
+  session?: ResolveRequest,
 ): Route {
   const timeoutMs = tool.timeoutMs ?? sessionTimeoutMs;
   if (isInvokeTool(tool)) return invokeRoute(tool, args, timeoutMs, event);
+  if (isSearchTool(tool) && session !== undefined) {
+    const body =
+      args.limit === undefined ? { session, query: args.query } : { session, query: args.query, limit: args.limit };
+    return routeTo(tool, { target: tool.target, op: tool.op, body, timeoutMs, json: false }, false, true, true);
+  }
   const to = { target: tool.target, op: tool.op, body: args, timeoutMs, json: tool.encoding === 'json' };
   return routeTo(tool, to, tool.requiresApproval, tool.annotations?.idempotent === true);
 }
@@ -97,6 +122,14 @@ function invokeRoute(
   const allowed = tool.allowTargets ?? [];
   if (!allowed.some((pattern) => subjectMatches(pattern, subject))) throw failure.targetNotAllowed(subject, allowed);
   return routeTo(tool, { target, op, body: args.args ?? {}, timeoutMs, json: false }, true, false);
+}
+
+/**
+ * Is this the search tool of a deferred session (PROTOCOL 13: `system.tools.$search`, given the
+ * session)? Told here, not in the registry's code, so a warm call runs no search code.
+ */
+export function isSearchTool(tool: ResolvedTool): boolean {
+  return tool.target === Mounts.Tools && tool.op === '$search';
 }
 
 /** Is this the `matrix_invoke` meta-tool (forwarded to `args.target`/`args.op`)? */

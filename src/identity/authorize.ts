@@ -1,7 +1,7 @@
 /**
  * A request body against its grant: the grant's authority (profile, worker, skills, refs,
  * requires, environment) is the session's; the body may repeat it or leave it out, never ask
- * for other. Presentation (`format`, `strict`, `onlyAvailable`) stays the caller's.
+ * for other. Presentation (`format`, `strict`, `onlyAvailable`, `defer`) stays the caller's.
  */
 import type { ResolveRequest } from '../registry/types.js';
 import { GrantError } from './errors.js';
@@ -40,7 +40,8 @@ function checkedRequest(grant: VerifiedGrant, body: ResolveRequest): ResolveRequ
       );
     }
   }
-  const key = `${body.format ?? ''}|${body.strict ?? ''}|${body.onlyAvailable ?? ''}`;
+  const defer = body.defer === undefined ? '' : JSON.stringify(body.defer);
+  const key = `${body.format ?? ''}|${body.strict ?? ''}|${body.onlyAvailable ?? ''}|${defer}`;
   let requests = requestsByGrant.get(grant);
   if (requests === undefined) {
     requests = new Map();
@@ -52,6 +53,7 @@ function checkedRequest(grant: VerifiedGrant, body: ResolveRequest): ResolveRequ
     if (body.format !== undefined) request.format = body.format;
     if (body.strict !== undefined) request.strict = body.strict;
     if (body.onlyAvailable !== undefined) request.onlyAvailable = body.onlyAvailable;
+    if (body.defer !== undefined) request.defer = body.defer;
     requests.set(key, Object.freeze(request));
   }
   return request;

@@ -12,6 +12,7 @@
  */
 import { TRACE_ID } from '../bus/headers.js';
 import { Mounts } from '../bus/subjects.js';
+import { SEARCH_TOOL_NAME } from './search/search-tool.js';
 import type { MatrixToolProjection, ToolContextSpec } from './types.js';
 
 /** Keys of the built-in contexts. */
@@ -206,10 +207,14 @@ export const builtinContexts: readonly ToolContextSpec[] = [
   },
 ];
 
-/** Names of the built-in tools: reserved, no registered context may define one (PROTOCOL 6.2). */
-export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(
-  builtinContexts.flatMap((c) => (c.matrixTools ?? []).map((t) => t.name)),
-);
+/**
+ * Names of the built-in tools and of the search tool `$resolve` adds past a defer threshold
+ * (PROTOCOL 13): reserved, no registered context may define one (PROTOCOL 6.2).
+ */
+export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set([
+  ...builtinContexts.flatMap((c) => (c.matrixTools ?? []).map((t) => t.name)),
+  SEARCH_TOOL_NAME,
+]);
 
 /**
  * A tool name as a model might confuse it: case folded, `-` and `_` dropped (`MATRIX_INVOKE`,

@@ -8,6 +8,22 @@ export { providerToolsOf, renderProviderTools } from './provider-formats.js';
 export type * from './provider-tools.js';
 export { DEFAULT_RESOLUTION_CACHE, Registry, type WritableToolContextStore } from './registry.js';
 export { DEFAULT_TIMEOUT_MS, type ResolveOptions, resolveToolContext, unmetRequirements } from './resolver.js';
+export { MCP_SEARCH_TOOL, MCP_SEARCH_TOOL_NAME, mcpListedTools, searchMcpTools } from './search/mcp-view.js';
+export {
+  DEFAULT_DEFER_THRESHOLD,
+  DEFAULT_SEARCH_LIMIT,
+  type DeferOptions,
+  deferredTools,
+  defers,
+  MAX_SEARCH_LIMIT,
+  SEARCH_OP,
+  SEARCH_TOOL,
+  SEARCH_TOOL_NAME,
+  toolReferences,
+  toolSearchOutput,
+} from './search/search-tool.js';
+export { DEFAULT_SEARCH_TOOLS, ToolSearch } from './search/searcher.js';
+export { SEARCH_OPTIONS, type SearchFound, type SearchHit, SessionIndex } from './search/session-index.js';
 export {
   compareKeys,
   type LeftOutEntry,

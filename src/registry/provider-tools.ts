@@ -20,6 +20,20 @@ export interface OpenAIFunctionTool {
     /** Present when the session asked for strict mode: `true` when the schema could be made strict, else `false`. */
     strict?: boolean;
   };
+  /** Set past the session's defer threshold (PROTOCOL 13): loaded only once `tool_search` finds it. */
+  defer_loading?: true;
+}
+
+/**
+ * OpenAI's tool search, run by the client (`execution: "client"`): the model sends a
+ * `tool_search_call` with these parameters; the answer is a `tool_search_output` (PROTOCOL 13).
+ */
+export interface OpenAIToolSearchTool {
+  type: 'tool_search';
+  execution: 'client';
+  description: string;
+  /** JSON Schema of the search's arguments: `query`, `limit?`. */
+  parameters: JsonSchemaObject;
 }
 
 /** An Anthropic Messages API tool. */
@@ -28,6 +42,8 @@ export interface AnthropicTool {
   description: string;
   /** JSON Schema of the input (type `object`). */
   input_schema: JsonSchemaObject;
+  /** Set past the session's defer threshold (PROTOCOL 13): loaded once a `tool_reference` names it. */
+  defer_loading?: true;
 }
 
 /** MCP's tool hints, as `tools/list` carries them (each absent when the projection does not say). */
@@ -58,4 +74,21 @@ export interface ProviderToolsByFormat {
 }
 
 /** A tool in any provider format. */
-export type ProviderTool = OpenAIFunctionTool | AnthropicTool | McpTool;
+export type ProviderTool = OpenAIFunctionTool | OpenAIToolSearchTool | AnthropicTool | McpTool;
+
+/** Anthropic's answer to a tool search: a `tool_result`'s content block naming a tool to load. */
+export interface AnthropicToolReference {
+  type: 'tool_reference';
+  tool_name: string;
+}
+
+/**
+ * OpenAI's answer to a client-run tool search: the found tools' definitions, loaded for the next
+ * turn. The caller sets `call_id` to its `tool_search_call`'s.
+ */
+export interface OpenAIToolSearchOutput {
+  type: 'tool_search_output';
+  execution: 'client';
+  status: 'completed';
+  tools: OpenAIFunctionTool[];
+}

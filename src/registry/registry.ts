@@ -12,6 +12,7 @@ import { OFF_LOOP_BYTES, registrationChecker } from './checker.js';
 import { listContexts } from './list.js';
 import type { Presence } from './presence.js';
 import { type ResolveOptions, resolveToolContext } from './resolver.js';
+import { DEFAULT_SEARCH_TOOLS, ToolSearch } from './search/searcher.js';
 import { type LeftOutEntry, StaticStore, type StoreChange, type ToolContextStore } from './store.js';
 import type {
   Diagnostic,
@@ -20,6 +21,8 @@ import type {
   RegisterRequest,
   ResolvedToolContext,
   ResolveRequest,
+  SearchReply,
+  SearchRequest,
   ToolContextSpec,
   UnregisterRequest,
 } from './types.js';
@@ -59,13 +62,17 @@ export class Registry {
   /** Made on first use (presence, `system.agents`), then kept up to date: start-up does not pay for it. */
   private targetCount: ContextCount | undefined;
   private readonly keys = new WeakMap<object, string>();
+  /** The session indexes `$search` reads. */
+  readonly searches: ToolSearch;
 
   constructor(
     readonly store: ToolContextStore = new StaticStore(),
     private readonly presence?: Presence,
     cache: Partial<CacheBounds> = {},
+    searchTools = DEFAULT_SEARCH_TOOLS,
   ) {
     this.cache = new BoundedCache({ ...DEFAULT_RESOLUTION_CACHE, ...cache });
+    this.searches = new ToolSearch(searchTools);
     for (const key of store.keys()) this.toolNames.set(key, store.get(key)?.spec);
     store.onChange?.((change) => {
       const spec = store.get(change.key)?.spec;
@@ -86,6 +93,19 @@ export class Registry {
         .then((live) => this.cached(`${live.version}|${key}`, request, { isLive: live.isLive }));
     }
     return this.cached(key, request, {});
+  }
+
+  /**
+   * `$search` (PROTOCOL 13): the session resolved as `$resolve` would (the caller admits it under
+   * the same grant rules first), then searched within its tools only.
+   */
+  search(request: SearchRequest): SearchReply | Promise<SearchReply> {
+    const { session, query, limit } = request;
+    const key = this.keyOf(session);
+    const resolved = this.resolve(session);
+    return resolved instanceof Promise
+      ? resolved.then((r) => this.searches.reply(key, session, r, query, limit))
+      : this.searches.reply(key, session, resolved, query, limit);
   }
 
   /** `$list`; a page fits in `maxReplyBytes` (the server's max_payload). */

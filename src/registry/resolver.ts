@@ -7,6 +7,7 @@
 import { digestOf } from './canonical.js';
 import { ContextMerge, knownToolText } from './merge.js';
 import { renderProviderTools } from './provider-formats.js';
+import { deferredTools, defers, SEARCH_TOOL } from './search/search-tool.js';
 import { selectContexts } from './select.js';
 import type { ToolContextStore } from './store.js';
 import { type Diagnostic, ProviderFormat, type ResolvedToolContext, type ResolveRequest } from './types.js';
@@ -34,10 +35,12 @@ export function resolveToolContext(
   for (const { spec } of selected) merge.add(spec);
   const merged = merge.result();
   // Built field by field, not spread: the reply's keys in this order, one shape for every reply.
+  // Past the threshold the search tool is one of the session's tools: the dispatcher runs it.
+  const deferring = defers(request, merged.matrixTools.length);
   const reply: Omit<ResolvedToolContext, 'revision' | 'digest'> &
     Partial<Pick<ResolvedToolContext, 'revision' | 'digest'>> = {
     contexts: selected.map((c) => c.spec.key),
-    matrixTools: merged.matrixTools,
+    matrixTools: deferring ? [...merged.matrixTools, SEARCH_TOOL] : merged.matrixTools,
     sdkTools: merged.sdkTools,
     instructions: merged.instructions,
     timeoutMs: Number.isFinite(merged.timeoutMs) ? merged.timeoutMs : DEFAULT_TIMEOUT_MS,
@@ -52,13 +55,11 @@ export function resolveToolContext(
       message: 'onlyAvailable: this registry cannot see which mounts are live, so no tool was left out',
     });
   }
-  const providerTools = renderProviderTools(
-    merged.matrixTools,
-    request.format ?? ProviderFormat.Matrix,
-    request.strict === true,
-    diagnostics,
-  );
-  if (providerTools !== undefined) reply.providerTools = providerTools;
+  const format = request.format ?? ProviderFormat.Matrix;
+  const providerTools = renderProviderTools(merged.matrixTools, format, request.strict === true, diagnostics);
+  if (providerTools !== undefined && deferring && (format === 'anthropic' || format === 'openai'))
+    reply.providerTools = deferredTools(providerTools, format, request.defer ?? {}, diagnostics);
+  else if (providerTools !== undefined) reply.providerTools = providerTools;
   // The digest is of the reply before it has one (PROTOCOL 5.2: without `revision` and `digest`).
   const digest = digestOf(reply, knownToolText);
   reply.revision = store.revision;

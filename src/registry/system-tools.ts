@@ -1,5 +1,5 @@
 /**
- * `system.tools`: the registry as a mount. `$list`, `$resolve`, `$introspect`, and — over a
+ * `system.tools`: the registry as a mount. `$list`, `$resolve`, `$search`, `$introspect`, and — over a
  * writable store (JetStream KV) — `$register` / `$unregister`, each change announced on
  * `system.tools.events.changed`; `$revoke` writes a grant revocation every instance watches.
  */
@@ -22,6 +22,7 @@ import type {
   RegisterReply,
   RegisterRequest,
   ResolveRequest,
+  SearchRequest,
   UnregisterRequest,
 } from './types.js';
 
@@ -165,6 +166,15 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
               const resolved = registry.resolve(identity.admit(request, ctx).request);
               return resolved instanceof Promise ? resolved.then(encodedOnce) : encodedOnce(resolved);
             }),
+        },
+        $search: {
+          description:
+            'Searches the tools of one session (a $resolve request, under the same grant rules) by relevance to a query.',
+          request: SchemaId.SearchRequest,
+          response: SchemaId.SearchReply,
+          beforeBody: identity.beforeBody,
+          handle: (request: SearchRequest, ctx: OpContext) =>
+            registry.search({ ...request, session: identity.admit(request.session, ctx).request }),
         },
         $register: {
           description: 'Registers (or, with expectedRevision, updates) a tool context in the shared registry.',

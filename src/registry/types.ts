@@ -2,7 +2,7 @@
  * The data shapes of the registry (PROTOCOL section 5). Each mirrors a schema in
  * `contracts/`; `test/contracts.test.ts` holds the two together.
  */
-import type { ProviderTool } from './provider-tools.js';
+import type { AnthropicToolReference, OpenAIToolSearchOutput, ProviderTool } from './provider-tools.js';
 
 /** How the dispatcher shapes a tool's reply for the model. */
 export const ResultMode = { Json: 'json', Text: 'text', Summary: 'summary' } as const;
@@ -157,6 +157,45 @@ export interface ResolveRequest {
   strict?: boolean;
   /** Leave out tools whose target has no live instance. */
   onlyAvailable?: boolean;
+  /**
+   * With `anthropic` or `openai`: past `threshold` tools (default 30), all but `keep` are marked
+   * `defer_loading: true` and the search tool `tool_search` is added (PROTOCOL 13).
+   */
+  defer?: { keep?: string[]; threshold?: number };
+}
+
+/** `system.tools.$search` request (PROTOCOL 13). */
+export interface SearchRequest {
+  /** The session searched: a `$resolve` request, under the same grant rules. */
+  session: ResolveRequest;
+  /** What the caller needs a tool for, in words. */
+  query: string;
+  /** How many tools to return, 1..50; default 5. */
+  limit?: number;
+}
+
+/** One tool a search found. */
+export interface SearchedTool {
+  name: string;
+  description: string;
+  /** Key of the context the tool came from. */
+  context: string;
+  /** Relevance (BM25+), higher first; ties in name order. */
+  score: number;
+}
+
+/** `system.tools.$search` reply. */
+export interface SearchReply {
+  /** The best `limit` tools of the session, best first. */
+  tools: SearchedTool[];
+  /** How many of the session's tools matched at all. */
+  total: number;
+  /**
+   * With the session's `format` `anthropic`: the `tool_result` content that loads the tools found
+   * (`tool_reference` blocks); with `openai`: a `tool_search_output` item (the caller sets its
+   * `call_id`). Absent for other formats.
+   */
+  providerResult?: AnthropicToolReference[] | OpenAIToolSearchOutput;
 }
 
 /** A tool of a resolved context, as the dispatcher needs it. */

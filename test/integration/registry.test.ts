@@ -155,7 +155,7 @@ describe.each([
     const reply = await resolve({ profile: 'default', format });
     conformsTo(SchemaId.ResolveReply, reply);
     expect(reply.providerTools).toHaveLength(2);
-    const names = reply.providerTools?.map((t) => ('function' in t ? t.function.name : t.name));
+    const names = reply.providerTools?.map((t) => ('function' in t ? t.function.name : 'name' in t ? t.name : t.type));
     expect(names).toEqual(['matrix_introspect', 'session_state_read']);
   });
 
@@ -237,6 +237,7 @@ describe.each([
       '$introspect',
       '$list',
       '$resolve',
+      '$search',
       '$register',
       '$unregister',
       '$revoke',

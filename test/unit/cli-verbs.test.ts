@@ -12,6 +12,7 @@ import { call, introspect, list, register, resolve, unregister, watch } from '..
 import { serveConfig, serversSource } from '../../src/cli/config.js';
 import { ExitCode } from '../../src/cli/output.js';
 import { runVerb } from '../../src/cli/run.js';
+import { search } from '../../src/cli/search.js';
 import { runServe, type ServeHandle, serve } from '../../src/cli/serve.js';
 import { memoryOutput } from '../harness/cli.js';
 import { eventually } from '../harness/eventually.js';
@@ -58,6 +59,22 @@ describe('the CLI verbs', () => {
       providerTools: unknown[];
     };
     expect(reply.providerTools).toHaveLength(2);
+  });
+
+  it('search ranks the session’s tools for a need, as a table or the whole reply', async () => {
+    const { code, out } = await run(search, { query: 'describe the live mounts', profile: 'propose', worker: 'codex' });
+    expect(code).toBe(ExitCode.Ok);
+    expect(out.stdout.split('\n')[0]).toMatch(/^#\s+SCORE\s+TOOL\s+CONTEXT\s+DESCRIPTION$/);
+    expect(out.printed.at(-1)).toMatch(/^\(\d+ of \d+ matching tools\)$/);
+    const reply = JSON.parse(
+      (await run(search, { query: 'describe the live mounts', profile: 'default', json: true, limit: '1' })).out.stdout,
+    ) as { tools: Array<{ name: string; context: string }>; total: number };
+    expect(reply.tools).toEqual([expect.objectContaining({ name: 'matrix_introspect', context: 'actor-readonly' })]);
+    // The default profile's session has no matrix_invoke: a search never shows it.
+    const invoke = JSON.parse(
+      (await run(search, { query: 'invoke an op', profile: 'default', json: true })).out.stdout,
+    );
+    expect(JSON.stringify(invoke)).not.toContain('matrix_invoke');
   });
 
   it('call prints the content on stdout and the trace line on stderr; a failed tool exits 1', async () => {

@@ -1,21 +1,27 @@
-/** Contexts: every context, searched and paged on the server; one context in full; register and unregister. */
+/**
+ * Contexts: every context, searched and paged on the server; the tools of the contexts listed,
+ * ranked by `$search`; one context in full; register and unregister.
+ */
 import { Mounts } from '../../bus/subjects.js';
 import type { ListedContext, RegisterReply, ResolvedTool, ResolvedToolContext } from '../../registry/types.js';
 import { badge, type HtmlValue, href, html, jsonBlock, notice, type SafeHtml, table } from '../html.js';
 import { pager } from '../layout.js';
 import type { ConsoleRequest, Page, Redirect } from '../types.js';
 import { chips, contextLink, errorNotice, FormError, statusOf } from './common.js';
+import { toolSearchResults } from './tool-search.js';
 
 const SECTION = '/contexts';
 
-/** `GET /contexts?q=&source=&page=`. */
+/** `GET /contexts?q=&source=&page=&tools=`. */
 export async function contextsPage(request: ConsoleRequest, problem?: { error: unknown; spec: string }): Promise<Page> {
   const { url, deps } = request;
   const q = url.searchParams.get('q') ?? '';
+  const toolQuery = (url.searchParams.get('tools') ?? '').trim();
   const sourceParam = url.searchParams.get('source');
   const source = sourceParam === 'built-in' || sourceParam === 'registered' ? sourceParam : undefined;
   const found = deps.index.search({ q, source, page: Number(url.searchParams.get('page')) || 1 });
-  const at = (page: number) => href(SECTION, { q, source, page: page === 1 ? undefined : page });
+  const at = (page: number) =>
+    href(SECTION, { q, source, page: page === 1 ? undefined : page, tools: toolQuery || undefined });
   const from = found.total === 0 ? 0 : (found.page - 1) * found.pageSize + 1;
   const unregistered = url.searchParams.get('unregistered');
   const head = html`
@@ -25,11 +31,18 @@ export async function contextsPage(request: ConsoleRequest, problem?: { error: u
       <label>source<select name="source">${['', 'built-in', 'registered'].map(
         (s) => html`<option value="${s}" ${s === (source ?? '') ? html`selected` : ''}>${s || 'any'}</option>`,
       )}</select></label>
+      <label>find a tool <span class="hint">what it should do, among the contexts listed</span><input name="tools" value="${toolQuery}" size="30"></label>
       <button type="submit" class="secondary">Search</button>
     </form>
     ${deps.writes ? registerForm(problem) : ''}`;
   const rows = found.items.map(contextRow);
+  const tools = await toolSearchResults(
+    deps.client,
+    found.items.map((c) => c.key),
+    toolQuery,
+  );
   const live = html`
+    ${tools}
     ${deps.index.error ? notice('error', 'The registry did not answer $list', deps.index.error) : ''}
     <p class="muted">${deps.index.size.toLocaleString('en')} contexts · registry revision ${deps.index.revision}</p>
     ${table(['Key', 'Title', 'Source', 'Tools', 'Provides', 'Requires', 'Rev'], rows)}
