@@ -74,8 +74,11 @@ function callerOf(ctx: McpRequestContext): ModernCaller {
   return caller;
 }
 
-/** One request's server: its tools, calls and task ops, all onto the bus. */
-function modernServer(client: BusClient, caller: ModernCaller): Server {
+/**
+ * A 2026-07-28 server for `caller`: its tools, calls and task ops, all onto the bus. Over HTTP one
+ * serves one request; over stdio one serves the connection, holding nothing a request needs.
+ */
+export function modernServer(client: BusClient, caller: ModernCaller): Server {
   const server = new Server(
     { name: 'matrix-tools', version: REGISTRY_VERSION },
     { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } },

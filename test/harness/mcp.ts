@@ -104,6 +104,18 @@ export function alive(pid: number): boolean {
   }
 }
 
+/** The environment of a bridge run as the secured bus's `agent` user, trusting no issuers. */
+export function agentEnv(natsUrl: string): Record<string, string> {
+  const { agent } = users;
+  return {
+    NATS_URL: natsUrl,
+    NATS_USER: agent.user,
+    NATS_PASSWORD: agent.pass,
+    NATS_INBOX_PREFIX: agent.inboxPrefix,
+    MATRIX_TRUSTED_ISSUERS: '',
+  };
+}
+
 /** A `matrix-tools mcp --http` process as the `agent` user of a secured bus. */
 export interface HttpBridgeProcess {
   /** Its endpoint, as it said when ready. */
@@ -118,16 +130,9 @@ export interface HttpBridgeProcess {
  * (test/harness/identity.ts), trusting no issuers; resolves once it says where it listens.
  */
 export async function startHttpBridge(natsUrl: string, args: string[]): Promise<HttpBridgeProcess> {
-  const { agent } = users;
-  const env = {
-    NATS_URL: natsUrl,
-    NATS_USER: agent.user,
-    NATS_PASSWORD: agent.pass,
-    NATS_INBOX_PREFIX: agent.inboxPrefix,
-  };
   const child = tracked(
     spawn(process.execPath, [CLI_MAIN, 'mcp', '--http', '--port', '0', ...args], {
-      env: { ...process.env, ...env, MATRIX_TRUSTED_ISSUERS: '' },
+      env: { ...process.env, ...agentEnv(natsUrl) },
       stdio: 'pipe',
     }),
   );

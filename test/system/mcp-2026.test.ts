@@ -6,14 +6,16 @@
  * to the other bridge, so nothing a bridge keeps can carry them.
  */
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
+import { StdioClientTransport as ModernStdioTransport } from '@modelcontextprotocol/client/stdio';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { Mount } from '../../src/bus/mount.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
-import { type HttpBridgeProcess, sleepUnlessAborted, startHttpBridge } from '../harness/mcp.js';
+import { agentEnv, CLI_MAIN, type HttpBridgeProcess, sleepUnlessAborted, startHttpBridge } from '../harness/mcp.js';
 
 const REVISION = '2026-07-28';
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -164,6 +166,35 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
       expect(called.map((r) => (r.content as { text: string }[])[0]?.text)).toEqual([
         'echo: from 2025',
         'echo: from 2026',
+      ]);
+    } finally {
+      await legacy.close();
+      await modern.close();
+    }
+  }, 60_000);
+
+  it('serves either revision on stdio, as the first message of the client asks', async () => {
+    const server = {
+      command: process.execPath,
+      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', 'rev2026'],
+      env: { ...(process.env as Record<string, string>), ...agentEnv(bus.server.url) },
+    };
+    const legacy = new Client({ name: 'legacy', version: '1.0.0' });
+    await legacy.connect(new StdioClientTransport(server));
+    const modern = new ModernClient(
+      { name: 'modern', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: REVISION } } },
+    );
+    await modern.connect(new ModernStdioTransport(server));
+    try {
+      expect(modern.getNegotiatedProtocolVersion()).toBe(REVISION);
+      const called = [
+        await legacy.callTool({ name: 'echo', arguments: { text: 'stdio 2025' } }),
+        await modern.callTool({ name: 'echo', arguments: { text: 'stdio 2026' } }),
+      ];
+      expect(called.map((r) => (r.content as { text: string }[])[0]?.text)).toEqual([
+        'echo: stdio 2025',
+        'echo: stdio 2026',
       ]);
     } finally {
       await legacy.close();
