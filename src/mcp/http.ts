@@ -1,12 +1,18 @@
 /**
- * `mcp --http`: the MCP bridge over Streamable HTTP (the MCP SDK's transport), for remote MCP
- * clients. One MCP session per client, each its own `McpBridge` (src/mcp/bridge.ts): its tools,
- * instructions and `list_changed` as over stdio. Where the bridge is given trusted issuers
- * (`MATRIX_TRUSTED_ISSUERS` / `--trust`, the service's), every session is opened with its own
- * grant, `Authorization: Bearer <grant>`, checked before anything is resolved, and every request
- * of the session must carry that same grant; without issuers (development) every session is
- * `--profile`'s, as over stdio. The `Host` and `Origin` headers must name this bridge (no DNS
- * rebinding); it listens on the loopback by default.
+ * `mcp --http`: the MCP bridge over Streamable HTTP, for remote MCP clients, both revisions on
+ * one endpoint (docs/mcp-bridge-2026.md). Each request passes the same pipeline: `Host`/`Origin`
+ * (no DNS rebinding), the path, the body's limits, then the SDK's era classification.
+ * - 2025-11-25 (`initialize`, `Mcp-Session-Id`, `GET`, `DELETE`): one MCP session per client
+ *   (the SDK 1.32 transport), each its own `McpBridge` (src/mcp/bridge.ts): its tools,
+ *   instructions and `list_changed` as over stdio. With trusted issuers (`MATRIX_TRUSTED_ISSUERS` /
+ *   `--trust`, the service's) every session is opened with its own grant, `Authorization: Bearer
+ *   <grant>`, checked before anything is resolved, and every request of the session must carry
+ *   that same grant.
+ * - 2026-07-28 (the `_meta` envelope): no session; `callerOf` identifies each request on its own
+ *   (the place another way of identifying callers would be checked) and the SDK 2.x handler
+ *   (src/mcp/modern.ts) serves it, so any bridge process serves any request.
+ * Without issuers (development) every client is `--profile`'s, as over stdio. It listens on the
+ * loopback by default.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

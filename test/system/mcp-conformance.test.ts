@@ -1,14 +1,22 @@
 /**
- * The official MCP conformance suite (@modelcontextprotocol/conformance) against
+ * The official MCP conformance suite (@modelcontextprotocol/conformance, 0.2 line) against
  * `matrix-tools mcp --http` as a user runs it: the built CLI as the `agent` user of
- * deploy/nats.conf, serving a profile whose context carries the suite's fixture tools (each a
+ * deploy/nats.conf, serving a profile whose contexts carry the suite's fixture tools (each a
  * registered projection onto a test mount). Every server scenario that applies to a
- * tools-only server must pass. Those that do not apply, and why:
- * - logging, completion, resources, prompts: capabilities a tools-only server does not declare;
- * - sampling and elicitation: a bus tool cannot ask the MCP client anything;
+ * tools-and-tasks server must pass, at 2025-11-25, at 2026-07-28 and for the tasks extension.
+ * Those that do not apply, and why:
+ * - logging, completion, resources, prompts (and sep-2164-resource-not-found, resources-subscribe):
+ *   capabilities a tools-only server does not declare;
+ * - sampling, elicitation and every input-required-result-* scenario, tasks-mrtr-input,
+ *   tasks-mrtr-composition: a bus tool cannot ask the MCP client anything;
  * - image, audio, embedded-resource and mixed content: a ToolResult's content is text;
  * - tools-call-with-logging: the bridge sends no log notifications;
- * - server-sse-polling: needs a tool that closes the stream mid-call (only warnings otherwise).
+ * - server-sse-polling: needs a tool that closes the stream mid-call (only warnings otherwise);
+ * - server-session-lifecycle: 2025-03-26's session rules, older than the revisions served;
+ * - http-custom-header-server-validation: needs tools declaring `x-mcp-header` parameters, which
+ *   no projection has;
+ * - tasks-status-notifications: the suite skips it itself (pending its subscriptions rewrite);
+ * - sep-2640-skills-*: the skills extension, not served.
  * The progress fixture reports 150 ms apart, not the suite's suggested 50: the dispatcher relays
  * at most one report each 100 ms (PROTOCOL 10).
  */
