@@ -10,9 +10,11 @@ import { StdioClientTransport as ModernStdioTransport } from '@modelcontextproto
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { createAccount } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient } from '../../src/bus/client.js';
 import { Mount } from '../../src/bus/mount.js';
+import { type McpHttpBridge, startMcpHttp } from '../../src/mcp/http.js';
 import { eventually } from '../harness/eventually.js';
 import { type SecuredBus, startSecuredBus } from '../harness/identity.js';
 import { agentEnv, CLI_MAIN, type HttpBridgeProcess, sleepUnlessAborted, startHttpBridge } from '../harness/mcp.js';
@@ -269,5 +271,46 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
     }
     const unknown = await request(b.url, 'tasks/get', { taskId: 'no-such-task' }, { name: 'no-such-task' });
     expect(unknown.error?.code).toBe(-32602);
+  }, 30_000);
+});
+
+describe('MCP 2026-07-28 where the bridge trusts issuers: each request brings its grant', () => {
+  let bus: SecuredBus;
+  let bridge: McpHttpBridge;
+
+  beforeAll(async () => {
+    bus = await startSecuredBus();
+    bridge = await startMcpHttp(await bus.connect('agent'), { port: 0, issuers: [bus.issuer.getPublicKey()] });
+  }, 60_000);
+  afterAll(async () => {
+    await bridge?.close();
+    await bus?.stop();
+  });
+
+  it('serves each request as its grant says, with no session', async () => {
+    const grant = bus.grant({
+      principal: 'agent:alpha',
+      resolve: { profile: 'default', toolContextRefs: ['spy-tools'] },
+    });
+    const auth = { headers: { Authorization: `Bearer ${grant}` } };
+    const listed = await request(bridge.url, 'tools/list', {}, auth);
+    expect(((listed.result?.tools ?? []) as { name: string }[]).map((t) => t.name)).toEqual(['spy_run']);
+    const called = await request(
+      bridge.url,
+      'tools/call',
+      { name: 'spy_run', arguments: {} },
+      { ...auth, name: 'spy_run', tasks: false },
+    );
+    expect(called.result).toMatchObject({ isError: false, content: [{ type: 'text', text: '{"ran":true}' }] });
+    expect(bus.spy.seen.at(-1)?.headers['Matrix-Principal']).toBe('agent:alpha');
+    expect(bridge.sessions()).toBe(0);
+  }, 30_000);
+
+  it('refuses a request without a grant, or with one no trusted issuer signed, with 401', async () => {
+    const without = await request(bridge.url, 'tools/list');
+    expect(without.status).toBe(401);
+    const forged = bus.grant({ resolve: { profile: 'default', toolContextRefs: ['spy-tools'] } }, createAccount());
+    const refused = await request(bridge.url, 'tools/list', {}, { headers: { Authorization: `Bearer ${forged}` } });
+    expect(refused.status).toBe(401);
   }, 30_000);
 });
