@@ -50,6 +50,15 @@ const tools = {
   permissions: { approval: 'never' },
 };
 
+/** `wait` again, behind an approval no one gives in these tests. */
+const guarded = {
+  key: 'rev2026-guarded',
+  title: 'Guarded',
+  description: 'a tool that waits for an approver',
+  matrixTools: [{ ...tools.matrixTools[1], name: 'guarded_wait', description: 'waits, once approved' }],
+  permissions: { approval: 'always' },
+};
+
 /** A JSON-RPC answer as the HTTP response carried it (a JSON body or the last event of a stream). */
 interface Answer {
   status: number;
@@ -135,8 +144,9 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
     }).start();
     const operator = new BusClient(await bus.connect('operator'), { timeoutMs: 5_000 });
     await operator.request('system.tools', '$register', { spec: tools });
+    await operator.request('system.tools', '$register', { spec: guarded });
     operator.close();
-    const args = ['--profile', 'default', '--refs', 'rev2026'];
+    const args = ['--profile', 'default', '--refs', 'rev2026,rev2026-guarded'];
     [a, b] = await Promise.all([startHttpBridge(bus.server.url, args), startHttpBridge(bus.server.url, args)]);
   }, 90_000);
   afterAll(async () => {
@@ -158,7 +168,7 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
       expect(legacy.getServerVersion()?.name).toBe('matrix-tools');
       expect(modern.getNegotiatedProtocolVersion()).toBe(REVISION);
       const listed = [await legacy.listTools(), await modern.listTools()];
-      for (const list of listed) expect(list.tools.map((t) => t.name).sort()).toEqual(['echo', 'wait']);
+      for (const list of listed) expect(list.tools.map((t) => t.name).sort()).toEqual(['echo', 'guarded_wait', 'wait']);
       // 2026 tools carry no execution: the server decides which calls become tasks.
       expect(listed[1]?.tools.every((t) => !('execution' in t))).toBe(true);
       const called = [
@@ -178,7 +188,7 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
   it('serves either revision on stdio, as the first message of the client asks', async () => {
     const server = {
       command: process.execPath,
-      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', 'rev2026'],
+      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', 'rev2026,rev2026-guarded'],
       env: { ...(process.env as Record<string, string>), ...agentEnv(bus.server.url) },
     };
     const legacy = new Client({ name: 'legacy', version: '1.0.0' });
@@ -245,6 +255,27 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
     expect(done.result).toMatchObject({ content: [{ type: 'text', text: 'waited 300 ms' }] });
     expect(turn).toBeGreaterThan(0);
   }, 60_000);
+
+  it('shows a task waiting for its approval as working, naming the approval', async () => {
+    const made = await request(
+      a.url,
+      'tools/call',
+      { name: 'guarded_wait', arguments: { ms: 10 } },
+      { name: 'guarded_wait' },
+    );
+    expect(made.result).toMatchObject({ resultType: 'task' });
+    const taskId = String(made.result?.taskId);
+    const pending = await eventually(
+      async () => {
+        const got = await request(b.url, 'tasks/get', { taskId }, { name: taskId });
+        return /approval/i.test(String(got.result?.statusMessage ?? '')) ? got.result : false;
+      },
+      { timeoutMs: 10_000 },
+    );
+    expect(pending).toMatchObject({ status: 'working' });
+    expect(pending).not.toHaveProperty('inputRequests');
+    await request(b.url, 'tasks/cancel', { taskId }, { name: taskId });
+  }, 30_000);
 
   it('runs a call plainly for a 2026 client without the tasks extension', async () => {
     const plain = await request(
