@@ -30,6 +30,7 @@ import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { type BridgeCalls, type HandlerExtra, plainCall, TASKS_CAPABILITY, taskCall, taskOps } from './bridge-tasks.js';
 import { wellFormedLines } from './input.js';
+import { firstLineIsModern, serveModernStdio } from './modern-stdio.js';
 
 /** How long a closing bridge waits for requests it already took, in ms. */
 const CLOSE_GRACE_MS = 3_000;
@@ -87,9 +88,18 @@ function kindOf(value: unknown): string {
   return value === undefined ? 'nothing' : `a ${typeof value}`;
 }
 
-/** Serves `session`'s tools over MCP stdio until stdin ends, the client goes away or a signal comes. */
+/**
+ * Serves `session`'s tools over MCP stdio until stdin ends, the client goes away or a signal
+ * comes: 2026-07-28 when the client's first message says so, else 2025-11-25.
+ */
 export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx: CallContext = {}): Promise<void> {
-  await (await openBridge(nc, session, ctx)).run();
+  const bridge = await openBridge(nc, session, ctx);
+  log(`ready: profile ${session.profile}, ${bridge.callPrefix}`);
+  if (await firstLineIsModern(process.stdin)) {
+    await bridge.close();
+    return serveModernStdio(nc, session, ctx);
+  }
+  await bridge.run();
 }
 
 /**
@@ -136,7 +146,7 @@ export class McpBridge {
   /** The `$resolve` request of `tools/list` (MCP format). */
   private readonly listRequest: ResolveRequest;
   /** Audit `callId`s are `<prefix>-<JSON-RPC id>`: JSON-RPC ids repeat across sessions, this prefix does not. */
-  private readonly callPrefix = `mcp-${randomBytes(6).toString('hex')}`;
+  readonly callPrefix = `mcp-${randomBytes(6).toString('hex')}`;
   /** The digest of the tools the client was last given or told about; undefined when unknown. */
   private digest: string | undefined;
   private readonly pending = new Set<Promise<unknown>>();
@@ -196,7 +206,6 @@ export class McpBridge {
     );
     const ended = this.ended(input);
     await this.connect(new StdioServerTransport(input));
-    log(`ready: profile ${this.session.profile}, ${this.callPrefix}`);
     const reason = await ended;
     log(`${reason}; closing`);
     await this.close();

@@ -1,18 +1,27 @@
 /**
- * `mcp --http`: the MCP bridge over Streamable HTTP (the MCP SDK's transport), for remote MCP
- * clients. One MCP session per client, each its own `McpBridge` (src/mcp/bridge.ts): its tools,
- * instructions and `list_changed` as over stdio. Where the bridge is given trusted issuers
- * (`MATRIX_TRUSTED_ISSUERS` / `--trust`, the service's), every session is opened with its own
- * grant, `Authorization: Bearer <grant>`, checked before anything is resolved, and every request
- * of the session must carry that same grant; without issuers (development) every session is
- * `--profile`'s, as over stdio. The `Host` and `Origin` headers must name this bridge (no DNS
- * rebinding); it listens on the loopback by default.
+ * `mcp --http`: the MCP bridge over Streamable HTTP, for remote MCP clients, both revisions on
+ * one endpoint (docs/mcp-bridge-2026.md). Each request passes the same pipeline: `Host`/`Origin`
+ * (no DNS rebinding), the path, the body's limits, then the SDK's era classification.
+ * - 2025-11-25 (`initialize`, `Mcp-Session-Id`, `GET`, `DELETE`): one MCP session per client
+ *   (the SDK 1.32 transport), each its own `McpBridge` (src/mcp/bridge.ts): its tools,
+ *   instructions and `list_changed` as over stdio. With trusted issuers (`MATRIX_TRUSTED_ISSUERS` /
+ *   `--trust`, the service's) every session is opened with its own grant, `Authorization: Bearer
+ *   <grant>`, checked before anything is resolved, and every request of the session must carry
+ *   that same grant.
+ * - 2026-07-28 (the `_meta` envelope): no session; `callerOf` identifies each request on its own
+ *   (the place another way of identifying callers would be checked) and the SDK 2.x handler
+ *   (src/mcp/modern.ts) serves it, so any bridge process serves any request.
+ * Without issuers (development) every client is `--profile`'s, as over stdio. It listens on the
+ * loopback by default.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { toNodeHandler, toWebRequest } from '@modelcontextprotocol/node';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isLegacyRequest } from '@modelcontextprotocol/server';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
 import { MatrixError } from '../bus/errors.js';
 import { GrantError } from '../identity/errors.js';
@@ -24,6 +33,7 @@ import { BODY_TIMEOUT_MS, notInitialize, readPostBody } from './http-body.js';
 import { allowedHosts, LOOPBACK, originRefusal, WILDCARD } from './http-hosts.js';
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './http-limits.js';
 import type { JsonRpcErrorResponse } from './input.js';
+import { callerAuthInfo, type ModernCaller, modernHandler } from './modern.js';
 
 /** Where and for whom the HTTP bridge serves. */
 export interface McpHttpOptions {
@@ -160,6 +170,14 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     },
     Math.min(idleMs, 60_000),
   ).unref();
+  // 2026-07-28 requests: each served on its own by the SDK's handler, nothing kept between them.
+  const modernClient = new BusClient(nc, { timeoutMs: 10_000 });
+  const modern = modernHandler(modernClient);
+  const serveModern = toNodeHandler(modern);
+  const modernLeg = (req: IncomingMessage, res: ServerResponse, message: unknown, caller: ModernCaller) => {
+    (req as IncomingMessage & { auth?: unknown }).auth = callerAuthInfo(caller);
+    return serveModern(req, res, message);
+  };
   let allowed = new Set<string>();
   const server: Server = createServer(
     { headersTimeout: BODY_TIMEOUT_MS, connectionsCheckingInterval: 1_000 },
@@ -184,6 +202,45 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
         'this bridge checks no bearer grants (it was started without --trust): every client is served as the bridge itself; send no Authorization',
       );
     const id = req.headers['mcp-session-id'];
+    // 2025-11-25 session requests (and GET/DELETE, which only sessions have) go on as before.
+    if (typeof id === 'string' || req.method !== 'POST') return serveSession(req, res, bearer, id);
+    const body = await readPostBody(req);
+    if (!body.ok) {
+      if (body.error !== undefined) answer(res, body.status, body.error);
+      return;
+    }
+    if (await isLegacyRequest(await toWebRequest(req, body.message), body.message))
+      return openLegacy(req, res, bearer, body.message);
+    const caller = callerOf(bearer);
+    if (typeof caller === 'string') return unauthorized(res, caller);
+    await modernLeg(req, res, body.message, caller);
+  };
+
+  /**
+   * Who a 2026-07-28 request is served as: its bearer grant's session and context when the bridge
+   * trusts issuers, else the bridge's own; a string says why its grant does not verify (401).
+   * Each request is checked on its own, so any bridge process can serve it. This is where another
+   * way of identifying a caller (an OAuth access token) would be checked.
+   */
+  const callerOf = (bearer: string | undefined): ModernCaller | string => {
+    if (verifier === undefined) return { session: options.session ?? { profile: '' }, ctx: { ...options.ctx } };
+    if (bearer === undefined) return 'a grant is required: send Authorization: Bearer <grant>';
+    try {
+      const granted = new GrantedSession(bearer, {}, verifier);
+      return { session: granted.request, ctx: granted.context() };
+    } catch (err) {
+      if (err instanceof GrantError) return err.message;
+      throw err;
+    }
+  };
+
+  /** A 2025-11-25 request of an open session, or one that needs a session (GET, DELETE). */
+  const serveSession = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    bearer: string | undefined,
+    id: string | string[] | undefined,
+  ) => {
     if (typeof id === 'string') {
       const session = sessions.get(id);
       if (session === undefined) return reply(res, 404, 'no such MCP session: initialize a new one');
@@ -220,7 +277,16 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       if (body.error !== undefined) answer(res, body.status, body.error);
       return;
     }
-    if (req.method !== 'POST') return reply(res, 400, 'a new MCP session starts with a POST of initialize');
+    return reply(res, 400, 'a new MCP session starts with a POST of initialize');
+  };
+
+  /** A POST without a session and without 2026-07-28's envelope: a 2025-11-25 client opening one. */
+  const openLegacy = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    bearer: string | undefined,
+    message: unknown,
+  ) => {
     if (admitted >= maxSessions)
       return reply(res, 503, `${admitted} MCP sessions are open, the most this bridge serves: close one first`);
     let granted: GrantedSession | undefined;
@@ -243,7 +309,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       );
     const release = admit(key);
     try {
-      await openSession(req, res, granted, bearer, release);
+      await openSession(req, res, message, granted, bearer, release);
     } catch (err) {
       release();
       throw err;
@@ -257,18 +323,17 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   const openSession = async (
     req: IncomingMessage,
     res: ServerResponse,
+    message: unknown,
     granted: GrantedSession | undefined,
     bearer: string | undefined,
     release: () => void,
   ) => {
-    const body = await readPostBody(req);
-    const refused = body.ok ? notInitialize(body.message) : body;
+    const refused = notInitialize(message);
     if (refused !== undefined && !refused.ok) {
       release();
       if (refused.error !== undefined) answer(res, refused.status, refused.error);
       return;
     }
-    const message = (body as { message: unknown }).message;
     let bridge: McpBridge;
     try {
       bridge = granted
@@ -334,6 +399,8 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       sessions.clear();
       await Promise.allSettled(open.map((s) => s.transport.close()));
       await Promise.allSettled(open.map((s) => s.bridge.close()));
+      await modern.close();
+      modernClient.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

@@ -31,9 +31,13 @@ export const users = {
   secret: { user: 'secret', pass: 'secret-secret' },
 } as const;
 
-/** The approval policy the service runs with: `$delete` only for `user:ops-*`; invoke reaches app.spy only. */
+/**
+ * The approval policy the service runs with: `$delete` only for `user:ops-*`; invoke reaches
+ * app.spy only; `guarded_wait` (test/system/mcp-2026.test.ts) waits for an approver.
+ */
 export const policy = {
   rules: [
+    { tool: 'guarded_wait', decision: 'ask' },
     { tool: 'matrix_invoke', op: '$delete', principal: 'user:ops-*', decision: 'allow' },
     { tool: 'matrix_invoke', op: '$delete', decision: 'deny', reason: 'deletes are for ops' },
     { tool: 'matrix_invoke', target: 'app.spy', decision: 'allow' },

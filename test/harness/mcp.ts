@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { sharedNatsEnv } from './bus.js';
 import { tracked } from './children.js';
 import { eventually } from './eventually.js';
+import { users } from './identity.js';
 
 /** The built CLI's entry. */
 export const CLI_MAIN = fileURLToPath(new URL('../../dist/src/cli/main.js', import.meta.url));
@@ -101,4 +102,53 @@ export function alive(pid: number): boolean {
   } catch {
     return true; // no /proc to tell a zombie by
   }
+}
+
+/** The environment of a bridge run as the secured bus's `agent` user, trusting no issuers. */
+export function agentEnv(natsUrl: string): Record<string, string> {
+  const { agent } = users;
+  return {
+    NATS_URL: natsUrl,
+    NATS_USER: agent.user,
+    NATS_PASSWORD: agent.pass,
+    NATS_INBOX_PREFIX: agent.inboxPrefix,
+    MATRIX_TRUSTED_ISSUERS: '',
+  };
+}
+
+/** A `matrix-tools mcp --http` process as the `agent` user of a secured bus. */
+export interface HttpBridgeProcess {
+  /** Its endpoint, as it said when ready. */
+  url: string;
+  /** Everything it wrote to stderr so far. */
+  log(): string;
+  stop(): void;
+}
+
+/**
+ * Starts `matrix-tools mcp --http --port 0 <args>` on `natsUrl` as the secured bus's `agent` user
+ * (test/harness/identity.ts), trusting no issuers; resolves once it says where it listens.
+ */
+export async function startHttpBridge(natsUrl: string, args: string[]): Promise<HttpBridgeProcess> {
+  const child = tracked(
+    spawn(process.execPath, [CLI_MAIN, 'mcp', '--http', '--port', '0', ...args], {
+      env: { ...process.env, ...agentEnv(natsUrl) },
+      stdio: 'pipe',
+    }),
+  );
+  let log = '';
+  child.stderr.on('data', (d: Buffer) => (log += d.toString()));
+  const url = await eventually(() => /ready on (http:\S+)/.exec(log)?.[1] ?? false, { timeoutMs: 20_000 });
+  return { url, log: () => log, stop: () => child.kill('SIGTERM') };
+}
+
+/** Resolves after `ms`, or at once when `signal` fires: a fixture op that stops when cancelled. */
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
