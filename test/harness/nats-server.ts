@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { tracked } from './children.js';
 import { ContainerUnavailableError, DEFAULT_NATS_IMAGE, startNatsContainer } from './nats-container.js';
+import { NatsVersion, natsTool } from './nats-tools.js';
 
 /** A running server a test may use. */
 export interface TestNats {
@@ -76,19 +77,27 @@ function testNatsMode(value: string | undefined): TestNatsMode {
   throw new Error(`MATRIX_TEST_NATS must be auto, container or process, not ${JSON.stringify(value)}`);
 }
 
-/** A `nats-server` process on a free loopback port, JetStream on, its own store. */
-export async function startNatsProcess(extraArgs: string[] = []): Promise<ProcessNats> {
+/**
+ * The nats-server a test runs unless told: `NATS_SERVER_BIN`, else the newest release the project
+ * tests (built once by scripts/nats.sh; .ci/run runs the integration tier again on the oldest).
+ */
+export function natsServerBin(env: NodeJS.ProcessEnv = process.env): string {
+  return env.NATS_SERVER_BIN || natsTool('server', NatsVersion.newest);
+}
+
+/** A `nats-server` process (`bin`, default `natsServerBin()`) on a free loopback port, JetStream on, its own store. */
+export async function startNatsProcess(extraArgs: string[] = [], bin = natsServerBin()): Promise<ProcessNats> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir, ...extraArgs];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
-    child = tracked(spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] }));
+    child = tracked(spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const failed = new Promise<never>((_, reject) => {
       child?.once('error', (err) =>
-        reject(new Error(`cannot run nats-server (install it: apt-get install nats-server): ${err.message}`)),
+        reject(new Error(`cannot run ${bin} (build one: scripts/nats.sh server newest): ${err.message}`)),
       );
       child?.once('exit', (code) => reject(new Error(`nats-server exited with ${code}: ${stderr}`)));
     });
