@@ -52,10 +52,11 @@ export interface OpSpec<Req = never, Rep = unknown> {
   /**
    * Checks the request's headers and reply subject before its body is read (a grant, where
    * trusted issuers are set, and its holder: the reply subject, and the last `Nats-Request-Info`,
-   * unparsed): throwing a `MatrixError` refuses the request at the cost of one header read, its
-   * body never decoded.
+   * unparsed; and the version of the nats-server the request came through, from its INFO, which
+   * a reconnect renews): throwing a `MatrixError` refuses the request at the cost of one header
+   * read, its body never decoded.
    */
-  beforeBody?: (ctx: CallContext, reply: string, requestInfo: string | undefined) => void;
+  beforeBody?: (ctx: CallContext, reply: string, requestInfo: string | undefined, server: string | undefined) => void;
 }
 
 /**
@@ -245,7 +246,7 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
-      bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo);
+      bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo, this.nc.info?.version);
       const request = this.readBody(msg, op, bound, encoding);
       if (read.context.deadline !== undefined && read.context.deadline <= Date.now()) {
         throw new TimeoutError(`the caller's deadline passed before ${op} started`);
@@ -351,7 +352,7 @@ export class Mount {
     requestInfo: string | undefined,
   ): boolean {
     try {
-      this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '', requestInfo);
+      this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '', requestInfo, this.nc.info?.version);
     } catch {
       return false;
     }

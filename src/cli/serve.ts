@@ -16,9 +16,9 @@ import type { Mount } from '../bus/mount.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { localToolSource } from '../dispatcher/session-cache.js';
 import { dispatcherMount } from '../dispatcher/system-dispatcher.js';
-import { IdentityGate, parseIssuers } from '../identity/gate.js';
+import { IdentityGate, type IdentityGateOptions, parseIssuers } from '../identity/gate.js';
 import { RevocationStore, Revocations } from '../identity/revocations.js';
-import { DEFAULT_GRANT_MAX_TTL_SECONDS, type GrantVerifierOptions } from '../identity/verify.js';
+import { DEFAULT_GRANT_MAX_TTL_SECONDS } from '../identity/verify.js';
 import { agentsMount } from '../reference-mounts/agents.js';
 import { packagesMount } from '../reference-mounts/packages.js';
 import { sessionsMount } from '../reference-mounts/sessions.js';
@@ -60,6 +60,11 @@ export interface ServeOptions {
   trust?: string;
   /** The audience a grant must name (`MATRIX_GRANT_AUDIENCE`); none by default. */
   grantAudience?: string;
+  /**
+   * Serve grants bound by `nats.user` on a nats-server without the fixes for CVE-2026-33223 and
+   * CVE-2026-33246 (`--allow-unsafe-nats`, `MATRIX_ALLOW_UNSAFE_NATS`); default false: refused there.
+   */
+  allowUnsafeNats?: boolean;
   /** Longest a grant may live, in seconds (`MATRIX_GRANT_MAX_TTL`); default 24 h. */
   grantMaxTtlSeconds?: number;
   /** Where audit events are stored, and for how long. */
@@ -104,6 +109,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     audience: options.grantAudience,
     maxTtlSeconds: options.grantMaxTtlSeconds,
     revocations,
+    allowUnsafeNats: options.allowUnsafeNats,
   });
   // Before any mount: spans and metrics from the first call on (nothing when neither is asked for).
   const telemetry = await startTelemetry({
@@ -126,8 +132,10 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   }
   const names = running.mounts.map((m) => m.name);
   const telemetryNote = telemetry ? `; telemetry: ${telemetry.description}` : '';
-  logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${identity.describe()}${telemetryNote}`);
-  void logConnectionChanges(nc, logger);
+  logger.info(
+    `${names.join(', ')} ready on ${nc.getServer()}; ${identity.describe()}; ${identity.describeServer(nc.info?.version)}${telemetryNote}`,
+  );
+  void logConnectionChanges(nc, identity, logger);
   let stopped: Promise<void> | undefined;
   const shutdown = async (reason: string) => {
     logger.info(`${reason}: draining`);
@@ -146,7 +154,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
  * The gate for the trusted issuers `trust` names: grants from them, or trusting callers when it
  * is not set. A setting that names no valid issuer is a usage error (a typo must not turn trust off).
  */
-export function identityGate(trust: string | undefined, options: GrantVerifierOptions = {}): IdentityGate {
+export function identityGate(trust: string | undefined, options: IdentityGateOptions = {}): IdentityGate {
   const issuers = parseIssuers(trust);
   try {
     if (trust !== undefined && trust.trim() !== '' && issuers.length === 0)
@@ -306,10 +314,16 @@ async function addReferenceMounts(
   }
 }
 
-/** Logs disconnects and reconnects until the connection closes. */
-async function logConnectionChanges(nc: NatsConnection, logger: Logger): Promise<void> {
+/**
+ * Logs disconnects and reconnects until the connection closes. A reconnect may reach another
+ * server of a cluster, of another version: its line says what that one guarantees (each request
+ * is checked against the server it came through; this is what an operator reads).
+ */
+async function logConnectionChanges(nc: NatsConnection, identity: IdentityGate, logger: Logger): Promise<void> {
   for await (const s of nc.status()) {
-    if (s.type === 'disconnect' || s.type === 'reconnect') logger.info(`nats ${s.type}`, { server: s.server });
+    if (s.type === 'disconnect') logger.info('nats disconnect', { server: s.server });
+    if (s.type === 'reconnect')
+      logger.info(`nats reconnect; ${identity.describeServer(nc.info?.version)}`, { server: s.server });
   }
 }
 

@@ -68,14 +68,17 @@ export interface SecuredBus {
   stop(): Promise<void>;
 }
 
-/** Starts the setup; `trust: false` runs the service trusting callers, as before grants. */
+/**
+ * Starts the setup; `trust: false` runs the service trusting callers, as before grants; `server`
+ * is the nats-server binary (default: the harness's, `natsServerBin()`).
+ */
 export async function startSecuredBus(
-  options: { trust?: boolean; env?: Record<string, string> } = {},
+  options: { trust?: boolean; env?: Record<string, string>; server?: string } = {},
 ): Promise<SecuredBus> {
   const dir = mkdtempSync(join(tmpdir(), 'identity-'));
   const policyFile = join(dir, 'policy.json');
   writeFileSync(policyFile, JSON.stringify(policy));
-  const server = await startNatsProcess(['-c', confWithMountUsers(['spy', 'secret'])]);
+  const server = await startNatsProcess(['-c', confWithMountUsers(['spy', 'secret'])], options.server);
   const issuer = createAccount();
   const env: Record<string, string> = { NATS_USER: users.service.user, NATS_PASSWORD: users.service.pass };
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();
