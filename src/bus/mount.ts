@@ -549,8 +549,13 @@ export class RequestContext implements OpContext {
     return this.controller.signal;
   }
 
+  /**
+   * Publishes a progress report onto the reply subject, only for a request that carried
+   * `Matrix-Progress: 1` (PROTOCOL 10): a plain request–reply client takes the first message on
+   * its reply subject as the reply, so a report to it would stand in for the answer.
+   */
   progress(progress: number, total?: number, message?: string): void {
-    if (this.settled || !Number.isFinite(progress)) return;
+    if (!this.wantsProgress || this.settled || !Number.isFinite(progress)) return;
     const body: Progress = { progress };
     if (total !== undefined && Number.isFinite(total)) body.total = total;
     if (message !== undefined) body.message = message;

@@ -65,7 +65,8 @@ export async function startScript(
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${path} not ready within 10 s: ${stderr}`)), 10_000);
+    // A wait, not a bound on speed: `serve` with every mount took ~10 s on a loaded 2-core machine.
+    const timer = setTimeout(() => reject(new Error(`${path} not ready within 30 s: ${stderr}`)), 30_000);
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
       if (stderr.includes(ready)) {
