@@ -12,6 +12,7 @@ import { decodeReply } from '../../src/bus/codec.js';
 import { connectBus } from '../../src/bus/connect.js';
 import type { Progress } from '../../src/bus/context.js';
 import { Header } from '../../src/bus/headers.js';
+import { Mounts } from '../../src/bus/subjects.js';
 import { eventually } from '../harness/eventually.js';
 import { oneToolContext } from '../harness/identity.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -19,16 +20,7 @@ import { type ServiceProcess, startScript } from '../harness/service.js';
 import { type SlowMount, startSlowMount } from '../harness/slow-mount.js';
 
 /** Every mount the project ships, as `serve` runs them. */
-const MOUNTS = [
-  'system.tools',
-  'system.dispatcher',
-  'system.approvals',
-  'system.tasks',
-  'system.agents',
-  'system.traces',
-  'system.packages',
-  'system.sessions',
-] as const;
+const MOUNTS = Object.values(Mounts);
 const SLOW = 'app.slowplain';
 
 describe('a plain request gets its reply first, from every mount', () => {
