@@ -85,9 +85,16 @@ export function natsServerBin(env: NodeJS.ProcessEnv = process.env): string {
   return env.NATS_SERVER_BIN || natsTool('server', NatsVersion.newest);
 }
 
-/** A `nats-server` process (`bin`, default `natsServerBin()`) on a free loopback port, JetStream on, its own store. */
-export async function startNatsProcess(extraArgs: string[] = [], bin = natsServerBin()): Promise<ProcessNats> {
-  const port = await freePort();
+/**
+ * A `nats-server` process (`bin`, default `natsServerBin()`) on a loopback port (`atPort`, default a
+ * free one: another server's after it was killed stands in for it), JetStream on, its own store.
+ */
+export async function startNatsProcess(
+  extraArgs: string[] = [],
+  bin = natsServerBin(),
+  atPort?: number,
+): Promise<ProcessNats> {
+  const port = atPort ?? (await freePort());
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir, ...extraArgs];
   let child: ChildProcess | undefined;
