@@ -2,7 +2,8 @@
 # Makes a Debian bookworm machine without Docker able to run this project's containers:
 # podman and runc from Debian, a containers.conf that works without CAP_SYS_RESOURCE and on
 # hybrid cgroups, podman's Docker-compatible API service, and local builds of the two images
-# the project uses (no image registry is reachable here, so nothing is pulled).
+# the project uses (no image registry is reachable here, so nothing is pulled): NATS from the
+# nats-server NATS_SERVER_BIN names, default the newest the project tests (scripts/nats.sh).
 #
 #   eval "$(scripts/containers.sh)"    # set up (idempotent), then export what the tests need
 #   scripts/containers.sh env          # only print the exports (after a setup)
@@ -98,7 +99,11 @@ start_service() {
   return 1
 }
 
-nats_image() { echo "localhost/matrix-nats:$(nats-server --version | sed 's/^nats-server: v//')"; }
+# The nats-server the NATS image runs: NATS_SERVER_BIN, else the newest release (built once).
+nats_binary() {
+  if [ -n "${NATS_SERVER_BIN:-}" ]; then echo "$NATS_SERVER_BIN"; else "$here/nats.sh" server newest; fi
+}
+nats_image() { echo "localhost/matrix-nats:$("$(nats_binary)" --version | sed 's/^nats-server: v//')"; }
 # The service's image runs on Node 24, as the Dockerfile's default does: the npm package's binary
 # (scripts/node.sh) when this machine's node is of another major.
 node_dir() { "$here/node.sh" 24; }
@@ -119,11 +124,11 @@ ENV
 setup() {
   # netavark and aardvark-dns are only recommended by podman: without them, containers of a
   # compose stack cannot find each other by service name.
-  install_missing podman runc netavark aardvark-dns iptables curl nats-server busybox-static debootstrap docker-compose
+  install_missing podman runc netavark aardvark-dns iptables curl busybox-static debootstrap docker-compose
   write_config
   remove_cni_bridge
   start_service
-  "$here/images/nats.sh" "$(nats_image)"
+  "$here/images/nats.sh" "$(nats_image)" "$(nats_binary)"
   "$here/images/node.sh" "$(node_image)" "$(node_dir)/node"
   print_env
 }

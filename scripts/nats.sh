@@ -8,11 +8,21 @@
 #
 #   NATS_SERVER_BIN="$(scripts/nats.sh server 2.15.3)" npm test
 #
+# VERSION may also name one of test/harness/nats-tools.ts's `NatsVersion` (newest, oldest,
+# affected, cli, nsc), the one list of the versions the project tests:
+#
+#   scripts/nats.sh server newest      # the release the whole suite and the NATS image run
+#
 # Each version builds into its own folder (cgo off, so the binary needs nothing but the kernel);
 # the module cache is Go's own. Progress goes to stderr; stdout carries only the path.
 set -euo pipefail
 tool="${1:?usage: $0 server|cli|nsc VERSION}"
 version="${2:?usage: $0 server|cli|nsc VERSION}"
+if [[ "$version" =~ ^[a-z]+$ ]]; then
+  named="$version"
+  version="$(sed -n "s/^  $named: '\([^']*\)',\$/\1/p" "$(dirname "$0")/../test/harness/nats-tools.ts")"
+  [ -n "$version" ] || { echo "$0: test/harness/nats-tools.ts's NatsVersion names no '$named'" >&2; exit 2; }
+fi
 version="${version#v}"
 case "$tool" in
   server) module="github.com/nats-io/nats-server/v2"; name=nats-server ;;

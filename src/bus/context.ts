@@ -71,7 +71,8 @@ export interface OpContext extends CallContext {
   readonly signal: AbortSignal;
   /**
    * Reports progress to the caller (a message with `Matrix-Progress: 1` on the reply subject).
-   * Does nothing after the reply, or for a request that is a publish.
+   * Does nothing for a request that did not ask (`wantsProgress` false), after the reply, or for
+   * a request that is a publish.
    */
   progress(progress: number, total?: number, message?: string): void;
 }

@@ -52,11 +52,17 @@ export interface OpSpec<Req = never, Rep = unknown> {
   /**
    * Checks the request's headers and reply subject before its body is read (a grant, where
    * trusted issuers are set, and its holder: the reply subject, and the last `Nats-Request-Info`,
-   * unparsed): throwing a `MatrixError` refuses the request at the cost of one header read, its
-   * body never decoded. A check that must wait (an access token whose issuer's keys are asked)
-   * returns a promise; the body is read once it settles, and a rejection refuses the request.
+   * unparsed; and the version of the nats-server the request came through, from its INFO, which
+   * a reconnect renews): throwing a `MatrixError` refuses the request at the cost of one header
+   * read, its body never decoded. A check that must wait (an access token whose issuer's keys are
+   * asked) returns a promise; the body is read once it settles, and a rejection refuses the request.
    */
-  beforeBody?: (ctx: CallContext, reply: string, requestInfo: string | undefined) => void | Promise<void>;
+  beforeBody?: (
+    ctx: CallContext,
+    reply: string,
+    requestInfo: string | undefined,
+    server: string | undefined,
+  ) => void | Promise<void>;
 }
 
 /**
@@ -245,7 +251,7 @@ export class Mount {
       if (bound === undefined) {
         throw new NotFoundError(`mount ${this.name} has no op '${op}'; it answers ${[...this.ops.keys()].join(', ')}`);
       }
-      const checking = bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo);
+      const checking = bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo, this.nc.info?.version);
       if (checking instanceof Promise) {
         checking.then(
           () => this.afterCheck(msg, op, bound, read, encoding, started),
@@ -380,7 +386,7 @@ export class Mount {
     requestInfo: string | undefined,
   ): boolean {
     try {
-      const checking = this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '', requestInfo);
+      const checking = this.ops.get(ctx.op)?.spec.beforeBody?.(by, reply ?? '', requestInfo, this.nc.info?.version);
       // A check that must wait is of a grant the call's own check did not leave verified: not its caller's.
       if (checking instanceof Promise) {
         checking.catch(() => {});
@@ -582,8 +588,13 @@ export class RequestContext implements OpContext {
     return this.controller.signal;
   }
 
+  /**
+   * Publishes a progress report onto the reply subject, only for a request that carried
+   * `Matrix-Progress: 1` (PROTOCOL 10): a plain request–reply client takes the first message on
+   * its reply subject as the reply, so a report to it would stand in for the answer.
+   */
   progress(progress: number, total?: number, message?: string): void {
-    if (this.settled || !Number.isFinite(progress)) return;
+    if (!this.wantsProgress || this.settled || !Number.isFinite(progress)) return;
     const body: Progress = { progress };
     if (total !== undefined && Number.isFinite(total)) body.total = total;
     if (message !== undefined) body.message = message;

@@ -130,6 +130,13 @@ export const serveSettings = {
     description: 'the audience a grant must name in its aud (audience_mismatch otherwise)',
     defaultText: 'none (a grant naming an aud is refused)',
   },
+  allowUnsafeNats: {
+    flags: '--allow-unsafe-nats',
+    env: 'MATRIX_ALLOW_UNSAFE_NATS',
+    description:
+      'serve grants bound by nats.user on a nats-server without the fixes for CVE-2026-33223 and CVE-2026-33246 (any client can forge their holder there); true or false',
+    defaultText: 'false (refused there: unsafe_server)',
+  },
   grantMaxTtl: {
     flags: '--grant-max-ttl <duration>',
     env: 'MATRIX_GRANT_MAX_TTL',
@@ -319,6 +326,8 @@ export function serveConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env):
   if (typeof audience === 'string') options.grantAudience = audience;
   const oidc = oidcConfig(value(s.trustOidc), value(s.oidcAudience), value(s.oidcMapping));
   if (oidc !== undefined) options.oidc = oidc;
+  const allowUnsafeNats = yesOrNo(s.allowUnsafeNats.env, value(s.allowUnsafeNats));
+  if (allowUnsafeNats !== undefined) options.allowUnsafeNats = allowUnsafeNats;
   const maxTtl = grantMaxTtlSeconds(value(s.grantMaxTtl));
   if (maxTtl !== undefined) options.grantMaxTtlSeconds = maxTtl;
   const share = wholeNumber(s.auditShare.env, value(s.auditShare), 0);
@@ -383,6 +392,15 @@ export function wholeNumber(
     );
   }
   return n;
+}
+
+/** A switch: the flag given (true), or its variable's `true`/`1` or `false`/`0`; undefined when unset; else a usage error naming `name`. */
+export function yesOrNo(name: string, value: unknown): boolean | undefined {
+  if (value === undefined || typeof value === 'boolean') return value;
+  const text = String(value).trim().toLowerCase();
+  if (text === 'true' || text === '1') return true;
+  if (text === 'false' || text === '0') return false;
+  throw new UsageError(`${name} must be true or false, got '${String(value)}'`);
 }
 
 /**

@@ -17,11 +17,11 @@ import { Mounts, mountReplyPrefix } from '../bus/subjects.js';
 import { Dispatcher } from '../dispatcher/dispatcher.js';
 import { localToolSource } from '../dispatcher/session-cache.js';
 import { dispatcherMount } from '../dispatcher/system-dispatcher.js';
-import { IdentityGate, parseIssuers } from '../identity/gate.js';
+import { IdentityGate, type IdentityGateOptions, parseIssuers } from '../identity/gate.js';
 import { loadClaimsMapping } from '../identity/oidc/mapping.js';
 import { OidcTrust } from '../identity/oidc/trust.js';
 import { RevocationStore, Revocations } from '../identity/revocations.js';
-import { DEFAULT_GRANT_MAX_TTL_SECONDS, type GrantVerifierOptions } from '../identity/verify.js';
+import { DEFAULT_GRANT_MAX_TTL_SECONDS } from '../identity/verify.js';
 import type { ServerConfig } from '../mcp/host/config.js';
 import { agentsMount } from '../reference-mounts/agents.js';
 import { packagesMount } from '../reference-mounts/packages.js';
@@ -71,6 +71,11 @@ export interface ServeOptions {
   oidc?: { issuers: string[]; audience: string; mapping: string };
   /** The audience a grant must name (`MATRIX_GRANT_AUDIENCE`); none by default. */
   grantAudience?: string;
+  /**
+   * Serve grants bound by `nats.user` on a nats-server without the fixes for CVE-2026-33223 and
+   * CVE-2026-33246 (`--allow-unsafe-nats`, `MATRIX_ALLOW_UNSAFE_NATS`); default false: refused there.
+   */
+  allowUnsafeNats?: boolean;
   /** Longest a grant may live, in seconds (`MATRIX_GRANT_MAX_TTL`); default 24 h. */
   grantMaxTtlSeconds?: number;
   /** Where audit events are stored, and for how long. */
@@ -118,6 +123,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
     maxTtlSeconds: options.grantMaxTtlSeconds,
     revocations,
     oidc,
+    allowUnsafeNats: options.allowUnsafeNats,
   });
   for (const failure of (await oidc?.start()) ?? [])
     logger.error(`${failure}; its keys are fetched again on its first token`);
@@ -156,8 +162,10 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
   const telemetryNote = telemetry ? `; telemetry: ${telemetry.description}` : '';
   // The policy only where this instance decides: another instance may serve system.approvals.
   const policyNote = names.includes(Mounts.Approvals) ? `${describePolicy(options.policy, policy)}; ` : '';
-  logger.info(`${names.join(', ')} ready on ${nc.getServer()}; ${policyNote}${identity.describe()}${telemetryNote}`);
-  void logConnectionChanges(nc, logger);
+  logger.info(
+    `${names.join(', ')} ready on ${nc.getServer()}; ${policyNote}${identity.describe()}; ${identity.describeServer(nc.info?.version)}${telemetryNote}`,
+  );
+  void logConnectionChanges(nc, identity, logger);
   let stopped: Promise<void> | undefined;
   const shutdown = async (reason: string) => {
     logger.info(`${reason}: draining`);
@@ -179,7 +187,7 @@ export async function serve(options: ServeOptions, logger: Logger = stderrLogger
  * The gate for the trusted issuers `trust` names: grants from them, or trusting callers when it
  * is not set. A setting that names no valid issuer is a usage error (a typo must not turn trust off).
  */
-export function identityGate(trust: string | undefined, options: GrantVerifierOptions = {}): IdentityGate {
+export function identityGate(trust: string | undefined, options: IdentityGateOptions = {}): IdentityGate {
   const issuers = parseIssuers(trust);
   try {
     if (trust !== undefined && trust.trim() !== '' && issuers.length === 0)
@@ -380,10 +388,16 @@ async function readMcpServers(path: string): Promise<ServerConfig[]> {
   }
 }
 
-/** Logs disconnects and reconnects until the connection closes. */
-async function logConnectionChanges(nc: NatsConnection, logger: Logger): Promise<void> {
+/**
+ * Logs disconnects and reconnects until the connection closes. A reconnect may reach another
+ * server of a cluster, of another version: its line says what that one guarantees (each request
+ * is checked against the server it came through; this is what an operator reads).
+ */
+async function logConnectionChanges(nc: NatsConnection, identity: IdentityGate, logger: Logger): Promise<void> {
   for await (const s of nc.status()) {
-    if (s.type === 'disconnect' || s.type === 'reconnect') logger.info(`nats ${s.type}`, { server: s.server });
+    if (s.type === 'disconnect') logger.info('nats disconnect', { server: s.server });
+    if (s.type === 'reconnect')
+      logger.info(`nats reconnect; ${identity.describeServer(nc.info?.version)}`, { server: s.server });
   }
 }
 

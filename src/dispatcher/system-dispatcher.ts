@@ -52,6 +52,7 @@ export function dispatcherMount(nc: NatsConnection, options: DispatcherMountOpti
     description: 'The tool dispatcher: runs LLM tool calls against the mounts their context allows.',
     maxRequestBytes: options.maxRequestBytes,
     logger: options.logger,
+    describe: () => ({ natsServer: identity.natsServer(nc.info?.version) }),
     onStop: options.dispatcher === undefined ? () => dispatcher.close() : undefined,
     // A $call refused before it ran (bad body, bad header, deadline past) is audited as well,
     // under the principal of its grant when that grant is valid.

@@ -7,8 +7,25 @@ import type { CallContext } from '../bus/context.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { grantedRequest } from './authorize.js';
 import { GrantError } from './errors.js';
+import {
+  describeServer,
+  holderBindingOn,
+  type NatsServerReport,
+  natsServerReport,
+  REQUEST_INFO_CVE,
+  REQUEST_INFO_CVES,
+} from './nats-server.js';
 import { GrantFailure, type VerifiedGrant } from './types.js';
 import { GrantVerifier, type GrantVerifierOptions, signedFor } from './verify.js';
+
+/** What the gate is told beside the verifier's options. */
+export interface IdentityGateOptions extends GrantVerifierOptions {
+  /**
+   * Serve grants bound by `nats.user` on a nats-server without the fixes for CVE-2026-33223 and
+   * CVE-2026-33246 (`--allow-unsafe-nats`, `MATRIX_ALLOW_UNSAFE_NATS`); default false: refused there.
+   */
+  allowUnsafeNats?: boolean;
+}
 
 /** A request admitted: what to resolve, and the context to act under downstream. */
 export interface Admitted {
@@ -18,21 +35,38 @@ export interface Admitted {
 
 /** Admits requests by grant (trusted issuers given) or trusts callers (none). */
 export class IdentityGate {
-  private constructor(private readonly verifier: GrantVerifier | undefined) {}
+  private constructor(
+    private readonly verifier: GrantVerifier | undefined,
+    /** `--allow-unsafe-nats`: holder binding served on a server that cannot guarantee it. */
+    readonly allowUnsafeNats: boolean,
+  ) {}
 
   /** Development: the caller's body and headers are taken as they are. */
   static trustingCallers(): IdentityGate {
-    return new IdentityGate(undefined);
+    return new IdentityGate(undefined, false);
   }
 
   /** Grants from these issuers (public nkeys) only; with none, trusting callers. */
-  static forIssuers(issuers: readonly string[], options?: GrantVerifierOptions): IdentityGate {
-    return new IdentityGate(issuers.length === 0 ? undefined : new GrantVerifier(issuers, options));
+  static forIssuers(issuers: readonly string[], options: IdentityGateOptions = {}): IdentityGate {
+    return new IdentityGate(
+      issuers.length === 0 ? undefined : new GrantVerifier(issuers, options),
+      options.allowUnsafeNats === true,
+    );
   }
 
   /** Grants of these nkey issuers and of the OIDC issuers `options.oidc` trusts (either may be none). */
-  static forGrants(issuers: readonly string[], options: GrantVerifierOptions): IdentityGate {
-    return new IdentityGate(new GrantVerifier(issuers, options));
+  static forGrants(issuers: readonly string[], options: IdentityGateOptions): IdentityGate {
+    return new IdentityGate(new GrantVerifier(issuers, options), options.allowUnsafeNats === true);
+  }
+
+  /** The ready line's (and a reconnect line's) word on the nats-server of `version`. */
+  describeServer(version: string | undefined): string {
+    return describeServer(version, this.allowUnsafeNats);
+  }
+
+  /** `$introspect`'s `natsServer`: the server of `version`, and what a grant bound by `nats.user` meets there. */
+  natsServer(version: string | undefined): NatsServerReport {
+    return natsServerReport(version, this.allowUnsafeNats);
   }
 
   /** Does this gate trust callers (no issuers)? */
@@ -92,30 +126,40 @@ export class IdentityGate {
    * and a cache lookup. A grant bound to its holder holds only for that holder (`wrong_holder`):
    * with `nats.user`, the sender nats-server attests in the `Nats-Request-Info` of the request's
    * last header line (`requestInfo`, parsed only for such a grant); with only `nats.inbox`, a
-   * reply subject under that prefix. The verified grant stays cached for `admit`. A no-op when
-   * trusting callers.
+   * reply subject under that prefix. `server` is the version of the nats-server the request came
+   * through (its INFO's, read per request, so a reconnect to another server counts): one without
+   * the fixes for CVE-2026-33223 and CVE-2026-33246, or none given, cannot vouch for a sender, and
+   * a grant bound by `nats.user` is refused there (`unsafe_server`) unless `allowUnsafeNats`.
+   * The verified grant stays cached for `admit`. A no-op when trusting callers.
    */
-  checkGrant(ctx: CallContext, reply: string | undefined, requestInfo?: string): void | Promise<void> {
+  checkGrant(ctx: CallContext, reply: string | undefined, requestInfo?: string, server?: string): void | Promise<void> {
     const verifier = this.verifier;
     if (verifier === undefined) return;
     if (verifier.needsAsync(ctx.grant))
       return verifier
         .verifyAsync(ctx.grant)
-        .then((grant) => this.checkHolder(grant, reply, requestInfo))
+        .then((grant) => this.checkHolder(grant, reply, requestInfo, server))
         .catch((err: unknown) => {
           throw failClosed(err);
         });
     try {
-      this.checkHolder(verifier.verify(ctx.grant), reply, requestInfo);
+      this.checkHolder(verifier.verify(ctx.grant), reply, requestInfo, server);
     } catch (err) {
       throw failClosed(err);
     }
   }
 
   /** The holder check of `checkGrant`, on a verified grant. */
-  private checkHolder(grant: VerifiedGrant, reply: string | undefined, requestInfo: string | undefined): void {
+  private checkHolder(
+    grant: VerifiedGrant,
+    reply: string | undefined,
+    requestInfo: string | undefined,
+    server: string | undefined,
+  ): void {
     const { user, account, inbox } = grant.claims.nats;
     if (user !== undefined) {
+      if (holderBindingOn(server, this.allowUnsafeNats) === 'refused')
+        throw signedFor(unsafeServer(server), grant.claims);
       const sender = attestedSender(requestInfo);
       if (sender === undefined || sender.user !== user || (account !== undefined && sender.acc !== account))
         throw signedFor(notTheUser(user, account, sender), grant.claims);
@@ -125,8 +169,12 @@ export class IdentityGate {
   }
 
   /** `checkGrant` bound to this gate, as every op that needs a grant gives it for its `beforeBody`. */
-  readonly beforeBody = (ctx: CallContext, reply: string, requestInfo: string | undefined): void | Promise<void> =>
-    this.checkGrant(ctx, reply, requestInfo);
+  readonly beforeBody = (
+    ctx: CallContext,
+    reply: string,
+    requestInfo: string | undefined,
+    server: string | undefined,
+  ): void | Promise<void> => this.checkGrant(ctx, reply, requestInfo, server);
 
   /**
    * Whom a valid grant names, for a request refused before its grant was checked (an invalid
@@ -220,6 +268,15 @@ function notTheUser(user: string, account: string | undefined, sender: { acc?: s
   return new GrantError(
     GrantFailure.WrongHolder,
     `Matrix-Grant is bound to ${holder}: ${why}, so it is not its holder's`,
+  );
+}
+
+function unsafeServer(server: string | undefined) {
+  return new GrantError(
+    GrantFailure.UnsafeServer,
+    `Matrix-Grant is bound to a NATS user, but nats-server ${server ?? '(no version)'} lacks the fixes for ${REQUEST_INFO_CVES}: ` +
+      `any client can forge the Nats-Request-Info that names its holder there (${REQUEST_INFO_CVE}), so it is refused; ` +
+      'upgrade nats-server (2.14 or newer), or run the service with --allow-unsafe-nats',
   );
 }
 

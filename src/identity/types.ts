@@ -105,6 +105,12 @@ export const GrantFailure = {
    * attested), or, with only `nats.inbox`, the reply subject is not under that prefix.
    */
   WrongHolder: 'wrong_holder',
+  /**
+   * Bound by `nats.user`, on a nats-server without the fixes for CVE-2026-33223 and
+   * CVE-2026-33246 (any client could forge its holder there), and the service does not run with
+   * `--allow-unsafe-nats`.
+   */
+  UnsafeServer: 'unsafe_server',
   /** Its `aud` does not name this deployment's `MATRIX_GRANT_AUDIENCE`, or names one where the service has none. */
   AudienceMismatch: 'audience_mismatch',
   /** It lives longer than `MATRIX_GRANT_MAX_TTL` (from `iat`, or from now). */

@@ -145,7 +145,7 @@ export function registryMount(nc: NatsConnection, options: RegistryMountOptions 
       description: 'The tool registry: which tools an agent profile may use.',
       maxRequestBytes: options.maxRequestBytes,
       logger: options.logger,
-      describe: () => registry.describe(),
+      describe: () => ({ ...registry.describe(), natsServer: identity.natsServer(nc.info?.version) }),
       ops: {
         $list: {
           description: 'Lists tool contexts in key order, a page at a time.',

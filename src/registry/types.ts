@@ -2,6 +2,7 @@
  * The data shapes of the registry (PROTOCOL section 5). Each mirrors a schema in
  * `contracts/`; `test/contracts.test.ts` holds the two together.
  */
+import type { NatsServerReport } from '../identity/nats-server.js';
 import type { AnthropicToolReference, OpenAIToolSearchOutput, ProviderTool } from './provider-tools.js';
 
 /** How the dispatcher shapes a tool's reply for the model. */
@@ -293,6 +294,11 @@ export interface IntrospectReply {
    * counting the rest.
    */
   diagnostics?: Diagnostic[];
+  /**
+   * system.tools' and system.dispatcher's: the nats-server this instance is connected to now,
+   * and what a grant bound by `nats.user` meets there (PROTOCOL 16).
+   */
+  natsServer?: NatsServerReport;
   instance: { id: string; startedAt: string };
 }
 

@@ -78,7 +78,8 @@ export interface SecuredBus {
  * trusting callers, as before grants; `mounts` names more mount users (`<name>` for
  * `app.<name>`, password `<name>-secret`) for the test's own mounts; `conf` is more server
  * configuration (a leafnodes listener, say; deploy/nats.conf only); `natsArgs` go to nats-server
- * besides its configuration.
+ * besides its configuration; `server` is the nats-server binary (default: the harness's,
+ * `natsServerBin()`).
  */
 export async function startSecuredBus(
   options: {
@@ -89,20 +90,24 @@ export async function startSecuredBus(
     agentMaxPayload?: number;
     conf?: string;
     deployment?: Deployment;
+    server?: string;
   } = {},
 ): Promise<SecuredBus> {
   const deployment = options.deployment ?? staticDeployment;
   const dir = mkdtempSync(join(tmpdir(), 'identity-'));
   const policyFile = join(dir, 'policy.json');
   writeFileSync(policyFile, JSON.stringify(policy));
-  const server = await startNatsProcess([
-    ...deployment.serverArgs({
-      mounts: ['spy', 'secret', ...(options.mounts ?? [])],
-      agentMaxPayload: options.agentMaxPayload,
-      more: options.conf,
-    }),
-    ...(options.natsArgs ?? []),
-  ]);
+  const server = await startNatsProcess(
+    [
+      ...deployment.serverArgs({
+        mounts: ['spy', 'secret', ...(options.mounts ?? [])],
+        agentMaxPayload: options.agentMaxPayload,
+        more: options.conf,
+      }),
+      ...(options.natsArgs ?? []),
+    ],
+    { bin: options.server },
+  );
   const issuer = createAccount();
   const env: Record<string, string> = deployment.env(users.service.user);
   if (options.trust !== false) env.MATRIX_TRUSTED_ISSUERS = issuer.getPublicKey();

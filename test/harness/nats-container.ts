@@ -6,7 +6,7 @@
  */
 
 /** The image a user pulls; `NATS_IMAGE` names another (scripts/containers.sh sets its local build). */
-export const DEFAULT_NATS_IMAGE = 'nats:2.10-alpine';
+export const DEFAULT_NATS_IMAGE = 'nats:2.15.3-alpine';
 
 /** A started NATS container and how to connect to it. */
 export interface StartedNats {

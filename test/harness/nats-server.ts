@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { tracked } from './children.js';
 import { ContainerUnavailableError, DEFAULT_NATS_IMAGE, startNatsContainer } from './nats-container.js';
+import { NatsVersion, natsTool } from './nats-tools.js';
 
 /** A running server a test may use. */
 export interface TestNats {
@@ -77,15 +78,23 @@ function testNatsMode(value: string | undefined): TestNatsMode {
 }
 
 /**
- * A `nats-server` process on a free loopback port, JetStream on with its own store unless
- * `jetstream: false`; `bin` is the server to run (default `NATS_SERVER_BIN`, else `nats-server`
- * on PATH).
+ * The nats-server a test runs unless told: `NATS_SERVER_BIN`, else the newest release the project
+ * tests (built once by scripts/nats.sh; .ci/run runs the integration tier again on the oldest).
+ */
+export function natsServerBin(env: NodeJS.ProcessEnv = process.env): string {
+  return env.NATS_SERVER_BIN || natsTool('server', NatsVersion.newest);
+}
+
+/**
+ * A `nats-server` process on a loopback port (`atPort`, default a free one: another server's after
+ * it was killed stands in for it), JetStream on with its own store unless `jetstream: false`; `bin`
+ * is the server to run (default `natsServerBin()`).
  */
 export async function startNatsProcess(
   extraArgs: string[] = [],
-  { jetstream = true, bin = process.env.NATS_SERVER_BIN ?? 'nats-server' }: { jetstream?: boolean; bin?: string } = {},
+  { jetstream = true, bin = natsServerBin(), atPort }: { jetstream?: boolean; bin?: string; atPort?: number } = {},
 ): Promise<ProcessNats> {
-  const port = await freePort();
+  const port = atPort ?? (await freePort());
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
   const args = ['-a', '127.0.0.1', '-p', String(port), ...(jetstream ? ['-js', '-sd', storeDir] : []), ...extraArgs];
   let child: ChildProcess | undefined;
@@ -95,7 +104,7 @@ export async function startNatsProcess(
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const failed = new Promise<never>((_, reject) => {
       child?.once('error', (err) =>
-        reject(new Error(`cannot run nats-server (install it: apt-get install nats-server): ${err.message}`)),
+        reject(new Error(`cannot run ${bin} (build one: scripts/nats.sh server newest): ${err.message}`)),
       );
       child?.once('exit', (code) => reject(new Error(`nats-server exited with ${code}: ${stderr}`)));
     });

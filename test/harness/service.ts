@@ -53,7 +53,7 @@ export async function startScript(
   ready: string,
   env: Record<string, string> = {},
   args: string[] = [],
-  readyMs = 10_000,
+  readyMs = 30_000,
 ): Promise<ServiceProcess> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does) first`);
@@ -66,6 +66,7 @@ export async function startScript(
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
+    // A wait, not a bound on speed: `serve` with every mount took ~10 s on a loaded 2-core machine.
     const timer = setTimeout(() => reject(new Error(`${path} not ready within ${readyMs} ms: ${stderr}`)), readyMs);
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();

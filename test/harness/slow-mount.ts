@@ -28,6 +28,8 @@ export interface SlowMount {
   stopped: string[];
   /** The `Matrix-Call-Id` of each request, in order. */
   callIds: (string | undefined)[];
+  /** Whether each request asked for progress (`Matrix-Progress: 1`), in the same order. */
+  asked: boolean[];
   stop(): Promise<void>;
 }
 
@@ -41,6 +43,7 @@ export async function startSlowMount(nc: NatsConnection, name: string): Promise<
     finished: 0,
     stopped: [],
     callIds: [],
+    asked: [],
     stop: () => state.mount.stop(),
   };
   state.mount = new Mount(nc, {
@@ -55,6 +58,7 @@ export async function startSlowMount(nc: NatsConnection, name: string): Promise<
         handle: async (req: { steps?: number; stepMs?: number }, ctx: OpContext) => {
           state.started++;
           state.callIds.push(ctx.callId);
+          state.asked.push(ctx.wantsProgress);
           const steps = req.steps ?? 3;
           const signal = ctx.signal;
           for (let i = 1; i <= steps; i++) {

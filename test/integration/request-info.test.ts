@@ -3,8 +3,11 @@
  * (`nats.user`, docs/protocol.md 3.1) relies to hold for requests as well as replies. A
  * request's reply subject is the sender's to choose; `Nats-Request-Info` on a message that
  * crosses a service import with `share: true` is the server's: it names the authenticated user,
- * also for a publish that names another user's inbox as its reply subject, and a value the client
- * set is never the last one. Inside the service's own account nothing is attested.
+ * also for a publish that names another user's inbox as its reply subject. A server with the fix
+ * for CVE-2026-33223 (the harness's, the newest or the oldest supported) drops every value a
+ * client set; one without it (2.12.5, as 2.9.10) drops only the first, so a client's second value
+ * arrives (why the service reads only the last line, and refuses user-bound grants on such a
+ * server). Inside the service's own account nothing is attested.
  */
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +16,8 @@ import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectBus } from '../../src/bus/connect.js';
 import { eventually } from '../harness/eventually.js';
-import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+import { natsServerBin, type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
+import { NatsVersion, natsTool } from '../harness/nats-tools.js';
 
 const REQUEST_INFO = 'Nats-Request-Info';
 const CONF = `
@@ -34,7 +38,17 @@ function attested(msg: Msg): string[] {
   return (msg.headers?.values(REQUEST_INFO) ?? []).map((v) => (JSON.parse(v) as { user?: string }).user ?? '');
 }
 
-describe('Nats-Request-Info across a service import with share: true', () => {
+/** Each server the file runs on, and what reaches the service of two values a client set. */
+const servers = [
+  { name: 'the harness’s server (fixed)', bin: () => natsServerBin(), twoForged: ['agent-2'] },
+  {
+    name: `${NatsVersion.affected} (affected)`,
+    bin: () => natsTool('server', NatsVersion.affected),
+    twoForged: ['agent', 'agent-2'],
+  },
+];
+
+describe.each(servers)('Nats-Request-Info across a service import with share: true, on $name', ({ bin, twoForged }) => {
   let server: ProcessNats;
   let service: NatsConnection;
   let agent: NatsConnection;
@@ -44,7 +58,7 @@ describe('Nats-Request-Info across a service import with share: true', () => {
   beforeAll(async () => {
     const conf = join(tmpdir(), `request-info-${process.pid}.conf`);
     writeFileSync(conf, CONF);
-    server = await startNatsProcess(['-c', conf]);
+    server = await startNatsProcess(['-c', conf], { bin: bin() });
     service = await connectBus({ servers: server.url, user: 'service', pass: 's' });
     service.subscribe('system.>', { callback: (_err, msg) => void seen.set(msg.subject, msg) });
     await service.flush();
@@ -73,9 +87,9 @@ describe('Nats-Request-Info across a service import with share: true', () => {
     expect(blind.reply).toMatch(/^_R_\./);
   });
 
-  it('keeps no value a client set as the last: the server drops the first and appends its own', async () => {
+  it('keeps no value a client set as the last: the server drops what it strips and appends its own', async () => {
     expect(attested(await received(other, 'system.one', ['agent']))).toEqual(['agent-2']);
-    expect(attested(await received(other, 'system.two', ['agent', 'agent']))).toEqual(['agent', 'agent-2']);
+    expect(attested(await received(other, 'system.two', ['agent', 'agent']))).toEqual(twoForged);
   });
 
   it('attests nothing inside the service’s own account: what the sender set arrives', async () => {

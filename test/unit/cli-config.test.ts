@@ -92,6 +92,21 @@ describe('CLI configuration: flags over environment over defaults', () => {
     });
   });
 
+  it('reads --allow-unsafe-nats and MATRIX_ALLOW_UNSAFE_NATS (true/false, 1/0), and refuses anything else', () => {
+    expect(serveConfig(serveFlags('--allow-unsafe-nats'), {}).allowUnsafeNats).toBe(true);
+    expect(serveConfig(serveFlags(), {}).allowUnsafeNats).toBeUndefined();
+    for (const [text, value] of [
+      ['true', true],
+      ['1', true],
+      ['FALSE', false],
+      ['0', false],
+    ] as const)
+      expect(serveConfig(serveFlags(), { MATRIX_ALLOW_UNSAFE_NATS: text }).allowUnsafeNats, text).toBe(value);
+    expect(() => serveConfig(serveFlags(), { MATRIX_ALLOW_UNSAFE_NATS: 'yes please' })).toThrow(
+      "MATRIX_ALLOW_UNSAFE_NATS must be true or false, got 'yes please'",
+    );
+  });
+
   it('refuses replicas that are not a whole number from 1 to 5, naming the variable', () => {
     for (const bad of ['0', '6', '2.5', 'three', ' ']) {
       expect(() => serveConfig(serveFlags(), { MATRIX_TOOLS_REPLICAS: bad })).toThrow(UsageError);

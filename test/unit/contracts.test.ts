@@ -144,6 +144,7 @@ const shapes = {
     contexts: 'optional',
     tools: 'optional',
     diagnostics: 'optional',
+    natsServer: 'optional',
     instance: 'required',
   } satisfies Presence<IntrospectReply>,
   task: {

@@ -25,10 +25,13 @@ const info = (acc: string, user: string) =>
   `{"start":"2026-12-02T01:10:43.748671376Z","host":"127.0.0.1","id":7,"acc":"${acc}","user":"${user}","name":"bridge","lang":"nats.js","ver":"3.4.0","rtt":1178734,"server":"NCXYED7AQMHP256GVSV3LPML3SYZLPHQUG6CFFMJTZOTHQA4MKT4ST6J","kind":"Client","client_type":"nats"}`;
 const REPLY = '_R_.pKiPSx.Graitl';
 
-/** What `checkGrant` says: 'ok', or the failure it names. */
-function check(grant: string, reply: string | undefined, requestInfo?: string): string {
+/** The version of a server with the fixes for CVE-2026-33223 and CVE-2026-33246, whose Nats-Request-Info is trusted. */
+const FIXED = '2.15.3';
+
+/** What `checkGrant` says on a server of `server`'s version: 'ok', or the failure it names. */
+function check(grant: string, reply: string | undefined, requestInfo?: string, server = FIXED, by = gate): string {
   try {
-    gate.checkGrant({ grant }, reply, requestInfo);
+    by.checkGrant({ grant }, reply, requestInfo, server);
     return 'ok';
   } catch (err) {
     return String((err as { details?: { grant?: string } }).details?.grant);
@@ -69,7 +72,7 @@ describe('a grant bound to its NATS user', () => {
   it('names the holder and the attested sender in its refusal, and the grant’s principal and session', () => {
     let refusal: { message?: string; subject?: string; session?: string } = {};
     try {
-      gate.checkGrant({ grant: bound }, REPLY, info('AGENTS', 'agent-2'));
+      gate.checkGrant({ grant: bound }, REPLY, info('AGENTS', 'agent-2'), FIXED);
     } catch (err) {
       refusal = err as typeof refusal;
     }
@@ -91,13 +94,45 @@ describe('a grant bound to its NATS user', () => {
   });
 });
 
+describe('a grant bound to its NATS user, on a server that cannot vouch for the sender', () => {
+  const bound = mintGrant(issuer, { ...spec, user: 'agent', account: 'AGENTS' });
+  const holder = info('AGENTS', 'agent');
+
+  it('is refused (unsafe_server) from its holder on a server without both fixes, or of no version', () => {
+    for (const server of ['2.12.5', '2.11.14', '2.10.29', '2.9.10', '2.12.6-RC.1', 'not a version', ''])
+      expect(check(bound, REPLY, holder, server), server).toBe('unsafe_server');
+    expect(() => gate.checkGrant({ grant: bound }, REPLY, holder, undefined)).toThrow(/no version/);
+    for (const server of ['2.11.15', '2.12.6', '2.13.0', '2.14.10', '2.15.3', 'v3.0.0'])
+      expect(check(bound, REPLY, holder, server), server).toBe('ok');
+  });
+
+  it('names CVE-2026-33223 and the way out in its refusal', () => {
+    expect(() => gate.checkGrant({ grant: bound }, REPLY, holder, '2.12.5')).toThrow(
+      /nats-server 2\.12\.5 lacks the fixes for CVE-2026-33223 and CVE-2026-33246.*--allow-unsafe-nats/,
+    );
+  });
+
+  it('is served there with allowUnsafeNats, still only to the user the server names', () => {
+    const unsafe = IdentityGate.forIssuers([issuer.getPublicKey()], { allowUnsafeNats: true });
+    expect(check(bound, REPLY, holder, '2.9.10', unsafe)).toBe('ok');
+    expect(check(bound, REPLY, info('AGENTS', 'agent-2'), '2.9.10', unsafe)).toBe('wrong_holder');
+  });
+
+  it('leaves grants bound by inbox, or unbound, alone: they do not rest on Nats-Request-Info', () => {
+    expect(check(mintGrant(issuer, { ...spec, inbox: '_INBOX_agent' }), '_INBOX_agent.x', undefined, '2.9.10')).toBe(
+      'ok',
+    );
+    expect(check(mintGrant(issuer, spec), REPLY, undefined, '2.9.10')).toBe('ok');
+  });
+});
+
 describe('a grant bound to an inbox prefix only', () => {
   const inboxBound = mintGrant(issuer, { ...spec, inbox: '_INBOX_agent' });
 
   it('holds for its replies, whatever Nats-Request-Info says, and says why an import’s reply fails', () => {
     expect(check(inboxBound, '_INBOX_agent.abc', undefined)).toBe('ok');
     expect(check(inboxBound, '_INBOX_agent-2.abc', info('AGENTS', 'agent'))).toBe('wrong_holder');
-    expect(() => gate.checkGrant({ grant: inboxBound }, REPLY, info('AGENTS', 'agent'))).toThrow(/--user/);
+    expect(() => gate.checkGrant({ grant: inboxBound }, REPLY, info('AGENTS', 'agent'), FIXED)).toThrow(/--user/);
   });
 
   it('an unbound grant holds for any sender', () => {

@@ -1,8 +1,8 @@
-// A NATS micro service in Go, as Debian's nats.go ships `micro` (its first shape: one endpoint,
-// `$SRV.INFO` answers `subject`, no `endpoints`). It serves MICRO_MOUNT.echo as service
+// A NATS micro service in Go, built with current nats.go from the Go module proxy (go.mod): its
+// `$SRV.INFO` lists its endpoints, each with its subject. It serves MICRO_MOUNT.echo as service
 // MICRO_MOUNT with dots as dashes, until interrupted. test/integration/go-micro.test.ts builds it:
 //
-//	GO111MODULE=off GOPATH=/usr/share/gocode go build -o go-micro ./test/harness/go-micro
+//	GOFLAGS=-mod=mod go build -o go-micro ./test/harness/go-micro
 package main
 
 import (
@@ -28,15 +28,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	_, err = micro.AddService(nc, micro.Config{
+	svc, err := micro.AddService(nc, micro.Config{
 		Name:        strings.ReplaceAll(mount, ".", "-"),
 		Version:     "1.0.0",
 		Description: "a Go micro service",
-		Endpoint: micro.Endpoint{
-			Subject: mount + ".echo",
-			Handler: func(r *micro.Request) { r.Respond(r.Data()) },
-		},
 	})
+	if err == nil {
+		err = svc.AddEndpoint("echo", micro.HandlerFunc(func(r micro.Request) { _ = r.Respond(r.Data()) }),
+			micro.WithEndpointSubject(mount+".echo"))
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -45,5 +45,5 @@ func main() {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	<-stop
-	nc.Drain()
+	_ = nc.Drain()
 }
