@@ -32,10 +32,25 @@ export class CallFailure extends Error {
   }
 }
 
+/**
+ * Longest message an error result carries, in characters: a target's own error message is its
+ * to write, and uncut it would make a result (and the task record that keeps it) as large as the
+ * target likes, twice over (`content` and `error.message`).
+ */
+export const MAX_ERROR_MESSAGE_CHARS = 4096;
+
 /** The error result of a failed call (its `durationMs` is filled in by the audit step). */
 export function errorResult(callId: string, name: string, failed: CallFailure): ToolResult {
-  const error = { code: failed.code, message: failed.message };
-  return { callId, name, isError: true, content: failed.message, error, durationMs: 0 };
+  const message = boundedMessage(failed.message);
+  const error = { code: failed.code, message };
+  return { callId, name, isError: true, content: message, error, durationMs: 0 };
+}
+
+/** A message within `MAX_ERROR_MESSAGE_CHARS`, saying how much was cut. */
+function boundedMessage(message: string): string {
+  if (message.length <= MAX_ERROR_MESSAGE_CHARS) return message;
+  const cut = message.length - MAX_ERROR_MESSAGE_CHARS;
+  return `${message.slice(0, MAX_ERROR_MESSAGE_CHARS)}… (${cut} more characters cut)`;
 }
 
 /**
