@@ -33,7 +33,14 @@ import { deadlineOf, Header, putHeader, replyHeadersOf, writeContext } from './h
 import { randomToken } from './ids.js';
 import { type Logger, silentLogger } from './log.js';
 import { readReply } from './read-reply.js';
-import { type Counted, DEFAULT_REPORT_BOUND, overBound, ProgressFeed, type ReportBound } from './reports.js';
+import {
+  type Counted,
+  DEFAULT_REPORT_BOUND,
+  overBound,
+  ProgressFeed,
+  type ReportBound,
+  TargetReports,
+} from './reports.js';
 import { type Callback, guarded, opSubject } from './subjects.js';
 
 /** How one request is made. */
@@ -81,6 +88,8 @@ export interface BusClientOptions {
   replies?: ReplyMode;
   /** What a target may send onto one request's reply subject; default `DEFAULT_REPORT_BOUND`. */
   reportBound?: ReportBound;
+  /** The progress reports all of one target's requests may send together; default `DEFAULT_TARGET_REPORT_BOUND`. */
+  targetReportBound?: ReportBound;
 }
 
 /** How a client receives replies (`BusClientOptions.replies`). */
@@ -119,6 +128,7 @@ export class BusClient {
   private readonly logger: Logger;
   private readonly perRequest: boolean;
   private readonly bound: ReportBound;
+  private readonly targetReports: TargetReports;
   /** The callback of every reply subscription. */
   private readonly receive: Callback = guarded((err, msg) => {
     if (err === null) this.onReply(msg);
@@ -133,6 +143,7 @@ export class BusClient {
     this.logger = options.logger ?? silentLogger;
     this.perRequest = options.replies === ReplyMode.PerRequest;
     this.bound = options.reportBound ?? DEFAULT_REPORT_BOUND;
+    this.targetReports = new TargetReports(options.targetReportBound);
     // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user
     // receive replies.
     this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
@@ -344,6 +355,13 @@ export class BusClient {
     }
     const h = replyHeadersOf(msg);
     if (h?.progress === true) {
+      // Every report of the target's requests together is bounded too: a flood spread over many calls.
+      const spread = this.targetReports.count(p.subject, now);
+      if (spread !== undefined) {
+        this.drop(token, p);
+        p.reject(spread);
+        return;
+      }
       // Nobody listening: counted, never decoded.
       p.progress?.report(msg, h.contentType, now);
       return;

@@ -57,19 +57,61 @@ export function overBound(
   now: number,
 ): TargetFloodError | undefined {
   counted.messages++;
-  const refill = ((now - counted.countedAt) * bound.perSecond) / 1000;
-  counted.countedAt = now;
-  counted.tokens = Math.min(bound.burst, counted.tokens + refill);
-  if (counted.tokens >= 1) {
-    counted.tokens -= 1;
-    return undefined;
-  }
-  const target = subject.slice(0, subject.lastIndexOf('.'));
+  if (take(counted, bound, now)) return undefined;
+  const target = mountOf(subject);
   const seconds = ((now - counted.sentAt) / 1000).toFixed(1);
   return new TargetFloodError(
     `${target} sent ${counted.messages} messages onto the reply subject of one request to ${subject} in ${seconds} s, more than the ${bound.burst} at once and ${bound.perSecond} a second a request takes: the request was stopped`,
     { details: { target, messages: counted.messages } },
   );
+}
+
+/**
+ * The progress reports all of one target's requests may send together: a flood spread over many
+ * requests, each within its own bound, is bounded too. Generous for a target that reports on many
+ * calls at once (the MCP host thins each call's reports to 20 a second).
+ */
+export const DEFAULT_TARGET_REPORT_BOUND: ReportBound = { burst: 5000, perSecond: 2000 };
+
+/** One bucket per target mount, of the progress reports of all its requests. */
+export class TargetReports {
+  private readonly byTarget = new Map<string, { tokens: number; countedAt: number; reports: number }>();
+
+  constructor(private readonly bound: ReportBound = DEFAULT_TARGET_REPORT_BOUND) {}
+
+  /**
+   * Counts one progress report onto a request to `subject` at `now`; a `TargetFloodError` naming
+   * its mount once that mount's bucket is empty (the request it came for is stopped), else undefined.
+   */
+  count(subject: string, now: number): TargetFloodError | undefined {
+    const target = mountOf(subject);
+    let bucket = this.byTarget.get(target);
+    if (bucket === undefined) {
+      bucket = { tokens: this.bound.burst, countedAt: now, reports: 0 };
+      this.byTarget.set(target, bucket);
+    }
+    bucket.reports++;
+    if (take(bucket, this.bound, now)) return undefined;
+    return new TargetFloodError(
+      `${target} sent more progress reports onto its requests' reply subjects than the ${this.bound.burst} at once and ${this.bound.perSecond} a second all its requests take together (${bucket.reports} so far): this request was stopped`,
+      { details: { target, messages: bucket.reports } },
+    );
+  }
+}
+
+/** Takes one token from a bucket refilled at `bound.perSecond` up to `bound.burst`; false when it is empty. */
+function take(bucket: { tokens: number; countedAt: number }, bound: ReportBound, now: number): boolean {
+  const refill = ((now - bucket.countedAt) * bound.perSecond) / 1000;
+  bucket.countedAt = now;
+  bucket.tokens = Math.min(bound.burst, bucket.tokens + refill);
+  if (bucket.tokens < 1) return false;
+  bucket.tokens -= 1;
+  return true;
+}
+
+/** The mount of a request subject (`<mount>.<op>`). */
+function mountOf(subject: string): string {
+  return subject.slice(0, subject.lastIndexOf('.'));
 }
 
 /**

@@ -98,6 +98,51 @@ describe('replies a target sends onto a request of its own', () => {
     expect(callerNc.stats().inMsgs - before).toBeLessThan(1000);
   });
 
+  it("bounds the reports of all of a target's requests together, each within its own bound", async () => {
+    const spread = uniqueMount('spread');
+    const calm = uniqueMount('calm');
+    // 150 reports a request, under the per-request burst of 200; 20 such requests at once.
+    targetNc.subscribe(`${spread}.$report`, {
+      callback: (_err, msg) => {
+        for (let i = 0; i < 150; i++) msg.respond(light, { headers: progress });
+        msg.respond(encode({ ok: true }));
+      },
+    });
+    targetNc.subscribe(`${calm}.$report`, {
+      callback: (_err, msg) => {
+        for (let i = 0; i < 150; i++) msg.respond(light, { headers: progress });
+        msg.respond(encode({ ok: true }));
+      },
+    });
+    await targetNc.flush();
+    const spreadClient = new BusClient(callerNc, {
+      timeoutMs: 20_000,
+      inboxPrefix: TARGETS_INBOX_PREFIX,
+      replies: ReplyMode.PerRequest,
+      reportBound: { burst: 200, perSecond: 10 },
+      targetReportBound: { burst: 1000, perSecond: 10 },
+    });
+    try {
+      const outcomes = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          spreadClient.request(spread, '$report', {}).then(
+            () => 'answered',
+            (err: unknown) => err,
+          ),
+        ),
+      );
+      const stopped = outcomes.filter((o): o is TargetFloodError => o instanceof TargetFloodError);
+      // 20 × 150 = 3,000 reports against 1,000 for the target: most requests are stopped, naming it.
+      expect(stopped.length).toBeGreaterThanOrEqual(10);
+      expect(stopped[0]?.details?.target).toBe(spread);
+      expect(stopped[0]?.message).toMatch(/all its requests take together/);
+      // Another target's bucket is its own.
+      expect(await spreadClient.request(calm, '$report', {})).toEqual({ ok: true });
+    } finally {
+      spreadClient.close();
+    }
+  });
+
   it('decodes no report nobody listens to, and at most one an interval of those it holds back', async () => {
     /** Event-loop time of one `$heavy` request (100 reports of 5,000 keys each), and the reports its listener got. */
     const timed = async (listen: boolean, everyMs: number): Promise<{ cpuMs: number; told: Progress[] }> => {
