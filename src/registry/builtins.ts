@@ -217,16 +217,47 @@ export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * A tool name as a model might confuse it: case folded, `-` and `_` dropped (`MATRIX_INVOKE`,
- * `matrix-invoke` and `matrixInvoke` are all `matrixinvoke`).
+ * The tools the coding workers' own SDKs give the model under their own names (Claude Code's and
+ * Codex's), beside repo-coding's generic ones: a bus tool of such a name would sit beside the
+ * worker's, and the model could not tell which it calls.
+ */
+export const WORKER_OWN_TOOL_NAMES = [
+  'Bash',
+  'BashOutput',
+  'KillBash',
+  'Read',
+  'Write',
+  'Edit',
+  'MultiEdit',
+  'Glob',
+  'Grep',
+  'LS',
+  'NotebookEdit',
+  'WebFetch',
+  'WebSearch',
+  'TodoWrite',
+  'Task',
+  'shell',
+  'local_shell',
+  'apply_patch',
+  'exec_command',
+  'write_stdin',
+  'update_plan',
+  'view_image',
+] as const;
+
+/**
+ * A tool name as a model might confuse it: case folded, `-` and `_` dropped, and the letters and
+ * digits that read alike in a tool name's alphabet taken as one (`l`, `I`, `1` as `i`; `0` as
+ * `o`): `MATRIX_INVOKE`, `matrix-invoke`, `matrixInvoke` and `matrix_lnvoke` are all `matrixinvoke`.
  */
 export function foldToolName(name: string): string {
-  return name.toLowerCase().replace(/[-_]/g, '');
+  return name.toLowerCase().replace(/[-_]/g, '').replace(/[l1]/g, 'i').replace(/0/g, 'o');
 }
 
-/** The reserved names (the built-in tools' and the worker SDK's), by their folded form. */
+/** The reserved names (the built-in tools', the worker SDKs'), by their folded form. */
 const RESERVED_BY_FOLD: ReadonlyMap<string, string> = new Map(
-  [...BUILTIN_TOOL_NAMES, ...WORKER_SDK_TOOLS].map((name) => [foldToolName(name), name]),
+  [...BUILTIN_TOOL_NAMES, ...WORKER_SDK_TOOLS, ...WORKER_OWN_TOOL_NAMES].map((name) => [foldToolName(name), name]),
 );
 
 /**

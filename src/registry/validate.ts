@@ -117,26 +117,30 @@ function isReservedTarget(target: string, op: string): boolean {
 }
 
 /**
- * Paths of tools, bus or SDK, that take a reserved name or a lookalike of one (PROTOCOL 6.2: the
- * built-in tools' names; and the worker SDK's own tools, which a bus tool would shadow or which
- * a registered context would otherwise hand to every session that names it).
+ * Paths of tools that take a reserved name or a lookalike of one (PROTOCOL 6.2: the built-in
+ * tools' names; and the worker SDKs' own tools, which a bus tool would sit beside), and of every
+ * `sdkTools` entry: the worker's own tools come from the built-in contexts a request names, never
+ * from a registered one, which would hand them to every session whose grant names it.
  */
 export function reservedNames(spec: ToolContextSpec, prefix = ''): Violation[] {
   const violations: Violation[] = [];
-  const check = (name: string, path: string, kind: string) => {
-    const reserved = reservedLookalike(name);
-    if (reserved === undefined) return;
-    const what = BUILTIN_TOOL_NAMES.has(reserved) ? 'a built-in tool' : "one of the worker SDK's own tools";
-    const as = reserved === name ? 'the name' : `a lookalike of the name ('${reserved}')`;
+  for (const [i, tool] of (spec.matrixTools ?? []).entries()) {
+    const reserved = reservedLookalike(tool.name);
+    if (reserved === undefined) continue;
+    const what = BUILTIN_TOOL_NAMES.has(reserved) ? 'a built-in tool' : "one of the worker SDKs' own tools";
+    const as = reserved === tool.name ? 'the name' : `a lookalike of the name ('${reserved}')`;
     violations.push({
-      path,
-      message: `${name} is ${as} of ${what}: no registered ${kind} may take it`,
+      path: `${prefix}/matrixTools/${i}/name`,
+      message: `${tool.name} is ${as} of ${what}: no registered tool may take it`,
       keyword: 'reserved',
     });
-  };
-  for (const [i, tool] of (spec.matrixTools ?? []).entries())
-    check(tool.name, `${prefix}/matrixTools/${i}/name`, 'tool');
-  for (const [i, name] of (spec.sdkTools ?? []).entries()) check(name, `${prefix}/sdkTools/${i}`, 'SDK tool');
+  }
+  for (const [i, name] of (spec.sdkTools ?? []).entries())
+    violations.push({
+      path: `${prefix}/sdkTools/${i}`,
+      message: `${name}: a registered context may not name the worker's own tools (sdkTools); only a built-in context the request names gives them`,
+      keyword: 'reserved',
+    });
   return violations;
 }
 

@@ -71,7 +71,6 @@ const testContexts: ToolContextSpec[] = [
       tool('widget', '$widget', { target: MICRO, encoding: 'json' }),
       tool('widget_status', '$status', { target: MICRO }),
     ],
-    sdkTools: ['local_shell'],
     permissions: { approval: { tools: ['gated'] } },
     timeoutMs: 5_000,
   },
@@ -240,7 +239,8 @@ describe('the dispatcher', () => {
     });
 
     it('tells the model that an SDK tool is its own to call', async () => {
-      expect(await call('local_shell')).toMatchObject({
+      const coding = { profile: 'test', toolContextRefs: ['dispatch-test', 'repo-coding'] };
+      expect(await call('run_shell', {}, coding)).toMatchObject({
         isError: true,
         error: { code: 'forbidden' },
         content: expect.stringContaining('SDK tool'),

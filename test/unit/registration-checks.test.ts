@@ -54,25 +54,41 @@ describe('the checks of $register', () => {
     expect(registrationError(spec('x', [tool('fine')]), { maxPayload: 1024 * 1024 })).toBeUndefined();
   });
 
-  it("refuses the built-in tools' names, the worker SDK's, and their case, - and _ lookalikes", () => {
+  it("refuses the built-in tools' names, the worker SDKs', and their lookalikes", () => {
     for (const name of [
       'matrix_invoke',
       'MATRIX_INVOKE',
       'matrix-invoke',
       'MatrixInvoke',
+      'matrix_lnvoke',
       'write_file',
       'Write-File',
+      'read_fiIe',
       'RUN_SHELL',
+      'run_she1l',
+      'Bash',
+      'bash',
+      'apply_patch',
+      'Write',
+      'tool_search',
     ]) {
       const error = registrationError(spec('x', [tool(name)]));
       expect(error, name).toBeInstanceOf(ForbiddenError);
-      expect(error?.message, name).toMatch(/reserved|built-in tool|worker SDK/);
+      expect(error?.message, name).toMatch(/built-in tool|worker SDKs'/);
     }
-    const asSdk = registrationError({ ...spec('x', [tool('fine')]), sdkTools: ['run_shell'] });
-    expect(asSdk).toBeInstanceOf(ForbiddenError);
-    expect(asSdk?.message).toContain("/spec/sdkTools/0 run_shell is the name of one of the worker SDK's own tools");
-    expect(registrationError({ ...spec('x', [tool('fine')]), sdkTools: ['local_lint'] })).toBeUndefined();
-    expect(registrationError(spec('x', [tool('matrix_invoker'), tool('fs_write_file')]))).toBeUndefined();
+    expect(
+      registrationError(spec('x', [tool('matrix_invoker'), tool('fs_write_file'), tool('bash_history')])),
+    ).toBeUndefined();
+  });
+
+  it('refuses every sdkTools entry of a registered context: only a built-in context gives the worker its tools', () => {
+    for (const name of ['run_shell', 'local_lint', 'Bash', 'exec_command']) {
+      const error = registrationError({ ...spec('x', [tool('fine')]), sdkTools: [name] });
+      expect(error, name).toBeInstanceOf(ForbiddenError);
+      expect(error?.message, name).toContain(
+        '/spec/sdkTools/0 ' + name + ": a registered context may not name the worker's own tools",
+      );
+    }
   });
 
   it('refuses a context too large for max_payload in any rendering, and only then', () => {
