@@ -108,7 +108,7 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
     const good = await cli(url, 'check', 'system.tools');
     expect(good.code).toBe(0);
     expect(good.stdout).toMatch(
-      /^ok\s+\$introspect\s+6 ops: \$introspect \$list \$register \$resolve \$revoke \$unregister$/m,
+      /^ok\s+\$introspect\s+7 ops: \$introspect \$list \$register \$resolve \$revoke \$search \$unregister$/m,
     );
     expect(good.stdout).toContain('10 of 10 hold');
 

@@ -116,7 +116,7 @@ describe('the ready line', () => {
 
   it('says the default policy and development mode when given neither', async () => {
     expect(await readyLine({})).toMatch(
-      /; approvals: default policy \(ask a person for every gated call\); identity: trusting callers \(development\)$/,
+      /; approvals: default policy \(ask a person for every gated call\); identity: trusting callers \(development\); nats-server /,
     );
   });
 
@@ -129,7 +129,7 @@ describe('the ready line', () => {
     const [a, b] = [createAccount().getPublicKey(), createAccount().getPublicKey()];
     expect(await readyLine({ policy, trust: `${a},${b}` })).toMatch(
       new RegExp(
-        `; approvals: policy ${policy} \\(1 rule, default deny\\); identity: grants from 2 issuer\\(s\\): ${a}, ${b}$`,
+        `; approvals: policy ${policy} \\(1 rule, default deny\\); identity: grants from 2 issuer\\(s\\): ${a}, ${b}; nats-server `,
       ),
     );
   });
