@@ -11,6 +11,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { parseIssuers } from '../identity/gate.js';
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from '../mcp/http-limits.js';
 import { addApprovalCommands } from './approvals.js';
+import { addAuthCalloutCommand } from './auth-callout.js';
 import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
@@ -33,6 +34,7 @@ addApprovalCommands(program);
 addTaskCommands(program);
 addCheckCommand(program);
 addConsoleCommand(program);
+addAuthCalloutCommand(program);
 addIdentityCommands(program, withSession);
 withConnection(
   withSession(

@@ -77,13 +77,21 @@ function testNatsMode(value: string | undefined): TestNatsMode {
 }
 
 /** A `nats-server` process on a free loopback port, JetStream on, its own store. */
-export async function startNatsProcess(extraArgs: string[] = []): Promise<ProcessNats> {
+export async function startNatsProcess(
+  extraArgs: string[] = [],
+  options: { env?: Record<string, string> } = {},
+): Promise<ProcessNats> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir, ...extraArgs];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
-    child = tracked(spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] }));
+    child = tracked(
+      spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, ...options.env },
+      }),
+    );
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const failed = new Promise<never>((_, reject) => {
