@@ -10,9 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CallEvent } from '../../src/audit/events.js';
 import { watchCalls } from '../../src/audit/log.js';
-import { BusClient } from '../../src/bus/client.js';
 import { connectBus } from '../../src/bus/connect.js';
-import type { ToolResult } from '../../src/dispatcher/types.js';
 import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
 import { startIdp, type TestIdp } from '../harness/oidc.js';
@@ -68,17 +66,28 @@ describe('approving with an IdP token (--token-file)', () => {
     writeFileSync(bob, await idp.token('bob'));
 
     const args = { target: 'system.agents', op: '$introspect', args: { mount: 'system.tools' } };
-    // The agent calls over the bus with its token as the grant (the CLI's `call --grant` reads
-    // a grant's claims as an nkey grant's, so it takes no access token).
-    const agent = new BusClient(await connectBus({ servers: server.url }), { timeoutMs: 60_000 });
+    // The agent calls with the CLI, its token as the grant; the profile is the flags' to say.
+    const watcher = await connectBus({ servers: server.url });
     const events: CallEvent[] = [];
-    const stopWatching = watchCalls(agent.nc, (e) => void events.push(e));
-    await agent.nc.flush();
-    const calling = agent.request<ToolResult>(
-      'system.dispatcher',
-      '$call',
-      { session: { profile: 'edit' }, call: { id: 'c-1', name: 'matrix_invoke', arguments: args } },
-      { grant: await idp.token('alpha') },
+    const stopWatching = watchCalls(watcher, (e) => void events.push(e));
+    await watcher.flush();
+    const agentToken = await idp.token('alpha');
+    const noProfile = await cli(server.url, 'call', 'matrix_invoke', '--grant', agentToken);
+    expect(noProfile.code).toBe(2);
+    expect(noProfile.stderr).toContain('--profile is required with an access token as --grant');
+    const calling = cli(
+      server.url,
+      'call',
+      'matrix_invoke',
+      '--grant',
+      agentToken,
+      '--profile',
+      'edit',
+      '--args',
+      JSON.stringify(args),
+      '--timeout',
+      '60000',
+      '--json',
     );
     const listed = await eventually(async () => {
       const out = await cli(server.url, 'approvals', '--token-file', ana, '--json');
@@ -101,14 +110,16 @@ describe('approving with an IdP token (--token-file)', () => {
     expect(approved.code, approved.stderr).toBe(0);
     expect(approved.stdout).toMatch(new RegExp(`^approved ${listed.approvalId} as user:ana at `));
     const called = await calling;
-    expect(called.isError).toBe(false);
-    expect(JSON.stringify(called)).toContain('system.tools');
+    expect(called.code, called.stderr).toBe(0);
+    expect(called.stdout).toContain('system.tools');
     // The audit event names the IdP's principals: who called, and who approved.
     await eventually(() =>
-      expect(events.find((e) => e.callId === 'c-1')).toMatchObject({ principal: 'user:alpha', approvedBy: 'user:ana' }),
+      expect(events.find((e) => e.approvedBy !== undefined)).toMatchObject({
+        principal: 'user:alpha',
+        approvedBy: 'user:ana',
+      }),
     );
     stopWatching();
-    agent.close();
-    await agent.nc.close();
+    await watcher.close();
   }, 120_000);
 });
