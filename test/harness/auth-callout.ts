@@ -15,6 +15,7 @@ import { decodeJwt } from 'jose';
 import { roleUser } from '../../src/identity/callout/roles.js';
 import type { NatsRole } from '../../src/identity/oidc/mapping.js';
 import { type ProcessNats, startNatsProcess } from './nats-server.js';
+import { NatsVersion, natsTool } from './nats-tools.js';
 import { startIdp, type TestIdp } from './oidc.js';
 import { type ServiceProcess, startScript } from './service.js';
 
@@ -86,7 +87,10 @@ export async function startCalloutBus(options: { xkey?: boolean; ttlSeconds?: nu
     );
   }
   const passwords = { auth: 'auth-pw', service: 'service-pw', weather: 'weather-pw' };
+  // Auth callout needs nats-server 2.10 or newer: the one NATS_SERVER_BIN names, else the newest
+  // release built by scripts/nats.sh (Debian's, first on PATH, is 2.9).
   const server = await startNatsProcess(['-c', conf], {
+    bin: process.env.NATS_SERVER_BIN ?? natsTool('server', NatsVersion.newest),
     env: {
       MATRIX_CALLOUT_ISSUER: issuer.getPublicKey(),
       MATRIX_CALLOUT_PASSWORD: passwords.auth,

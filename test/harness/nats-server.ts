@@ -79,7 +79,12 @@ function testNatsMode(value: string | undefined): TestNatsMode {
 /** A `nats-server` process on a free loopback port, JetStream on, its own store. */
 export async function startNatsProcess(
   extraArgs: string[] = [],
-  options: { env?: Record<string, string> } = {},
+  options: {
+    /** Variables of the server's environment (a config's `$NAME` reads them). */
+    env?: Record<string, string>;
+    /** The nats-server binary; default `NATS_SERVER_BIN`, else `nats-server` on PATH. */
+    bin?: string;
+  } = {},
 ): Promise<ProcessNats> {
   const port = await freePort();
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
@@ -87,7 +92,7 @@ export async function startNatsProcess(
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
     child = tracked(
-      spawn(process.env.NATS_SERVER_BIN ?? 'nats-server', args, {
+      spawn(options.bin ?? process.env.NATS_SERVER_BIN ?? 'nats-server', args, {
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, ...options.env },
       }),
