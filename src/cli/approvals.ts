@@ -4,6 +4,7 @@
  * `Matrix-Grant` where the service trusts issuers. `approve` shows the whole approval first and
  * asks at a terminal; without one it needs `--yes`.
  */
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
 import { type Command, Option } from 'commander';
 import {
@@ -222,13 +223,42 @@ function describe(kind: string, e: ApprovalEvent): string {
   return `${e.decision === 'approve' ? 'approved' : 'rejected'} ${e.approvalId} ${call} by ${e.by ?? '?'}${reason}`;
 }
 
-/** Declares `approvals`, `approve` and `reject`, each with the connection flags and `--grant`. */
+/**
+ * The action of an approver's verb: `--token-file` (an access token of the identity provider the
+ * service trusts, PROTOCOL 14) is sent as the grant, as `--grant` would be; both is a usage error.
+ */
+function approverAction(verb: Parameters<typeof verbAction>[0], ...positional: string[]) {
+  const action = verbAction(verb, ...positional);
+  return (...params: unknown[]) => {
+    const cmd = params[params.length - 1] as Command;
+    const { tokenFile, grant } = cmd.opts<{ tokenFile?: string; grant?: string }>();
+    if (tokenFile !== undefined) {
+      if (grant !== undefined && cmd.getOptionValueSource('grant') === 'cli')
+        throw new UsageError('give --grant or --token-file, not both');
+      let token: string;
+      try {
+        token = readFileSync(tokenFile, 'utf8').trim();
+      } catch (err) {
+        throw new UsageError(`cannot read --token-file ${tokenFile}: ${(err as Error).message}`);
+      }
+      cmd.setOptionValue('grant', token);
+    }
+    return action(...params);
+  };
+}
+
+/** Declares `approvals`, `approve` and `reject`, each with the connection flags, `--grant` and `--token-file`. */
 export function addApprovalCommands(program: Command): void {
   const grant = () =>
     new Option(
       '--grant <jwt|file>',
       "an approver's grant (nats.approve), sent as Matrix-Grant (env: MATRIX_GRANT)",
     ).env('MATRIX_GRANT');
+  const tokenFile = () =>
+    new Option(
+      '--token-file <file>',
+      "an access token of the identity provider the service trusts (--trust-oidc), sent as Matrix-Grant: you approve as the IdP's principal (env: MATRIX_TOKEN_FILE)",
+    ).env('MATRIX_TOKEN_FILE');
   withConnection(
     program
       .command('approvals')
@@ -236,9 +266,10 @@ export function addApprovalCommands(program: Command): void {
   )
     .argument('[id]', 'one approval id: its whole arguments, digest and whether they were cut')
     .addOption(grant())
+    .addOption(tokenFile())
     .option('--watch', 'then print each approval asked and answered, until Ctrl-C')
     .option('--json', 'print JSON (with --watch: one object per line)')
-    .action(verbAction(approvals, 'id'));
+    .action(approverAction(approvals, 'id'));
   withConnection(
     program
       .command('approve')
@@ -248,12 +279,14 @@ export function addApprovalCommands(program: Command): void {
     .option('--reason <text>', 'why (kept with the decision)')
     .option('--yes', 'do not ask (needed where stdin is not a terminal)')
     .addOption(grant())
+    .addOption(tokenFile())
     .option('--json', 'print the answer as JSON')
-    .action(verbAction(approve, 'id'));
+    .action(approverAction(approve, 'id'));
   withConnection(program.command('reject').description('reject a pending approval: its call is not made'))
     .argument('<id>', 'the approval id (matrix-tools approvals)')
     .requiredOption('--reason <text>', 'why: the model reads it')
     .addOption(grant())
+    .addOption(tokenFile())
     .option('--json', 'print the answer as JSON')
-    .action(verbAction(reject, 'id'));
+    .action(approverAction(reject, 'id'));
 }

@@ -9,14 +9,17 @@
  */
 import { Command, CommanderError, Option } from 'commander';
 import { parseIssuers } from '../identity/gate.js';
+import type { McpHttpOptions } from '../mcp/http.js';
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from '../mcp/http-limits.js';
 import { addApprovalCommands } from './approvals.js';
+import { addAuthCalloutCommand } from './auth-callout.js';
 import { addCheckCommand } from './check.js';
 import { addToolCommands } from './commands.js';
 import { withConnection } from './config.js';
 import { addConsoleCommand } from './console.js';
 import { addIdentityCommands } from './grant.js';
 import { addMcpHostCommands } from './mcp-host.js';
+import { type McpOAuthFlags, oauthResourceOf, withOAuthFlags } from './mcp-oauth.js';
 import { ExitCode, reportError, UsageError } from './output.js';
 import { verbAction } from './run.js';
 import { addServeCommand } from './serve.js';
@@ -34,12 +37,15 @@ addApprovalCommands(program);
 addTaskCommands(program);
 addCheckCommand(program);
 addConsoleCommand(program);
+addAuthCalloutCommand(program);
 addIdentityCommands(program, withSession);
-withConnection(
-  withSession(
-    program
-      .command('mcp')
-      .description("serve a profile's tools over MCP: stdio (for Claude, Cursor, …), or Streamable HTTP with --http"),
+withOAuthFlags(
+  withConnection(
+    withSession(
+      program
+        .command('mcp')
+        .description("serve a profile's tools over MCP: stdio (for Claude, Cursor, …), or Streamable HTTP with --http"),
+    ),
   ),
 )
   .option('--http', 'serve MCP Streamable HTTP on --host:--port/mcp instead of stdio')
@@ -73,19 +79,21 @@ withConnection(
       .default(String(DEFAULT_IDLE_MS / 60_000)),
   )
   .action(
-    verbAction(async (client, args: SessionFlags & McpHttpFlags) => {
+    verbAction(async (client, args: SessionFlags & McpHttpFlags & McpOAuthFlags) => {
       // Loaded here: the MCP SDK is a third of every other verb's start-up time.
       if (args.http) {
-        const { serveMcpHttp } = await import('../mcp/http.js');
+        const { MCP_PATH, serveMcpHttp } = await import('../mcp/http.js');
         const issuers = parseIssuers(args.trust);
         const port = Number(args.port);
         if (!Number.isInteger(port) || port < 0 || port > 65_535)
           throw new UsageError(`--port must be a port number, got ${JSON.stringify(args.port)}`);
-        if (issuers.length === 0 && !args.profile && !args.grant)
+        const warn = (line: string) => void process.stderr.write(`mcp bridge: warning: ${line}\n`);
+        const oauth = await oauthResourceOf(args, { host: args.host, port, path: MCP_PATH }, client.nc, warn);
+        if (oauth === undefined && issuers.length === 0 && !args.profile && !args.grant)
           throw new UsageError(
             '--http needs --trust / MATRIX_TRUSTED_ISSUERS (a grant per client) or a --profile to serve',
           );
-        await serveMcpHttp(client.nc, {
+        const options: McpHttpOptions = {
           host: args.host,
           port,
           issuers,
@@ -93,8 +101,12 @@ withConnection(
           maxSessions: positiveInteger('--max-sessions', args.maxSessions),
           maxSessionsPerGrant: positiveInteger('--max-sessions-per-grant', args.maxSessionsPerGrant),
           idleMs: positiveInteger('--idle-minutes', args.idleMinutes) * 60_000,
-          ...(issuers.length === 0 ? { session: sessionRequest(args), ctx: grantContext(args) } : {}),
-        });
+          ...(issuers.length === 0 && oauth === undefined
+            ? { session: sessionRequest(args), ctx: grantContext(args) }
+            : {}),
+        };
+        if (oauth === undefined) await serveMcpHttp(client.nc, options);
+        else await (await import('../mcp/oauth-serve.js')).serveMcpOAuth(client.nc, { ...options, oauth });
         return ExitCode.Ok;
       }
       const { serveMcp } = await import('../mcp/bridge.js');

@@ -1,5 +1,7 @@
 /** The session flags of `resolve`, `call` and `mcp`, and the `$resolve` request they describe. */
+
 import { type Command, Option } from 'commander';
+import { decodeProtectedHeader } from 'jose';
 import type { CallContext } from '../bus/context.js';
 import { GrantedSession, loadGrant } from '../identity/granted.js';
 import type { ResolveRequest } from '../registry/types.js';
@@ -60,12 +62,17 @@ const csv = (text: string | undefined) =>
 /** The `$resolve` request the flags describe. */
 export function sessionRequest(flags: SessionFlags): ResolveRequest {
   // With a grant, its authority; flags given besides are sent too, for the service to hold against it.
-  const request: ResolveRequest = flags.grant
-    ? { ...new GrantedSession(loadGrant(flags.grant)).request }
-    : { profile: '' };
+  // An access token's authority is the service's claims mapping, unknown here: the flags say it.
+  const grant = flags.grant ? loadGrant(flags.grant) : undefined;
+  const request: ResolveRequest =
+    grant !== undefined && !isAccessToken(grant) ? { ...new GrantedSession(grant).request } : { profile: '' };
   if (flags.profile) request.profile = flags.profile;
   if (!request.profile)
-    throw new UsageError('--profile is required (or --grant / MATRIX_GRANT, whose profile is used)');
+    throw new UsageError(
+      grant === undefined
+        ? '--profile is required (or --grant / MATRIX_GRANT, whose profile is used)'
+        : '--profile is required with an access token as --grant (the service maps its claims to a profile)',
+    );
   if (flags.worker) request.worker = flags.worker;
   const refs = csv(flags.refs);
   if (refs) request.toolContextRefs = refs;
@@ -78,6 +85,18 @@ export function sessionRequest(flags: SessionFlags): ResolveRequest {
   if (flags.onlyAvailable) request.onlyAvailable = true;
   if (flags.strict) request.strict = true;
   return request;
+}
+
+/**
+ * Is `text` an OAuth access token (a JWT of an identity provider, PROTOCOL 14) rather than an
+ * nkey-signed grant? Read from its header, unverified: the service verifies it.
+ */
+function isAccessToken(text: string): boolean {
+  try {
+    return decodeProtectedHeader(text).alg !== 'ed25519-nkey';
+  } catch {
+    return false;
+  }
 }
 
 /** One `--skill name=ref1,ref2`. */

@@ -34,6 +34,7 @@ import { allowedHosts, LOOPBACK, originRefusal, WILDCARD } from './http-hosts.js
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './http-limits.js';
 import type { JsonRpcErrorResponse } from './input.js';
 import { callerAuthInfo, type ModernCaller, modernHandler } from './modern.js';
+import type { OAuthResource } from './oauth-resource.js';
 
 /** Where and for whom the HTTP bridge serves. */
 export interface McpHttpOptions {
@@ -63,6 +64,8 @@ export interface McpHttpOptions {
   maxSessionsPerGrant?: number;
   /** A session with no request open and none for this long is closed, in ms. Default 1800000 (30 min). */
   idleMs?: number;
+  /** An OAuth 2.1 protected resource (`--oauth-issuer`): each session is an access token's (src/mcp/oauth-resource.ts). */
+  oauth?: OAuthResource;
 }
 
 /** A running HTTP bridge. */
@@ -117,7 +120,8 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       `listening on every address (--host ${host}) needs --allowed-host: the names clients reach this bridge by (Host is checked, no DNS rebinding)`,
     );
   const verifier =
-    options.issuers !== undefined && options.issuers.length > 0 ? new GrantVerifier(options.issuers) : undefined;
+    options.oauth?.verifier ??
+    (options.issuers !== undefined && options.issuers.length > 0 ? new GrantVerifier(options.issuers) : undefined);
   if (verifier === undefined && options.session === undefined)
     throw new TypeError('an HTTP bridge needs trusted issuers (each client brings a grant) or a --profile to serve');
   const sessions = new Map<string, Session>();
@@ -191,6 +195,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const refusal = originRefusal(req, allowed);
     if (refusal !== undefined) return reply(res, 403, refusal);
+    if (options.oauth !== undefined && (await options.oauth.intercept(req, res, MCP_PATH))) return;
     if (new URL(req.url ?? '/', 'http://bridge').pathname !== MCP_PATH)
       return reply(res, 404, `the MCP endpoint is ${MCP_PATH}`);
     const bearer = bearerOf(req);

@@ -88,18 +88,24 @@ export function natsServerBin(env: NodeJS.ProcessEnv = process.env): string {
 /**
  * A `nats-server` process on a loopback port (`atPort`, default a free one: another server's after
  * it was killed stands in for it), JetStream on with its own store unless `jetstream: false`; `bin`
- * is the server to run (default `natsServerBin()`).
+ * is the server to run (default `natsServerBin()`); `env`, variables of its environment (a
+ * config's `$NAME` reads them).
  */
 export async function startNatsProcess(
   extraArgs: string[] = [],
-  { jetstream = true, bin = natsServerBin(), atPort }: { jetstream?: boolean; bin?: string; atPort?: number } = {},
+  {
+    jetstream = true,
+    bin = natsServerBin(),
+    atPort,
+    env,
+  }: { jetstream?: boolean; bin?: string; atPort?: number; env?: Record<string, string> } = {},
 ): Promise<ProcessNats> {
   const port = atPort ?? (await freePort());
   const storeDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
   const args = ['-a', '127.0.0.1', '-p', String(port), ...(jetstream ? ['-js', '-sd', storeDir] : []), ...extraArgs];
   let child: ChildProcess | undefined;
   const launch = async (): Promise<void> => {
-    child = tracked(spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] }));
+    child = tracked(spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } }));
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const failed = new Promise<never>((_, reject) => {

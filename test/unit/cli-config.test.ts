@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { connectOptionsFromEnv } from '../../src/bus/connect.js';
 import { MatrixError, TimeoutError } from '../../src/bus/errors.js';
+import { calloutSettings } from '../../src/cli/auth-callout.js';
 import {
   addSettings,
   connectConfig,
@@ -132,7 +133,11 @@ describe('CLI configuration: flags over environment over defaults', () => {
       readme.indexOf('## Configuration'),
       readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1),
     );
-    const settings: Setting[] = [...Object.values(connectionSettings), ...Object.values(serveSettings)];
+    const settings: Setting[] = [
+      ...Object.values(connectionSettings),
+      ...Object.values(serveSettings),
+      ...Object.values(calloutSettings),
+    ];
     for (const s of settings) {
       const flag = s.flags?.match(/--[a-z-]+/)?.[0];
       const row = section

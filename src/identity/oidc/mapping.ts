@@ -10,6 +10,14 @@ import { BadRequestError } from '../../bus/errors.js';
 import type { ApproveClaim, GrantAuthority } from '../types.js';
 import { PRINCIPAL, SESSION_ID } from '../verify.js';
 
+/**
+ * What a token's holder is on NATS when it connects through auth callout (PROTOCOL 14): each role
+ * has the least privilege `deploy/nats.conf` gives its kind of user.
+ */
+export const NATS_ROLES = ['agent', 'approver', 'operator', 'host'] as const;
+/** One of `NATS_ROLES`. */
+export type NatsRole = (typeof NATS_ROLES)[number];
+
 /** A mapping file, as `contracts/oidc-mapping.json` has it. */
 export interface ClaimsMapping {
   /** The claim naming who acts (default `sub`) and a prefix before it (default none). */
@@ -26,6 +34,8 @@ export interface MappingRule extends GrantAuthority {
   when?: Record<string, string | string[]>;
   /** Approve rights, as a grant's `nats.approve`. */
   approve?: ApproveClaim;
+  /** Its NATS user's role under auth callout; default `agent` (the least privilege). */
+  role?: NatsRole;
 }
 
 /** What a token maps to. */
@@ -34,6 +44,8 @@ export interface MappedToken {
   session: string;
   authority: GrantAuthority;
   approve?: ApproveClaim;
+  /** The rule's role, `agent` where it names none. */
+  role: NatsRole;
 }
 
 /** Reads and checks a mapping file; `BadRequestError` naming each violation. */
@@ -66,7 +78,12 @@ export function mapClaims(claims: Record<string, unknown>, mapping: ClaimsMappin
   const principal = `${mapping.principal?.prefix ?? ''}${value}`;
   if (!PRINCIPAL.test(principal))
     return `its ${principalClaim} is no principal (1 to 256 characters, no control characters)`;
-  const mapped: MappedToken = { principal, session: sessionOf(claims, mapping), authority: authorityOf(rule) };
+  const mapped: MappedToken = {
+    principal,
+    session: sessionOf(claims, mapping),
+    authority: authorityOf(rule),
+    role: rule.role ?? 'agent',
+  };
   if (rule.approve !== undefined) mapped.approve = rule.approve;
   return mapped;
 }

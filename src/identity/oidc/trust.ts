@@ -9,7 +9,7 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { GrantError } from '../errors.js';
 import { GRANT_TYPE, GRANT_VERSION, type GrantClaims, GrantFailure, type VerifiedGrant } from '../types.js';
 import { OidcIssuer, type OidcIssuerOptions, TokenRefused } from './issuer.js';
-import { type ClaimsMapping, mapClaims } from './mapping.js';
+import { type ClaimsMapping, type MappedToken, mapClaims } from './mapping.js';
 
 /** What the service trusts of OpenID Connect. */
 export interface OidcTrustOptions {
@@ -92,6 +92,11 @@ export class OidcTrust {
 
   /** The grant a token stands for; a `GrantError` saying why it stands for none. */
   async verify(text: string): Promise<VerifiedGrant> {
+    return (await this.verifyMapped(text)).grant;
+  }
+
+  /** The grant a token stands for and what the mapping made of it (its NATS role too); a `GrantError` as `verify`. */
+  async verifyMapped(text: string): Promise<{ grant: VerifiedGrant; mapped: MappedToken }> {
     let iss: unknown;
     try {
       iss = decodeJwt(text).iss;
@@ -125,15 +130,20 @@ export class OidcTrust {
       const payload = decodeJwt(text);
       const iss = payload.iss;
       if (typeof iss !== 'string' || !this.byIssuer.has(iss) || typeof payload.exp !== 'number') return undefined;
-      return grantOf(text, iss, payload, this.options.mapping);
+      return grantOf(text, iss, payload, this.options.mapping).grant;
     } catch {
       return undefined;
     }
   }
 }
 
-/** The grant a verified token's claims map to; a `GrantError` (`authority_mismatch`) when they map to no session. */
-function grantOf(text: string, iss: string, payload: Record<string, unknown>, mapping: ClaimsMapping): VerifiedGrant {
+/** The grant a verified token's claims map to, and the mapping's result; a `GrantError` (`authority_mismatch`) when they map to no session. */
+function grantOf(
+  text: string,
+  iss: string,
+  payload: Record<string, unknown>,
+  mapping: ClaimsMapping,
+): { grant: VerifiedGrant; mapped: MappedToken } {
   const mapped = mapClaims(payload, mapping);
   if (typeof mapped === 'string')
     throw new GrantError(
@@ -150,7 +160,7 @@ function grantOf(text: string, iss: string, payload: Record<string, unknown>, ma
   };
   if (payload.aud !== undefined) claims.aud = payload.aud as string | string[];
   if (mapped.approve !== undefined) claims.nats.approve = mapped.approve;
-  return { text, claims, expiresAtMs: claims.exp * 1000 };
+  return { grant: { text, claims, expiresAtMs: claims.exp * 1000 }, mapped };
 }
 
 function failureOf(err: TokenRefused): GrantFailure {

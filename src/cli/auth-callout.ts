@@ -1,0 +1,138 @@
+/**
+ * `auth-callout`: the NATS auth callout service (PROTOCOL 14, deploy/nats-auth-callout.conf).
+ * Connected as the callout's own user, it answers nats-server's authorization requests: a client
+ * that connects with an access token of a trusted OpenID Connect issuer becomes a NATS user with
+ * the least privilege of the role the claims mapping gives it, until the token expires.
+ */
+import { readFileSync } from 'node:fs';
+import { fromCurveSeed, fromSeed, type KeyPair } from '@nats-io/nkeys';
+import type { Command } from 'commander';
+import type { BusClient } from '../bus/client.js';
+import { AuthCallout } from '../identity/callout/service.js';
+import { loadClaimsMapping } from '../identity/oidc/mapping.js';
+import { OidcTrust } from '../identity/oidc/trust.js';
+import { addSettings, type Flags, type Setting, serveSettings, settingValue, withConnection } from './config.js';
+import { ExitCode, type Output, UsageError } from './output.js';
+import { interrupted, verbAction } from './run.js';
+
+/** The settings of `auth-callout`: the OIDC trust `serve` has, and the callout's keys. */
+export const calloutSettings = {
+  trustOidc: serveSettings.trustOidc,
+  oidcAudience: serveSettings.oidcAudience,
+  oidcMapping: serveSettings.oidcMapping,
+  issuerSeed: {
+    flags: '--issuer-seed <file>',
+    env: 'MATRIX_CALLOUT_ISSUER_SEED',
+    description:
+      "auth-callout: the account nkey seed (SA…) whose public key is auth_callout's issuer; signs its answers",
+    defaultText: 'none (required)',
+  },
+  xkeySeed: {
+    flags: '--xkey-seed <file>',
+    env: 'MATRIX_CALLOUT_XKEY_SEED',
+    description:
+      "auth-callout: the curve seed (SX…) whose public key is auth_callout's xkey, when requests are encrypted",
+    defaultText: 'none (requests in clear)',
+  },
+} satisfies Record<string, Setting>;
+
+/** What `auth-callout` runs with, from its flags over the environment. */
+export interface CalloutConfig {
+  issuers: string[];
+  audience: string;
+  mapping: string;
+  issuerSeed: string;
+  xkeySeed?: string;
+}
+
+/** The callout's configuration; a usage error naming what is missing. */
+export function calloutConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env): CalloutConfig {
+  const value = (s: Setting) => settingValue(s, flags, env);
+  const s = calloutSettings;
+  const text = (setting: Setting, why: string): string => {
+    const v = value(setting);
+    if (typeof v !== 'string' || v.trim() === '')
+      throw new UsageError(`auth-callout needs ${setting.flags?.split(' ')[0]} (${setting.env}): ${why}`);
+    return v.trim();
+  };
+  const config: CalloutConfig = {
+    issuers: text(s.trustOidc, 'the issuers whose tokens it takes')
+      .split(',')
+      .map((i) => i.trim())
+      .filter((i) => i !== ''),
+    audience: text(s.oidcAudience, 'the resource its tokens must name'),
+    mapping: text(s.oidcMapping, "how a token's claims give a role"),
+    issuerSeed: text(s.issuerSeed, "the seed of auth_callout's issuer"),
+  };
+  const xkey = value(s.xkeySeed);
+  if (typeof xkey === 'string' && xkey !== '') config.xkeySeed = xkey;
+  return config;
+}
+
+/** A seed file's key pair; a usage error when it holds no seed of `kind`. */
+function seedFile(path: string, kind: 'account' | 'curve'): KeyPair {
+  let seed: Uint8Array;
+  try {
+    seed = new TextEncoder().encode(readFileSync(path, 'utf8').trim());
+  } catch (err) {
+    throw new UsageError(`cannot read the ${kind} seed ${path}: ${(err as Error).message}`);
+  }
+  try {
+    const kp = kind === 'curve' ? fromCurveSeed(seed) : fromSeed(seed);
+    if (kind === 'account' && !kp.getPublicKey().startsWith('A')) throw new Error('not an account seed (SA…)');
+    return kp;
+  } catch (err) {
+    throw new UsageError(`${path} holds no ${kind} seed: ${(err as Error).message}`);
+  }
+}
+
+/** Runs the callout until SIGINT/SIGTERM. */
+export async function runAuthCallout(client: BusClient, args: Flags, out: Output): Promise<number> {
+  const config = calloutConfig(args);
+  let trust: OidcTrust;
+  try {
+    trust = new OidcTrust({
+      issuers: config.issuers,
+      audience: config.audience,
+      mapping: loadClaimsMapping(config.mapping),
+    });
+  } catch (err) {
+    throw new UsageError(`--trust-oidc: ${(err as Error).message}`);
+  }
+  const issuer = seedFile(config.issuerSeed, 'account');
+  const xkey = config.xkeySeed === undefined ? undefined : seedFile(config.xkeySeed, 'curve');
+  for (const failure of await trust.start()) out.note(`warning: ${failure}`);
+  const callout = new AuthCallout(client.nc, {
+    trust,
+    issuer,
+    ...(xkey !== undefined && { xkey }),
+    onDecision: (d) =>
+      out.note(
+        d.allowed
+          ? `auth-callout: ${d.principal} connected as ${d.role} in ${d.account} until ${new Date(d.expiresAt).toISOString()}`
+          : `auth-callout: refused: ${d.reason}`,
+      ),
+  }).start();
+  await client.nc.flush();
+  out.note(
+    `auth-callout ready (issuer ${issuer.getPublicKey()}${xkey ? `, xkey ${xkey.getPublicKey()}` : ''}; trusting ${config.issuers.join(', ')})`,
+  );
+  await interrupted();
+  await callout.stop();
+  trust.stop();
+  return ExitCode.Ok;
+}
+
+/** Declares `auth-callout`. */
+export function addAuthCalloutCommand(program: Command): void {
+  addSettings(
+    withConnection(
+      program
+        .command('auth-callout')
+        .description(
+          'answer NATS auth callout: a client connecting with an IdP access token gets its role’s least privilege',
+        ),
+    ),
+    calloutSettings,
+  ).action(verbAction(runAuthCallout));
+}
