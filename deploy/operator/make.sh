@@ -59,7 +59,7 @@ for mount in $MOUNTS; do
 done
 
 # What agents reach, and nothing else: each op exported to AGENTS only, imported with share.
-AGENT_OPS='system.dispatcher.$call system.dispatcher.$cancel system.tools.$resolve system.tools.$list
+AGENT_OPS='system.dispatcher.$call system.dispatcher.$cancel system.tools.$resolve system.tools.$search system.tools.$list
 system.tools.$introspect system.tasks.$get system.tasks.$result system.tasks.$cancel system.tasks.$list'
 for op in $AGENT_OPS; do
   case $op in

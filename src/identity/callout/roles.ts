@@ -23,6 +23,7 @@ export const AGENT_OPS = [
   'system.dispatcher.$call',
   'system.dispatcher.$cancel',
   'system.tools.$resolve',
+  'system.tools.$search',
   'system.tools.$list',
   'system.tools.$introspect',
   'system.tasks.$get',
