@@ -46,6 +46,9 @@ export function runScript(
   });
 }
 
+/** Longest wait for a started script to say it is ready, in ms (vitest's hook timeout). */
+const READY_WITHIN_MS = 30_000;
+
 /** Starts a built script that stays up, resolving once its stderr contains `ready`. */
 export async function startScript(
   path: string,
@@ -65,7 +68,9 @@ export async function startScript(
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${path} not ready within 10 s: ${stderr}`)), 10_000);
+    // A guard against a process that hangs, not a claim about speed: on a busy machine a service
+    // over a bucket of 10,000 contexts took more than 10 s to say it was ready.
+    const timer = setTimeout(() => reject(new Error(`${path} not ready within 30 s: ${stderr}`)), READY_WITHIN_MS);
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
       if (stderr.includes(ready)) {
