@@ -27,7 +27,7 @@ header.top .status { font-size: 12px; color: #8b949e; white-space: nowrap; }
 header.top .status.live::before { content: "●"; color: #3fb950; margin-right: 6px; }
 header.top .status.down::before { content: "●"; color: #f85149; margin-right: 6px; }
 header.top input#token { width: 180px; padding: 4px 8px; border-radius: 6px; border: 1px solid #30363d; background: #161b22; color: #f0f6fc; font-size: 12px; }
-main { max-width: 1320px; margin: 0 auto; padding: 20px 24px 48px; overflow-wrap: anywhere; }
+main { max-width: 1320px; margin: 0 auto; padding: 20px 24px 48px; overflow-wrap: break-word; }
 h1 { font-size: 22px; font-weight: 650; margin: 4px 0 4px; }
 h2 { font-size: 16px; font-weight: 650; margin: 0 0 10px; }
 h3 { font-size: 14px; font-weight: 650; margin: 14px 0 6px; }
@@ -41,10 +41,13 @@ th { text-align: left; font-size: 12px; font-weight: 600; color: var(--muted); t
 td { padding: 7px 10px; border-bottom: 1px solid #eef1f4; vertical-align: top; }
 tbody tr:hover { background: #f8fafc; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td .sub { color: var(--muted); font-size: 12.5px; }
+td .sub { color: var(--muted); font-size: 12.5px; overflow-wrap: anywhere; }
+/* Identifiers as long as a line (approval ids, digests, targets) wrap rather than push the page wider. */
+.approval h2, .approval p.muted, dl.facts dd { overflow-wrap: anywhere; }
 td a.mono, td strong.mono { white-space: nowrap; }
 /* Half a page (A beside B): names and headings wrap rather than push the table past its card. */
 .grid2 th, .grid2 td a.mono, .grid2 td strong.mono { white-space: normal; }
+.grid2 td { overflow-wrap: anywhere; }
 .badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; line-height: 20px; background: #eaeef2; color: var(--muted); white-space: nowrap; }
 .badge.ok { background: var(--ok-bg); color: var(--ok); }
 .badge.error { background: var(--err-bg); color: var(--err); }
