@@ -1,7 +1,8 @@
 /**
  * What `npm run bench` prints and writes to bench/RESULTS.md: the rows, the CPU each process
- * spent per call, and issue 25's targets, each with its bound, the limit this box allows where
- * a limit row exists, and PASS or MISS. Every ratio is from the one run.
+ * spent per call, and issue 25's targets, each with its guard (past it, a regression: MISS), its
+ * goal, the limit this box allows where a limit row exists, and its verdict. Every ratio is from
+ * the one run.
  */
 import { cpus, totalmem } from 'node:os';
 import type { Figures } from './measure.js';
@@ -38,15 +39,35 @@ export interface Row {
   figures: Figures;
 }
 
-interface Target {
+/**
+ * One target row. The goal is where the project wants the figure; the guard, where the runs
+ * recorded in docs/benchmarks.md put it with the box's run-to-run spread and a margin. Past the
+ * guard is a regression (MISS: the bench exits 1); between guard and goal, a PASS short of the
+ * goal, which the row says.
+ */
+export interface Target {
   what: string;
   /** The measured value: a ratio, or µs of CPU per call. */
   value: number;
-  bound: number;
-  /** `max`: the value must be at most the bound; `min`: at least. */
+  /** Where the project wants the value. */
+  goal: number;
+  /** Past this the value is a regression: the run fails. */
+  guard: number;
+  /** `max`: the value must be at most goal and guard; `min`: at least. */
   kind: 'max' | 'min';
   /** What this machine allows for the same figure, where a limit row bounds it. */
   limit?: number;
+}
+
+/** A target's verdict: past its guard, within it but short of the goal, or at the goal. */
+export const Verdict = { Miss: 'MISS', Pass: 'PASS, short of goal', Met: 'PASS, goal met' } as const;
+export type Verdict = (typeof Verdict)[keyof typeof Verdict];
+
+/** The verdict of one target (a figure not measured, NaN, meets nothing: a MISS). */
+export function verdictOf(t: Target): Verdict {
+  const within = (bound: number) => (t.kind === 'max' ? t.value <= bound : t.value >= bound);
+  if (!within(t.guard)) return Verdict.Miss;
+  return within(t.goal) ? Verdict.Met : Verdict.Pass;
 }
 
 /** The in-flight level of the CPU table and of every throughput target. */
@@ -59,7 +80,7 @@ export function totalCpu(f: Figures | undefined): number {
 }
 
 /** Issue 25's targets (and issue 17's), from this run's rows; `partial` leaves out those whose rows were not measured. */
-function targetsOf(
+export function targetsOf(
   get: (scenario: string, inFlight: number) => Figures | undefined,
   otel: OtelFigures | undefined,
   partial: boolean,
@@ -72,47 +93,56 @@ function targetsOf(
     {
       what: `system.dispatcher req/s ÷ relay (${n} in flight)`,
       value: rps(Scenario.Service) / rps(Scenario.Relay),
-      bound: 0.6,
+      goal: 0.6,
+      guard: 0.5,
       kind: 'min',
       limit: 1,
     },
     {
       what: 'system.dispatcher p50 ÷ relay (1 in flight)',
       value: p50(Scenario.Service) / p50(Scenario.Relay),
-      bound: 1.15,
+      goal: 1.15,
+      guard: 1.5,
       kind: 'max',
       limit: 1,
     },
     {
       what: `system.dispatcher total CPU per call, audit on ÷ off (${n} in flight)`,
       value: totalCpu(get(Scenario.Service, n)) / totalCpu(get(Scenario.ServiceUnaudited, n)),
-      bound: 1.15,
+      goal: 1.15,
+      guard: 1.35,
       kind: 'max',
       limit: 1,
     },
     {
       what: `in-process dispatch, audit on, req/s ÷ Moleculer (${n} in flight)`,
       value: rps(Scenario.InProcess) / rps(Scenario.Moleculer),
-      bound: 1.0,
+      goal: 1.0,
+      guard: 0.6,
       kind: 'min',
+      // Moleculer keeps no trail: what the same dispatch does with the trail off.
+      limit: rps(Scenario.InProcessUnaudited) / rps(Scenario.Moleculer),
     },
     {
       what: `system.dispatcher req/s ÷ MCP gateway (${n} in flight)`,
       value: rps(Scenario.Service) / rps(Scenario.McpGateway),
-      bound: 8,
+      goal: 8,
+      guard: 8,
       kind: 'min',
     },
     {
       what: `$call with a cached grant req/s ÷ without, one stack (${n} in flight)`,
       value: rps(Scenario.CallGranted) / rps(Scenario.CallSameStack),
-      bound: 0.95,
+      goal: 0.95,
+      guard: 0.75,
       kind: 'min',
       limit: rps(Scenario.CallGrantBytes) / rps(Scenario.CallSameStack),
     },
     {
       what: `$resolve cached with a grant req/s ÷ without, one stack (${n} in flight)`,
       value: rps(Scenario.ResolveGranted) / rps(Scenario.ResolveSameStack),
-      bound: 0.95,
+      goal: 0.95,
+      guard: 0.75,
       kind: 'min',
       limit: rps(Scenario.ResolveGrantBytes) / rps(Scenario.ResolveSameStack),
     },
@@ -122,26 +152,30 @@ function targetsOf(
           {
             what: `plain $call req/s ÷ the service of ${base} (${n} in flight)`,
             value: rps(Scenario.Service) / rps(Scenario.ServiceBase),
-            bound: 0.95,
+            goal: 0.95,
+            guard: 0.9,
             kind: 'min' as const,
           },
         ]),
     {
       what: '$resolve cached p50 ÷ raw request (1 in flight)',
       value: p50(Scenario.Resolve) / p50(Scenario.Raw),
-      bound: 1.2,
+      goal: 1.2,
+      guard: 1.5,
       kind: 'max',
     },
     {
       what: '$resolve uncached, 10k contexts, p50 ÷ raw request (1 in flight)',
       value: p50(Scenario.ResolveUncached) / p50(Scenario.Raw),
-      bound: 1.5,
+      goal: 1.5,
+      guard: 1.8,
       kind: 'max',
     },
     {
       what: `in-process dispatch CPU per call, OTel API with no SDK ÷ no observer (issue 17; median over ${otel?.rounds ?? 0} rounds)`,
       value: otel?.ratio[1] ?? NaN,
-      bound: 1.05,
+      goal: 1.05,
+      guard: 1.1,
       kind: 'max',
     },
   ];
@@ -187,10 +221,10 @@ export function render(
       const cpu = figures.cpu as Record<string, number>;
       return `| ${scenario} | ${processes.map((p) => (cpu[p] as number).toFixed(1)).join(' | ')} | ${totalCpu(figures).toFixed(1)} |`;
     });
-  const met = (t: Target) => (t.kind === 'max' ? t.value <= t.bound : t.value >= t.bound);
+  const sign = (t: Target) => (t.kind === 'max' ? '≤' : '≥');
   const targetLines = targets.map(
     (t) =>
-      `| ${t.what} | ${t.value.toFixed(2)} | ${t.kind === 'max' ? '≤' : '≥'} ${t.bound} | ${t.limit === undefined ? '' : t.limit.toFixed(2)} | ${met(t) ? 'PASS' : 'MISS'} |`,
+      `| ${t.what} | ${t.value.toFixed(2)} | ${sign(t)} ${t.guard} | ${sign(t)} ${t.goal} | ${t.limit === undefined ? '' : t.limit.toFixed(2)} | ${verdictOf(t)} |`,
   );
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}`;
   const markdown = [
@@ -215,10 +249,10 @@ export function render(
       : otelSection(options.otel.figures, options.otel.inFlight, options.otel.seconds)),
     '## Targets (issue 25, and issue 17, from this run)',
     '',
-    "The limit is what this box allows for the same figure: the relay (two hops that do nothing) for the dispatcher, no audit trail for its cost, the grant's text sent unchecked for a grant (what its bytes cost the caller, nats-server and the service that reads them, which no check can save).",
+    "A figure past its guard is a regression: the row says MISS and the bench exits 1. The goal is where the project wants it; a figure within the guard but short of the goal passes and says so (on this protocol several goals sit at or past what the box allows: docs/benchmarks.md). The limit is what this box allows for the same figure: the relay (two hops that do nothing) for the dispatcher, no audit trail for its cost, the same dispatch with the trail off for Moleculer (which keeps none), the grant's text sent unchecked for a grant (what its bytes cost the caller, nats-server and the service that reads them, which no check can save).",
     '',
-    '| target | measured | bound | limit | |',
-    '|---|---|---|---|---|',
+    '| target | measured | guard | goal | limit | verdict |',
+    '|---|---|---|---|---|---|',
     ...targetLines,
     '',
     '### Withdrawn',
@@ -234,5 +268,5 @@ export function render(
           '',
         ]),
   ].join('\n');
-  return { markdown, failed: !targets.every(met) };
+  return { markdown, failed: targets.some((t) => verdictOf(t) === Verdict.Miss) };
 }

@@ -91,12 +91,30 @@ function grantClaims(args: Flags, env: NodeJS.ProcessEnv): Partial<GrantClaims> 
   }
 }
 
-/** Resolves with the first SIGINT or SIGTERM the process gets. */
+/**
+ * How long after the first signal a repeat is taken for the same one, in ms. Under `npm start`, a
+ * terminal's Ctrl-C reaches the service twice at once: from the terminal, and forwarded by npm.
+ */
+const REPEAT_WINDOW_MS = 2_000;
+
+/**
+ * Resolves with the first SIGINT or SIGTERM the process gets. A repeat within
+ * {@link REPEAT_WINDOW_MS} is ignored (the same signal, forwarded); a later one ends the process
+ * at once, as a second Ctrl-C is meant to.
+ */
 export function interrupted(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
+    const repeat = () => undefined;
     const on = (signal: NodeJS.Signals) => {
+      // The repeat listener goes on before `on` comes off: a moment without one is the default, death.
+      process.on('SIGINT', repeat);
+      process.on('SIGTERM', repeat);
       process.off('SIGINT', on);
       process.off('SIGTERM', on);
+      setTimeout(() => {
+        process.off('SIGINT', repeat);
+        process.off('SIGTERM', repeat);
+      }, REPEAT_WINDOW_MS).unref();
       resolve(signal);
     };
     process.on('SIGINT', on);

@@ -27,7 +27,7 @@ header.top .status { font-size: 12px; color: #8b949e; white-space: nowrap; }
 header.top .status.live::before { content: "●"; color: #3fb950; margin-right: 6px; }
 header.top .status.down::before { content: "●"; color: #f85149; margin-right: 6px; }
 header.top input#token { width: 180px; padding: 4px 8px; border-radius: 6px; border: 1px solid #30363d; background: #161b22; color: #f0f6fc; font-size: 12px; }
-main { max-width: 1320px; margin: 0 auto; padding: 20px 24px 48px; }
+main { max-width: 1320px; margin: 0 auto; padding: 20px 24px 48px; overflow-wrap: break-word; }
 h1 { font-size: 22px; font-weight: 650; margin: 4px 0 4px; }
 h2 { font-size: 16px; font-weight: 650; margin: 0 0 10px; }
 h3 { font-size: 14px; font-weight: 650; margin: 14px 0 6px; }
@@ -41,8 +41,13 @@ th { text-align: left; font-size: 12px; font-weight: 600; color: var(--muted); t
 td { padding: 7px 10px; border-bottom: 1px solid #eef1f4; vertical-align: top; }
 tbody tr:hover { background: #f8fafc; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td .sub { color: var(--muted); font-size: 12.5px; }
+td .sub { color: var(--muted); font-size: 12.5px; overflow-wrap: anywhere; }
+/* Identifiers as long as a line (approval ids, digests, targets) wrap rather than push the page wider. */
+.approval h2, .approval p.muted, dl.facts dd { overflow-wrap: anywhere; }
 td a.mono, td strong.mono { white-space: nowrap; }
+/* Half a page (A beside B): names and headings wrap rather than push the table past its card. */
+.grid2 th, .grid2 td a.mono, .grid2 td strong.mono { white-space: normal; }
+.grid2 td { overflow-wrap: anywhere; }
 .badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 12px; line-height: 20px; background: #eaeef2; color: var(--muted); white-space: nowrap; }
 .badge.ok { background: var(--ok-bg); color: var(--ok); }
 .badge.error { background: var(--err-bg); color: var(--err); }
@@ -86,7 +91,8 @@ details > summary { cursor: pointer; color: var(--accent); font-size: 13px; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 6px 18px; margin: 0; }
 dl.facts dt { color: var(--muted); font-size: 12.5px; }
 dl.facts dd { margin: 0; }
-.mounts { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 16px; align-items: start; }
+.mounts { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(560px, 100%), 1fr)); gap: 16px; align-items: start; }
+.mounts > * { min-width: 0; }
 .diff td { font-family: var(--mono); font-size: 12px; white-space: pre-wrap; word-break: break-all; padding: 1px 8px; border: 0; width: 50%; }
 .diff tr.del td.a, .diff tr.change td.a { background: var(--err-bg); }
 .diff tr.add td.b, .diff tr.change td.b { background: var(--ok-bg); }
@@ -94,6 +100,25 @@ dl.facts dd { margin: 0; }
 .muted { color: var(--muted); }
 .right { margin-left: auto; }
 .content-model { white-space: pre-wrap; background: #fff; border-left: 3px solid var(--accent); }
+form.answer input[name="reason"] { flex: 1 1 220px; min-width: 0; }
+/* A phone: the navigation wraps under the name, one column, the answer form's buttons full size. */
+@media (max-width: 760px) {
+  header.top { flex-wrap: wrap; height: auto; gap: 6px 12px; padding: 8px 12px; }
+  header.top nav { order: 3; flex: 1 1 100%; flex-wrap: wrap; gap: 2px; }
+  header.top nav a { padding: 6px 10px; }
+  header.top input#token { width: 140px; }
+  header.top .status { margin-left: auto; }
+  main { padding: 14px 12px 40px; }
+  .grid2 { grid-template-columns: 1fr; }
+  .card { padding: 12px; }
+  dl.facts { grid-template-columns: 1fr; gap: 2px; }
+  dl.facts dd { margin-bottom: 6px; }
+  form.filters > label, form.filters input, form.filters select { width: 100%; }
+  form.filters > label { flex: 1 1 140px; }
+  form.answer button { flex: 1 1 0; padding: 10px 16px; }
+  form.answer input[name="reason"] { flex-basis: 100%; padding: 10px; }
+  .diff td { word-break: break-all; }
+}
 `;
 
 /**
@@ -133,7 +158,9 @@ export const CLIENT_SCRIPT = `(() => {
         const details = [...live.querySelectorAll('details')];
         const open = details.map((d) => d.open);
         const typed = typedFields();
+        const failed = [...live.querySelectorAll('[data-failed]')];
         live.innerHTML = markup;
+        keepFailures(failed);
         live.querySelectorAll('details').forEach((d, i) => { if (open[i]) d.open = true; });
         for (const [key, field] of fieldsByKey()) if (typed.has(key)) field.value = typed.get(key);
         if (kinds.length === 0) setStatus('live', 'refreshed ' + new Date().toLocaleTimeString());
@@ -142,6 +169,22 @@ export const CLIENT_SCRIPT = `(() => {
       if (err.name !== 'AbortError') setStatus('down', 'offline');
     }
   }
+  // A refused write's error, where the person clicked: a refresh's markup has none (it is a
+  // read), so each goes back into its place (data-slot), or on top once that place is gone.
+  function keepFailures(failed) {
+    for (const note of failed) {
+      const key = CSS.escape(note.dataset.failed);
+      if (live.querySelector('[data-failed="' + key + '"]')) continue;
+      const slot = live.querySelector('[data-slot="' + key + '"]');
+      if (slot) slot.append(note); else live.prepend(note);
+    }
+  }
+  // A refused write renders the page it came from: the address becomes that page's, so that a
+  // refresh or a reload reads it, never the write; the error shows where the person was.
+  if (main && main.dataset.address && location.pathname + location.search !== main.dataset.address)
+    history.replaceState(null, '', main.dataset.address);
+  const refusal = document.querySelector('[data-failed]');
+  if (refusal) refusal.scrollIntoView({ block: 'center' });
   let held = false;
   function editing() {
     const el = document.activeElement;

@@ -37,7 +37,7 @@ export function renderDocument(page: Page, writes: boolean, seq = 0): string {
 <span id="status" class="status">${follows ? 'connecting' : page.pollMs ? `refreshing every ${page.pollMs / 1000} s` : ''}</span>
 ${token}
 </header>
-<main data-live="${follows}" data-poll="${page.pollMs ?? 0}" data-seq="${seq}"${page.needsToken ? html` data-needs-token` : ''}>
+<main data-live="${follows}" data-poll="${page.pollMs ?? 0}" data-seq="${seq}"${page.needsToken ? html` data-needs-token` : ''}${page.address ? html` data-address="${page.address}"` : ''}>
 <h1>${page.title}</h1>
 ${page.lead ? html`<p class="lead">${page.lead}</p>` : ''}
 ${page.head ?? ''}

@@ -16,12 +16,11 @@ import { html, notice } from './html.js';
 import { renderDocument, renderFragment } from './layout.js';
 import { LiveFeed, type LiveFeedOptions } from './live.js';
 import { answerApproval, approvalsPage, keepApproverGrant } from './pages/approvals.js';
-import { callsPage } from './pages/calls.js';
+import { callsPage, cancelTask } from './pages/calls.js';
 import { errorNotice } from './pages/common.js';
 import { contextPage, contextsPage, registerContext, unregisterContext } from './pages/contexts.js';
 import { mountsPage } from './pages/mounts.js';
 import { resolvePage } from './pages/resolve.js';
-import { cancelTask } from './pages/tasks.js';
 import { tryPage } from './pages/try.js';
 import type { ConsoleDeps, ConsoleRequest, Page, Redirect } from './types.js';
 

@@ -30,6 +30,12 @@ export interface Page {
   needsToken?: boolean;
   /** `live` was rendered without the token and says so: a script holding one shows it loading instead. */
   withoutToken?: boolean;
+  /**
+   * The address the page stands for, where the request's is a write's (a refused POST renders
+   * the page it came from): the script puts it in the address bar, so that a refresh or a reload
+   * reads the page, never the write. Default: the request's own.
+   */
+  address?: string;
 }
 
 /** A redirect after a write (303 See Other). */

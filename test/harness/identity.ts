@@ -20,6 +20,12 @@ import { type ProcessNats, startNatsProcess } from './nats-server.js';
 import { type ServiceProcess, startScript } from './service.js';
 import { startTarget, type Target } from './targets.js';
 
+/**
+ * How long app.spy's `$slow` takes, in ms: what a call that is stopped early is measured against
+ * (20 times the 50 ms after which the tests stop it, so a busy machine never closes the gap).
+ */
+export const SPY_SLOW_MS = 1_000;
+
 /** The users of deploy/nats.conf (`spy` and `secret` copied from `weather`), with their passwords and inbox prefixes. */
 export const users = {
   service: { user: 'service', pass: 'service-secret' },
@@ -129,7 +135,7 @@ export async function startSecuredBus(
     $delete: () => ({ deleted: true }),
     $read: () => ({ read: true }),
     // A reply a forger answering at once would beat.
-    $slow: () => new Promise((resolve) => setTimeout(() => resolve({ ran: 'slowly' }), 300)),
+    $slow: () => new Promise((resolve) => setTimeout(() => resolve({ ran: 'slowly' }), SPY_SLOW_MS)),
     // A call that is still running when a test cancels it (or a task, until cancelled).
     $hold: () => new Promise((resolve) => setTimeout(() => resolve({ held: true }), 3_000)),
   });

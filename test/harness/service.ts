@@ -46,6 +46,9 @@ export function runScript(
   });
 }
 
+/** Longest wait for a started script to say it is ready, in ms (vitest's hook timeout). */
+const READY_WITHIN_MS = 30_000;
+
 /** Starts a built script that stays up, resolving once its stderr contains `ready`. */
 export async function startScript(
   path: string,
@@ -53,7 +56,7 @@ export async function startScript(
   ready: string,
   env: Record<string, string> = {},
   args: string[] = [],
-  readyMs = 30_000,
+  readyMs = READY_WITHIN_MS,
 ): Promise<ServiceProcess> {
   const script = fileURLToPath(new URL(`../../${path}`, import.meta.url));
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does) first`);
@@ -66,7 +69,8 @@ export async function startScript(
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await new Promise<void>((resolve, reject) => {
-    // A wait, not a bound on speed: `serve` with every mount took ~10 s on a loaded 2-core machine.
+    // A guard against a process that hangs, not a claim about speed: on a busy machine a service
+    // over a bucket of 10,000 contexts took more than 10 s to say it was ready.
     const timer = setTimeout(() => reject(new Error(`${path} not ready within ${readyMs} ms: ${stderr}`)), readyMs);
     child.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();

@@ -1,7 +1,9 @@
 /**
- * Ends a run with the plain line CI reads: `Tests: N passed, N failed, N skipped`. A file that
- * failed outside its tests (an import, a hook, a process it left) counts as one failure, and so
- * does an error nobody handled, so the line never says 0 failed on a red run.
+ * Ends a run with the plain line CI reads: `Tests: N passed, N failed, N skipped`, and
+ * `, N expected to fail` when the run has such tests (`it.fails`: vitest says it passed when it
+ * failed as it should, which is not a feature that works). A file that failed outside its tests
+ * (an import, a hook, a process it left) counts as one failure, and so does an error nobody
+ * handled, so the line never says 0 failed on a red run.
  */
 import type { Reporter, SerializedError, TestModule } from 'vitest/node';
 
@@ -10,12 +12,14 @@ export default class SummaryReporter implements Reporter {
     let passed = 0;
     let failed = 0;
     let skipped = 0;
+    let expectedToFail = 0;
     let failedFiles = 0;
     for (const module of modules) {
       let failedHere = 0;
       for (const test of module.children.allTests()) {
         const state = test.result().state;
-        if (state === 'passed') passed++;
+        if (state === 'passed' && test.options.fails === true) expectedToFail++;
+        else if (state === 'passed') passed++;
         else if (state === 'failed') failedHere++;
         else skipped++;
       }
@@ -27,8 +31,9 @@ export default class SummaryReporter implements Reporter {
       ...(unhandledErrors.length > 0 ? [`${unhandledErrors.length} unhandled error(s)`] : []),
     ];
     const total = failed + failedFiles + unhandledErrors.length;
+    const expected = expectedToFail > 0 ? `, ${expectedToFail} expected to fail` : '';
     process.stdout.write(
-      `\nTests: ${passed} passed, ${total} failed, ${skipped} skipped${outside.length > 0 ? ` (${outside.join(', ')})` : ''}\n`,
+      `\nTests: ${passed} passed, ${total} failed, ${skipped} skipped${expected}${outside.length > 0 ? ` (${outside.join(', ')})` : ''}\n`,
     );
   }
 }

@@ -381,14 +381,23 @@ describe('the dispatcher', () => {
     });
 
     it('answers at once when the target has no responders', async () => {
-      const started = performance.now();
-      const r = await call('nobody');
-      expect(r).toMatchObject({
-        isError: true,
-        error: { code: 'unavailable' },
-        content: expect.stringContaining('no responders'),
-      });
-      expect(performance.now() - started).toBeLessThan(250);
+      // The control: what waiting out the tool's deadline (300 ms) takes here, now.
+      let started = performance.now();
+      expect((await call('stall')).error?.code).toBe('timeout');
+      const deadline = performance.now() - started;
+      // The fastest of three: one slowed by the machine's other work says nothing.
+      let fastest = Number.POSITIVE_INFINITY;
+      for (let i = 0; i < 3; i++) {
+        started = performance.now();
+        const r = await call('nobody');
+        fastest = Math.min(fastest, performance.now() - started);
+        expect(r).toMatchObject({
+          isError: true,
+          error: { code: 'unavailable' },
+          content: expect.stringContaining('no responders'),
+        });
+      }
+      expect(fastest).toBeLessThan(deadline / 2);
     });
 
     it('keeps to the caller’s deadline when it is shorter than the tool’s', async () => {

@@ -19,10 +19,10 @@ import { connectBus } from '../../src/bus/connect.js';
 import { Mount } from '../../src/bus/mount.js';
 import { openToolSession, type ToolSessionOptions, toolResultMessage } from '../../src/index.js';
 import { eventually } from '../harness/eventually.js';
-import { type SecuredBus, startSecuredBus, users } from '../harness/identity.js';
+import { type SecuredBus, SPY_SLOW_MS, startSecuredBus, users } from '../harness/identity.js';
 
-/** How long app.spy's `$slow` takes (test/harness/identity.ts). */
-const SLOW_MS = 300;
+/** How long app.spy's `$slow` takes: a call stopped early ends well before. */
+const SLOW_MS = SPY_SLOW_MS;
 
 const echoSchema = {
   type: 'object',

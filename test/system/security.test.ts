@@ -21,6 +21,9 @@ import { contextSpec } from '../harness/registry.js';
 import { cli, type ServiceProcess, startScript } from '../harness/service.js';
 import { startTarget } from '../harness/targets.js';
 
+/** The clients' timeout where a refusal is timed: what a request nobody refused would wait, in ms. */
+const REFUSAL_TIMEOUT_MS = 10_000;
+
 const dir = mkdtempSync(join(tmpdir(), 'auth-'));
 const file = (name: string, content: string | Uint8Array) => {
   const path = join(dir, name);
@@ -152,8 +155,8 @@ describe.each(deployments)('the least-privilege permissions of $name', (deployme
     service = await startScript('dist/src/cli/main.js', server.url, ' ready ', deployment.env('service'), ['serve']);
     const agentNc = await connectAs('agent');
     const operatorNc = await connectAs('operator');
-    const agent = new BusClient(agentNc, { timeoutMs: 3_000 });
-    const operator = new BusClient(operatorNc, { timeoutMs: 3_000 });
+    const agent = new BusClient(agentNc, { timeoutMs: REFUSAL_TIMEOUT_MS });
+    const operator = new BusClient(operatorNc, { timeoutMs: REFUSAL_TIMEOUT_MS });
 
     expect(
       (await agent.request<{ contexts: string[] }>('system.tools', '$resolve', { profile: 'default' })).contexts,
@@ -162,7 +165,8 @@ describe.each(deployments)('the least-privilege permissions of $name', (deployme
     await expect(agent.request('system.tools', '$register', { spec: contextSpec('sneaky') })).rejects.toBeInstanceOf(
       ForbiddenError,
     );
-    expect(performance.now() - started).toBeLessThan(1_000);
+    // Refused by the server at once, not at the client's timeout: well within half of it.
+    expect(performance.now() - started).toBeLessThan(REFUSAL_TIMEOUT_MS / 2);
     expect(await operator.request('system.tools', '$register', { spec: contextSpec('blessed') })).toMatchObject({
       key: 'blessed',
     });

@@ -9,7 +9,11 @@ import SummaryReporter from '../harness/summary-reporter.js';
 
 /** What the reporter reads of a test file: its tests' states, its own state, its errors. */
 function module(tests: string[], state = 'passed', errors: unknown[] = []): TestModule {
-  const allTests = tests.map((s) => ({ result: () => ({ state: s }) }));
+  // `passed (fails)`: an `it.fails` test that failed, as it should.
+  const allTests = tests.map((s) => ({
+    result: () => ({ state: s.split(' ')[0] }),
+    options: { fails: s.endsWith('(fails)') },
+  }));
   return { children: { allTests: () => allTests }, state: () => state, errors: () => errors } as unknown as TestModule;
 }
 
@@ -27,6 +31,12 @@ describe('the summary line', () => {
   it('counts passed, failed and skipped tests', () => {
     expect(summary([module(['passed', 'failed', 'skipped']), module(['passed'])])).toBe(
       'Tests: 2 passed, 1 failed, 1 skipped',
+    );
+  });
+
+  it('counts the tests expected to fail (it.fails) apart from those that pass', () => {
+    expect(summary([module(['passed', 'passed (fails)', 'failed (fails)']), module(['skipped'])])).toBe(
+      'Tests: 1 passed, 1 failed, 1 skipped, 1 expected to fail',
     );
   });
 

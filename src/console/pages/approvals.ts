@@ -8,6 +8,7 @@
  */
 
 import { type AnswerReply, ApprovalOp, type PendingApproval, type PendingReply } from '../../approvals/types.js';
+import { ErrorCode, MatrixError } from '../../bus/errors.js';
 import { Mounts } from '../../bus/subjects.js';
 import { left } from '../../cli/approvals.js';
 import { printable } from '../../printable.js';
@@ -18,8 +19,16 @@ import { errorNotice, FormError, statusOf } from './common.js';
 const SECTION = '/approvals';
 const TIMEOUT_MS = 10_000;
 
-/** `GET /approvals`: the pending approvals the console's grant may answer. */
-export async function approvalsPage(request: ConsoleRequest, failed?: unknown): Promise<Page> {
+/** A write of this page that failed: which form, and for an answer, which approval and the reason typed. */
+interface Failed {
+  error: unknown;
+  /** The approval an answer was for; undefined for the grant form. */
+  approvalId?: string;
+  reason?: string;
+}
+
+/** `GET /approvals`: the pending approvals the console's grant may answer; `failed`, a write that was not taken. */
+export async function approvalsPage(request: ConsoleRequest, failed?: Failed): Promise<Page> {
   const { deps, url } = request;
   const answered = url.searchParams.get('answered');
   const common = {
@@ -30,18 +39,13 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
     // Time left moves without events.
     pollMs: 15_000,
     needsToken: true,
+    // A write's page stands for the list: a reload or a refresh reads it, never the write again.
+    ...(failed === undefined ? {} : { address: SECTION }),
   };
   const grant = deps.approver.grant;
-  const head = html`${
-    grant
-      ? ''
-      : notice(
-          'info',
-          'This console has no approver grant',
-          'Where the service trusts issuers, only a grant with nats.approve may list and answer approvals: paste one below (matrix-tools grant … --approve-tools "*"), or start the console with --approver-grant FILE. Without trusted issuers (development) anyone may.',
-        )
-  }${deps.writes ? '' : notice('info', 'This console is read-only', 'Start it with --allow-writes to approve or reject.')}
-    ${deps.writes ? grantForm(grant !== undefined) : ''}`;
+  const grantFailed = failed !== undefined && failed.approvalId === undefined ? failed.error : undefined;
+  const head = html`${deps.writes ? '' : notice('info', 'This console is read-only', 'Start it with --allow-writes to approve or reject.')}
+    ${deps.writes ? grantForm(grant !== undefined, grantFailed) : ''}`;
   if (!request.withToken) return { ...common, head, ...tokenNeeded(deps.writes) };
   let listed: PendingApproval[] | undefined;
   let more = false;
@@ -51,18 +55,40 @@ export async function approvalsPage(request: ConsoleRequest, failed?: unknown): 
   } catch (err) {
     problem = err;
   }
+  const answer = failed?.approvalId === undefined ? undefined : (failed as Required<Failed>);
+  // An answer whose approval is no longer listed (answered elsewhere, expired) says why on top.
+  const orphan = answer !== undefined && !listed?.some((a) => a.approvalId === answer.approvalId);
   const decision = url.searchParams.get('decision') === 'approve' ? 'Approved' : 'Rejected';
   const live = html`${answered ? notice('ok', `${decision} ${answered}`, `as ${url.searchParams.get('by') ?? '?'} at ${url.searchParams.get('at') ?? '?'}`) : ''}
-    ${failed === undefined ? '' : errorNotice(failed, 'The answer was not taken')}
-    ${problem ? errorNotice(problem, 'Listing the pending approvals failed') : ''}
+    ${orphan ? answerFailure(answer) : ''}
+    ${problem ? listingFailure(problem, grant !== undefined) : ''}
     ${more ? notice('info', `More approvals wait than the ${MAX_SHOWN} oldest shown here`, 'Answer some, or list them all with matrix-tools approvals (each principal has at most its own share live: maxPendingPerPrincipal).') : ''}
-    ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, deps.writes))}`;
+    ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, deps.writes, answer?.approvalId === a.approvalId ? answer : undefined))}`;
   return {
     ...common,
     head,
     live,
-    status: failed !== undefined ? statusOf(failed) : problem ? statusOf(problem) : 200,
+    status: failed !== undefined ? statusOf(failed.error) : problem ? statusOf(problem) : 200,
   };
+}
+
+/**
+ * Why the list is missing. Refused for want of a grant, the page says how to give it one: only
+ * where the service trusts issuers is one needed (in development anyone may list).
+ */
+function listingFailure(problem: unknown, hasGrant: boolean): SafeHtml {
+  if (!hasGrant && problem instanceof MatrixError && problem.code === ErrorCode.Forbidden)
+    return notice(
+      'info',
+      'This console has no approver grant',
+      html`The service trusts issuers: only a grant with nats.approve may list and answer approvals. Paste one above (<code>matrix-tools grant … --approve-tools "*"</code>), or start the console with <code>--approver-grant FILE</code>. (${problem.message})`,
+    );
+  return errorNotice(problem, 'Listing the pending approvals failed');
+}
+
+/** A refused answer, marked so that the page's refreshes keep it where the person clicked (console.js). */
+function answerFailure(answer: Required<Failed>): SafeHtml {
+  return html`<div data-failed="${`approval:${answer.approvalId}`}">${errorNotice(answer.error, 'The answer was not taken')}</div>`;
 }
 
 /**
@@ -104,8 +130,8 @@ export async function answerApproval(request: ConsoleRequest): Promise<Page | Re
       { approvalId, decision, ...(reason ? { reason } : {}) },
       { timeoutMs: TIMEOUT_MS, ...grantOf(request) },
     );
-  } catch (err) {
-    return approvalsPage(request, err);
+  } catch (error) {
+    return approvalsPage(request, { error, approvalId, reason: form.get('reason') ?? '' });
   }
   const { by, decidedAt } = outcome as AnswerReply;
   return { redirect: href(SECTION, { answered: approvalId, decision, by, at: decidedAt }) };
@@ -116,7 +142,9 @@ export async function keepApproverGrant(request: ConsoleRequest): Promise<Page |
   const text = request.form.get('grant')?.trim() ?? '';
   // The grant's text only: a path here would have the console read its own files for the page.
   if (text !== '' && !GRANT_TEXT.test(text))
-    return approvalsPage(request, new FormError('that is not a grant: paste the JWT itself (three base64url parts)'));
+    return approvalsPage(request, {
+      error: new FormError('that is not a grant: paste the JWT itself (three base64url parts)'),
+    });
   request.deps.approver.grant = text === '' ? undefined : text;
   return { redirect: SECTION };
 }
@@ -147,23 +175,24 @@ function grantOf(request: ConsoleRequest): { grant?: string } {
   return grant === undefined ? {} : { grant };
 }
 
-function grantForm(has: boolean): SafeHtml {
+function grantForm(has: boolean, failed: unknown): SafeHtml {
   return html`<form method="post" action="${SECTION}/grant" data-write class="card fields" id="grant-form">
+    ${failed === undefined ? '' : errorNotice(failed, 'The grant was not taken')}
     <label>approver grant <span class="hint">${has ? 'one is set; paste another to replace it, or save empty to forget it' : 'a grant with nats.approve, sent as Matrix-Grant with $pending and $answer'}</span><textarea name="grant" rows="2" autocomplete="off"></textarea></label>
     <div class="row"><button type="submit" class="secondary">Use this grant</button></div></form>`;
 }
 
-function card(a: PendingApproval, writes: boolean): SafeHtml {
+function card(a: PendingApproval, writes: boolean, failed: Required<Failed> | undefined): SafeHtml {
   const disabled = writes ? '' : html`disabled`;
-  return html`<div class="card approval" data-approval-id="${a.approvalId}">
+  return html`<div class="card approval" data-approval-id="${a.approvalId}" data-slot="${`approval:${a.approvalId}`}">
     <h2><span class="mono">${a.tool}</span> → <span class="mono">${a.target} ${a.op}</span> ${badge(`${left(a.expiresAt)} left`, 'warn')}</h2>
     <p class="muted">asked by <strong>${a.principal ?? 'an unnamed caller'}</strong>${a.session ? html` in session <span class="mono">${a.session}</span>` : ''} at <span class="mono">${a.requestedAt}</span> · call <span class="mono">${a.callId}</span> · <span class="mono">${a.approvalId}</span></p>
     ${a.truncated ? notice('info', `Arguments cut: ${a.argumentsBytes} characters of JSON, the first 16384 shown`, 'If what you cannot see matters, reject.') : ''}
     <pre class="json">${printable(typeof a.arguments === 'string' ? a.arguments : JSON.stringify(a.arguments, null, 2))}</pre>
     <form method="post" action="${SECTION}/answer" data-write class="row answer">
       <input type="hidden" name="approvalId" value="${a.approvalId}">
-      <input name="reason" placeholder="reason (a reject needs one)" aria-label="reason" autocomplete="off">
+      <input name="reason" value="${failed?.reason ?? ''}" placeholder="reason (a reject needs one)" aria-label="reason" autocomplete="off">
       <button type="submit" name="decision" value="approve" ${disabled}>Approve</button>
       <button type="submit" name="decision" value="reject" class="secondary" ${disabled}>Reject</button>
-    </form></div>`;
+    </form>${failed === undefined ? '' : answerFailure(failed)}</div>`;
 }

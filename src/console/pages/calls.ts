@@ -10,9 +10,9 @@ import { traceIdOf } from '../../bus/headers.js';
 import { Mounts } from '../../bus/subjects.js';
 import { badge, href, html, notice, type SafeHtml, table } from '../html.js';
 import { isCallEvent } from '../live.js';
-import type { ConsoleRequest, Page } from '../types.js';
-import { errorNotice } from './common.js';
-import { runningTasks } from './tasks.js';
+import type { ConsoleRequest, Page, Redirect } from '../types.js';
+import { errorNotice, statusOf } from './common.js';
+import { cancelOf, runningTasks } from './tasks.js';
 
 const SECTION = '/calls';
 /** Rows on one page. */
@@ -73,6 +73,17 @@ export async function callsPage(request: ConsoleRequest): Promise<Page> {
     // A task's progress has no event of its own: the page reads it again while tasks run.
     ...(tasks.toString() === '' ? {} : { pollMs: 2_000 }),
   };
+}
+
+/** `POST /tasks/cancel`: cancels a task of the console's identity; back to Calls, which says when it was not. */
+export async function cancelTask(request: ConsoleRequest): Promise<Page | Redirect> {
+  const taskId = request.form.get('taskId') ?? '';
+  const refused = await cancelOf(request, taskId);
+  if (refused === undefined) return { redirect: SECTION };
+  const calls = await callsPage({ ...request, url: new URL(SECTION, request.url) });
+  // Kept by the page's refreshes (console.js), above the running tasks where Cancel was.
+  const failed = html`<div data-failed="${`task:${taskId}`}">${errorNotice(refused.error, `Task ${taskId} was not cancelled`)}</div>`;
+  return { ...calls, live: html`${failed}${calls.live}`, status: statusOf(refused.error), address: SECTION };
 }
 
 function traceQuery(f: CallFilter, sinceMs: number | undefined): TraceQuery {

@@ -136,7 +136,9 @@ export async function contextPage(request: ConsoleRequest, key: string, problem?
   const head = html`${registered ? notice('ok', `Registered ${key} at revision ${registered}`) : ''}${problem ? errorNotice(problem, 'Not unregistered') : ''}`;
   const live = html`<div class="card">${facts(listed, resolved)}${deps.writes && listed.source === 'registered' ? unregisterForm(key) : ''}</div>
     ${failure ? errorNotice(failure, 'Resolving it alone failed') : resolved ? resolvedParts(key, resolved) : ''}`;
-  return { ...base, lead: listed.description, head, live };
+  // After a refused unregister, the context's page (its refresh would read the POST's path).
+  const address = problem === undefined ? {} : { address: `${SECTION}/${encodeURIComponent(key)}` };
+  return { ...base, lead: listed.description, head, live, ...address };
 }
 
 function facts(c: ListedContext, resolved: ResolvedToolContext | undefined): SafeHtml {
@@ -169,14 +171,20 @@ function resolvedParts(key: string, resolved: ResolvedToolContext): SafeHtml {
   const others = resolved.contexts.filter((k) => k !== key);
   return html`
     ${others.length ? notice('info', 'Resolving it alone also brings in', html`${others.map((k) => html`${contextLink(k)} `)}(providers of what it requires)`) : ''}
-    <div class="card"><h2>Tools</h2>${toolTable(resolved.matrixTools.filter((t) => t.context === key))}</div>
+    <div class="card"><h2>Tools</h2>${toolTable(
+      resolved.matrixTools.filter((t) => t.context === key),
+      resolved.timeoutMs,
+    )}</div>
     ${resolved.instructions ? html`<div class="card"><h2>Instructions</h2><pre>${resolved.instructions}</pre></div>` : ''}
     <div class="grid2"><div class="card"><h2>Environment requirements</h2>${jsonBlock(resolved.environmentRequirements)}</div>
     <div class="card"><h2>Verification</h2>${jsonBlock(resolved.verification)}</div></div>`;
 }
 
-/** The tools of a resolution, each with its input schema. */
-export function toolTable(tools: readonly ResolvedTool[]): SafeHtml {
+/**
+ * The tools of a resolution, each with its input schema; a tool without a timeout of its own
+ * shows the resolution's (`sessionTimeoutMs`), which the dispatcher waits instead.
+ */
+export function toolTable(tools: readonly ResolvedTool[], sessionTimeoutMs: number): SafeHtml {
   if (tools.length === 0) return html`<p class="muted">No bus tools.</p>`;
   const hints = (t: ResolvedTool) =>
     Object.entries(t.annotations ?? {})
@@ -191,7 +199,7 @@ export function toolTable(tools: readonly ResolvedTool[]): SafeHtml {
         <details><summary>input schema</summary>${jsonBlock(t.inputSchema)}</details></td>
         <td>${contextLink(t.context)}</td><td class="mono">${t.target} ${t.op}</td>
         <td>${t.requiresApproval ? badge('approval', 'warn') : badge('none')}</td><td>${t.resultMode}</td>
-        <td class="num">${t.timeoutMs === undefined ? '' : `${t.timeoutMs} ms`}</td><td>${chips(hints(t), '')}</td></tr>`,
+        <td class="num">${t.timeoutMs === undefined ? html`${sessionTimeoutMs} ms<div class="sub">the session’s</div>` : `${t.timeoutMs} ms`}</td><td>${chips(hints(t), '')}</td></tr>`,
     ),
   );
 }

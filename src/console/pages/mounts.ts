@@ -59,7 +59,7 @@ export async function mountsPage({ deps }: ConsoleRequest): Promise<Page> {
       m.ops.map((o) => o.op),
     );
   });
-  const live = html`<p class="muted">${mounts.length} mounts · ${instances} instances · refreshed ${new Date().toISOString().slice(11, 19)} UTC every ${REFRESH_MS / 1000} s</p>
+  const live = html`<p class="muted">${mounts.length} mounts · ${instances} instances · refreshed ${utcTime(new Date().toISOString())} every ${REFRESH_MS / 1000} s</p>
     ${mounts.length ? html`<div class="mounts">${cards}</div>` : notice('info', 'Nothing answers $SRV.PING', 'Start the service (npm start) or a mount.')}`;
   return {
     title: 'Mounts',
@@ -96,7 +96,7 @@ function mountCard(
       <td class="num">${f.requests ? `${(f.processingNs / f.requests / 1e6).toFixed(2)} ms` : '—'}</td><td class="sub">${f.lastError}</td></tr>`,
   );
   const started = stats.map(
-    (s) => html`<span class="chip" title="${s.started ? `started ${s.started}` : ''}">${s.id}</span>`,
+    (s) => html`<span class="chip" title="${s.started ? `started ${utcTime(s.started)}` : ''}">${s.id}</span>`,
   );
   return html`<section class="card" data-mount="${mount}">
     <h2>${mount} ${badge(`${stats.length || 1} ${stats.length === 1 ? 'instance' : 'instances'}`, 'ok')} ${version ? badge(`v${version}`) : ''}</h2>
@@ -122,4 +122,13 @@ function sumByOp(mount: string, stats: readonly StatsReply[], ops: readonly stri
     }
   }
   return [...byOp.values()];
+}
+
+/**
+ * A moment as the page writes every one, `2026-12-06 07:01:02 UTC`: the refresh and the
+ * instances' starts alike (NATS gives the latter in RFC 3339, to the nanosecond).
+ */
+export function utcTime(rfc3339: string): string {
+  const at = new Date(rfc3339);
+  return Number.isNaN(at.getTime()) ? rfc3339 : `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
 }

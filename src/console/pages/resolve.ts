@@ -58,7 +58,7 @@ function outcomeView(outcome: Exclude<Outcome, undefined>, title: string): SafeH
       <dt>timeout</dt><dd>${reply.timeoutMs} ms</dd><dt>revision</dt><dd>${reply.revision}</dd>
       <dt>digest</dt><dd><code class="digest">${reply.digest}</code></dd>
       <dt>SDK tools</dt><dd>${chips(reply.sdkTools)}</dd></dl></div>
-    <div class="card"><h2>Tools (${reply.matrixTools.length})</h2>${toolTable(reply.matrixTools)}</div>
+    <div class="card"><h2>Tools (${reply.matrixTools.length})</h2>${toolTable(reply.matrixTools, reply.timeoutMs)}</div>
     <div class="card"><h2>Diagnostics (${reply.diagnostics.length})</h2>${diagnostics(reply)}</div>
     <div class="card"><h2>Instructions</h2>${reply.instructions ? html`<pre>${reply.instructions}</pre>` : html`<p class="muted">None.</p>`}</div>
     <div class="grid2"><div class="card"><h2>Environment requirements</h2>${jsonBlock(reply.environmentRequirements)}</div>

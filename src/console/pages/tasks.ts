@@ -7,7 +7,7 @@
 import { Mounts } from '../../bus/subjects.js';
 import type { Task, TaskListReply } from '../../tasks/types.js';
 import { badge, html, type SafeHtml, table } from '../html.js';
-import type { ConsoleRequest, Redirect } from '../types.js';
+import type { ConsoleRequest } from '../types.js';
 import { errorNotice } from './common.js';
 
 const TIMEOUT_MS = 5_000;
@@ -61,11 +61,17 @@ function taskRow(t: Task, writes: boolean): SafeHtml {
     <td class="mono">${t.createdAt}</td><td>${cancel}</td></tr>`;
 }
 
-/** `POST /tasks/cancel`: cancels a task of the console's identity; back to Calls. */
-export async function cancelTask(request: ConsoleRequest): Promise<Redirect> {
-  const taskId = request.form.get('taskId') ?? '';
-  await request.deps.client
-    .request<Task>(Mounts.Tasks, '$cancel', { taskId }, { timeoutMs: TIMEOUT_MS, ...identityOf(request) })
-    .catch(() => undefined);
-  return { redirect: '/calls' };
+/** `POST /tasks/cancel`'s request: the form's task cancelled; the error when it was not. */
+export async function cancelOf(request: ConsoleRequest, taskId: string): Promise<{ error: unknown } | undefined> {
+  try {
+    await request.deps.client.request<Task>(
+      Mounts.Tasks,
+      '$cancel',
+      { taskId },
+      { timeoutMs: TIMEOUT_MS, ...identityOf(request) },
+    );
+    return undefined;
+  } catch (error) {
+    return { error };
+  }
 }

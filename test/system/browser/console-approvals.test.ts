@@ -41,11 +41,42 @@ describe.skipIf(!chromiumAvailable())('the Approvals page, in Chromium', () => {
     await stack?.stop();
   });
 
-  it('lists nothing until the token is pasted, then says it has no approver grant and that nothing waits', async () => {
+  it('lists nothing until the token is pasted, then that nothing waits, asking no grant in development', async () => {
     expect(await page.locator('#live').textContent()).toContain('Paste the token to see the pending approvals');
     await page.fill('#token', stack.token);
     await page.locator('#live :text("Nothing waits for approval")').waitFor();
-    expect(await page.locator('main').textContent()).toContain('This console has no approver grant');
+    // The service trusts no issuers: anyone may answer, and the page asks for no grant.
+    expect(await page.locator('main').textContent()).not.toContain('has no approver grant');
+  });
+
+  it('says in the approval’s card why a Reject without a reason was refused, through the page’s refreshes', async () => {
+    await page.goto(`${stack.base}approvals`);
+    const first = gatedCall('browser-no-reason', 'Alta');
+    const rows = page.locator('[data-approval-id]');
+    await rows.first().waitFor({ timeout: 10_000 });
+    await rows.first().locator('button:has-text("Reject")').click();
+    const refusal = rows.first().locator('[data-failed] .notice.error');
+    await refusal.waitFor({ timeout: 10_000 });
+    expect(await refusal.textContent()).toContain('a reject needs a reason');
+    // The address is the list's, not the write's: a refresh or a reload reads the list.
+    expect(new URL(page.url()).pathname).toBe('/approvals');
+
+    // Another approval arrives: the page refreshes, and the refusal stays in its card.
+    const second = gatedCall('browser-no-reason-b', 'Vadsø');
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
+    expect(await rows.first().locator('[data-failed] .notice.error').textContent()).toContain(
+      'a reject needs a reason',
+    );
+
+    for (const [waiting, row] of [
+      [first, rows.first()],
+      [second, rows.first()],
+    ] as const) {
+      await row.locator('input[name="reason"]').fill('tested');
+      await row.locator('button:has-text("Reject")').click();
+      expect((await waiting).error?.code).toBe('approval_denied');
+      await page.goto(`${stack.base}approvals`);
+    }
   });
 
   it('shows a pending call arriving live; Approve makes it complete and its row leave', async () => {

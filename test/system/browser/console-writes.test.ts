@@ -127,6 +127,14 @@ describe.skipIf(!chromiumAvailable())('the web console writes, in Chromium', () 
       .toBe(0);
   });
 
+  it('says on the Calls page why a task was not cancelled, and keeps Calls as the address', async () => {
+    const refused = await post(`${stack.base}tasks/cancel`, { taskId: 'no-such-task', token: stack.token });
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    expect(refused.text).toContain('Task no-such-task was not cancelled');
+    expect(refused.text).toContain('data-failed="task:no-such-task"');
+    expect(refused.text).toContain('data-address="/calls"');
+  });
+
   it('refuses a write without the right token, and answers only to its own Host', async () => {
     const fields = { profile: 'default', refs: 'console-weather', tool: 'forecast', 'arg.city': 'Oslo' };
     const none = await post(`${stack.base}try`, fields);

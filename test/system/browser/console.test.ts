@@ -48,7 +48,6 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     report(
       `/contexts with ${total} contexts: response ${((timing.responseEnd as number) - (timing.startTime as number)).toFixed(0)} ms, loaded ${loaded.toFixed(0)} ms`,
     );
-    expect(loaded).toBeLessThan(5_000);
     expect(await page.locator('#live tbody tr').count()).toBe(50);
     expect(await page.locator('.pager').textContent()).toContain(`1–50 of ${total}`);
 
@@ -56,8 +55,15 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     await page.goto(`${stack.base}contexts?q=ctx-0999`);
     const searched = Date.now() - started;
     report(`search over ${total} contexts, page to screen: ${searched} ms`);
-    expect(searched).toBeLessThan(5_000);
     expect(await page.locator('#live tbody tr').count()).toBe(10); // ctx-09990 … ctx-09999
+    // The control, in this run: the same page with no row to show (a search that finds nothing).
+    // A page of 50 rows or a search's 10 costs about as much; all 10,000 rows, many times more.
+    // The margin (10×, at least 1 s) is for a busy machine; speed itself is the figure reported.
+    const noneAt = Date.now();
+    await page.goto(`${stack.base}contexts?q=no-such-context-anywhere`);
+    const control = Math.max(Date.now() - noneAt, 100);
+    expect(loaded).toBeLessThan(10 * control);
+    expect(searched).toBeLessThan(10 * control);
 
     // Typing searches as one goes, without a page load.
     await page.goto(`${stack.base}contexts`);
@@ -116,7 +122,10 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
   });
 
   it('shows a call in Calls within a second, and opens its trace', async () => {
+    const opening = Date.now();
     await page.goto(`${stack.base}calls`);
+    // The control, in this run: what loading the page anew takes (what a reload would cost).
+    const reload = Math.max(Date.now() - opening, 100);
     await expect.poll(() => page.locator('#status').textContent()).toBe('live');
     const started = Date.now();
     const result = await stack.client.request<ToolResult>(
@@ -136,7 +145,8 @@ describe.skipIf(!chromiumAvailable())('the web console, in Chromium', () => {
     report(
       `call to Calls row: ${shown - started} ms from sending the call, ${shown - replied} ms after its reply (call ${result.durationMs.toFixed(1)} ms)`,
     );
-    expect(shown - started).toBeLessThan(5_000);
+    // Live, not on the next reload or poll: within a wide margin of one page load.
+    expect(shown - replied).toBeLessThan(10 * reload);
     expect(await row.textContent()).toMatch(/forecast[\s\S]*ok[\s\S]*s-42[\s\S]*agent:alpha/);
 
     // A call the CLI makes shows too; its trace opens from the row.

@@ -1,0 +1,158 @@
+/**
+ * `npm run bench`'s verdicts (bench/report.ts), from rows made to give chosen ratios: a figure
+ * short of its goal but within its guard passes and says so, one past its guard fails the run,
+ * and every row prints its guard and its goal. The figures of a quiet run (issue 46: five rows
+ * short of their goals) pass; each of those five pushed past its guard fails.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Figures } from '../../bench/measure.js';
+import type { OtelFigures } from '../../bench/otel.js';
+import { type Row, render, Scenario } from '../../bench/report.js';
+
+/** The ratios the targets are made of; each 1 unless given. */
+interface Ratios {
+  rpsToRelay: number;
+  p50ToRelay: number;
+  trailOnToOff: number;
+  inProcessToMoleculer: number;
+  callGrant: number;
+  resolveGrant: number;
+  toMcpGateway: number;
+  resolveToRaw: number;
+  uncachedToRaw: number;
+  otel: number;
+}
+
+/** A quiet run of the 2 × EPYC box (issue 46): the five rows short of their goals, the rest met. */
+const QUIET: Ratios = {
+  rpsToRelay: 0.57,
+  p50ToRelay: 1.29,
+  trailOnToOff: 1.28,
+  inProcessToMoleculer: 0.7,
+  callGrant: 0.92,
+  resolveGrant: 1.0,
+  toMcpGateway: 11.3,
+  resolveToRaw: 1.1,
+  uncachedToRaw: 1.4,
+  otel: 1.01,
+};
+
+const figures = (rps: number, p50: number, cpu?: number): Figures => ({
+  rps,
+  p50,
+  p99: p50 * 3,
+  errors: 0,
+  ...(cpu === undefined ? {} : { cpu: { service: cpu } }),
+});
+
+/** Rows at 1 and 64 in flight that give `r`. */
+function rowsOf(r: Ratios): Row[] {
+  const relay = 10_000;
+  const service = relay * r.rpsToRelay;
+  const at = (scenario: string, rps: number, p50 = 100, cpu?: number): Row[] => [
+    { scenario, inFlight: 1, figures: figures(rps / 10, p50) },
+    { scenario, inFlight: 64, figures: figures(rps, p50 * 5, cpu) },
+  ];
+  return [
+    ...at(Scenario.Raw, 20_000, 100),
+    ...at(Scenario.Relay, relay, 200),
+    ...at(Scenario.Service, service, 200 * r.p50ToRelay, 20 * r.trailOnToOff),
+    ...at(Scenario.ServiceUnaudited, service * 1.3, 180, 20),
+    ...at(Scenario.InProcess, 10_000 * r.inProcessToMoleculer),
+    ...at(Scenario.InProcessUnaudited, 10_600),
+    ...at(Scenario.Moleculer, 10_000),
+    ...at(Scenario.McpGateway, service / r.toMcpGateway),
+    ...at(Scenario.CallGranted, 20_000 * r.callGrant),
+    ...at(Scenario.CallSameStack, 20_000),
+    ...at(Scenario.CallGrantBytes, 21_800),
+    ...at(Scenario.ResolveGranted, 40_000 * r.resolveGrant),
+    ...at(Scenario.ResolveSameStack, 40_000),
+    ...at(Scenario.ResolveGrantBytes, 38_800),
+    ...at(Scenario.Resolve, 40_000, 100 * r.resolveToRaw),
+    ...at(Scenario.ResolveUncached, 30_000, 100 * r.uncachedToRaw),
+  ];
+}
+
+function otelOf(ratio: number): OtelFigures {
+  return {
+    rounds: 9,
+    cpuUs: [13, 13 * ratio, 16],
+    rps: [45_000, 45_000, 40_000],
+    ratio: [1, ratio, 1.2],
+    ratioRange: [
+      [1, 1],
+      [ratio - 0.01, ratio + 0.01],
+      [1.1, 1.3],
+    ],
+    observerNs: [0, 40, 900],
+  };
+}
+
+function report(r: Ratios) {
+  return render(rowsOf(r), {
+    seconds: 3,
+    rounds: 5,
+    settleMs: 2300,
+    partial: false,
+    base: '',
+    otel: { figures: otelOf(r.otel), inFlight: 64, seconds: 0.25 },
+  });
+}
+
+/** The target table's row whose text starts with `what`, as its cells. */
+function targetRow(markdown: string, what: string): string[] {
+  const line = markdown.split('\n').find((l) => l.startsWith(`| ${what}`));
+  if (line === undefined) throw new Error(`no target row ${what}`);
+  return line
+    .split('|')
+    .slice(1, -1)
+    .map((c) => c.trim());
+}
+
+const ROWS = {
+  rpsToRelay: 'system.dispatcher req/s ÷ relay',
+  p50ToRelay: 'system.dispatcher p50 ÷ relay',
+  trailOnToOff: 'system.dispatcher total CPU per call, audit on ÷ off',
+  inProcessToMoleculer: 'in-process dispatch, audit on, req/s ÷ Moleculer',
+  callGrant: '$call with a cached grant req/s ÷ without',
+} as const;
+
+describe('the bench’s verdicts', () => {
+  it('passes a quiet run whose five rows are short of their goals, saying so beside each goal', () => {
+    const { markdown, failed } = report(QUIET);
+    expect(failed).toBe(false);
+    expect(targetRow(markdown, ROWS.rpsToRelay)).toEqual([
+      expect.stringContaining(ROWS.rpsToRelay),
+      '0.57',
+      '≥ 0.5',
+      '≥ 0.6',
+      '1.00',
+      'PASS, short of goal',
+    ]);
+    for (const what of Object.values(ROWS)) expect(targetRow(markdown, what).at(-1), what).toBe('PASS, short of goal');
+    expect(targetRow(markdown, '$resolve cached p50').at(-1)).toBe('PASS, goal met');
+    // Moleculer keeps no trail: the limit beside it is the same dispatch with the trail off.
+    expect(targetRow(markdown, ROWS.inProcessToMoleculer)[4]).toBe('1.06');
+    expect(markdown).toContain('| target | measured | guard | goal | limit | verdict |');
+  });
+
+  it.each([
+    ['rpsToRelay', 0.45],
+    ['p50ToRelay', 1.6],
+    ['trailOnToOff', 1.4],
+    ['inProcessToMoleculer', 0.55],
+    ['callGrant', 0.7],
+  ] as const)('fails the run when %s regresses past its guard (%s)', (name, value) => {
+    const { markdown, failed } = report({ ...QUIET, [name]: value });
+    expect(failed).toBe(true);
+    expect(targetRow(markdown, ROWS[name]).at(-1)).toBe('MISS');
+    const misses = markdown.split('\n').filter((l) => l.endsWith('| MISS |'));
+    expect(misses).toHaveLength(1);
+  });
+
+  it('fails a full run that could not measure a target', () => {
+    const { markdown, failed } = report({ ...QUIET, otel: Number.NaN });
+    expect(failed).toBe(true);
+    expect(targetRow(markdown, 'in-process dispatch CPU per call, OTel API').at(-1)).toBe('MISS');
+  });
+});
