@@ -47,22 +47,37 @@ const LATIN_LOOKALIKES: Readonly<Record<string, string>> = {
   υ: 'u',
   χ: 'x',
   γ: 'y',
-  // Latin letters that read as others
+  // Latin and other letters that read as others
   ı: 'i',
   ȷ: 'j',
   ſ: 's',
+  ɑ: 'a',
+  ɡ: 'g',
+  ɦ: 'h',
+  ʟ: 'l',
+  // Armenian and Lisu
+  հ: 'h',
+  ո: 'n',
+  ս: 'u',
+  օ: 'o',
+  ꓲ: 'l',
+  ꓳ: 'o',
 };
 
 const lookalike = new RegExp(`[${Object.keys(LATIN_LOOKALIKES).join('')}]`, 'gu');
 
-/** Characters that show as nothing: zero-width spaces and joiners, the soft hyphen, BOM, … */
-const INVISIBLE = /[\p{Default_Ignorable_Code_Point}]/gu;
+/**
+ * Characters that show as nothing: zero-width spaces and joiners, the soft hyphen, BOM, … and the
+ * blanks that are no white space (the braille blank).
+ */
+const INVISIBLE = /[\p{Default_Ignorable_Code_Point}\u2800]/gu;
 
 /**
  * The form two principals are compared in: NFKC (full-width and compatibility forms to their
- * plain ones), invisible characters dropped, white space trimmed, lower case, and the Cyrillic
- * and Greek lookalikes of Latin letters as those letters. Equal keys: the same principal to a
- * reader, so one never approves a call of the other.
+ * plain ones), invisible characters dropped, white space trimmed, lower case, the lookalikes of
+ * Latin letters in other scripts as those letters, and the letters and digits that read alike
+ * (`l`, `I`, `1` as `i`; `0` as `o`). Equal keys: the same principal to a reader, so one never
+ * approves a call of the other, and a revocation of one reaches the other.
  */
 export function principalKey(principal: string): string {
   return principal
@@ -70,7 +85,9 @@ export function principalKey(principal: string): string {
     .replace(INVISIBLE, '')
     .trim()
     .toLowerCase()
-    .replace(lookalike, (ch) => LATIN_LOOKALIKES[ch] ?? ch);
+    .replace(lookalike, (ch) => LATIN_LOOKALIKES[ch] ?? ch)
+    .replace(/[l1]/g, 'i')
+    .replace(/0/g, 'o');
 }
 
 /** Are these the same principal to a reader (`principalKey`)? Undefined is nobody's. */

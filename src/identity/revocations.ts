@@ -10,6 +10,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { sha256Hex } from '../bus/codec.js';
 import { BadRequestError } from '../bus/errors.js';
 import { Bucket, type BucketWatch } from '../bus/kv.js';
+import { principalKey } from './principal.js';
 import type { GrantClaims } from './types.js';
 
 /** One revocation, as it is stored. */
@@ -87,6 +88,7 @@ export function revocationKey(r: Pick<Revocation, 'jti' | 'sub'>): string {
 export class Revocations {
   private readonly byKey = new Map<string, Revocation>();
   private readonly byJti = new Map<string, Revocation>();
+  /** By the principal's `principalKey`: a revocation of `agent:alpha` reaches `Agent:Alpha` too. */
   private readonly bySub = new Map<string, Revocation>();
   private readonly listeners = new Set<(r: Revocation) => void>();
 
@@ -103,7 +105,7 @@ export class Revocations {
     const now = this.now();
     const byJti = this.byJti.get(claims.jti);
     if (byJti !== undefined && now < byJti.until) return byJti;
-    const bySub = this.bySub.get(claims.sub);
+    const bySub = this.bySub.get(principalKey(claims.sub));
     if (bySub !== undefined && now < bySub.until && claims.iat * 1000 <= bySub.revokedAt + issuedSlackMs) return bySub;
     return undefined;
   }
@@ -113,7 +115,7 @@ export class Revocations {
     this.remove(key);
     this.byKey.set(key, r);
     if (r.jti !== undefined) this.byJti.set(r.jti, r);
-    if (r.sub !== undefined) this.bySub.set(r.sub, r);
+    if (r.sub !== undefined) this.bySub.set(principalKey(r.sub), r);
     for (const listener of this.listeners) listener(r);
   }
 
@@ -123,7 +125,7 @@ export class Revocations {
     if (r === undefined) return;
     this.byKey.delete(key);
     if (r.jti !== undefined && this.byJti.get(r.jti) === r) this.byJti.delete(r.jti);
-    if (r.sub !== undefined && this.bySub.get(r.sub) === r) this.bySub.delete(r.sub);
+    if (r.sub !== undefined && this.bySub.get(principalKey(r.sub)) === r) this.bySub.delete(principalKey(r.sub));
   }
 
   /** Keys of revocations past their `until` at `now`. */

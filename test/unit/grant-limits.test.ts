@@ -43,6 +43,16 @@ describe('the limits of a grant', () => {
     expect(failure(fast, verifier)).not.toBe('ok');
   });
 
+  it('revokes every spelling of a principal a reader takes for it', () => {
+    const revocations = new Revocations(() => now);
+    const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now, revocations });
+    const spellings = ['agent:a', 'Agent:A', ' agent:a', 'agent:\u0430', 'agent:\u0251'];
+    const grants = spellings.map((principal) => mintGrant(issuer, { ...spec, principal }, now - 5_000));
+    revocations.apply('sub.1', revocationOf({ sub: 'agent:a' }, now, 86_400_000));
+    for (const [i, grant] of grants.entries()) expect(failure(grant, verifier), spellings[i]).toBe('revoked');
+    expect(failure(mintGrant(issuer, { ...spec, principal: 'agent:b' }, now - 5_000), verifier)).toBe('ok');
+  });
+
   it('lets no grant issued within the clock slack of a revocation of its principal survive it', () => {
     const revocations = new Revocations(() => now);
     const verifier = new GrantVerifier([issuer.getPublicKey()], { now: () => now, revocations });
