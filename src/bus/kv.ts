@@ -60,6 +60,12 @@ export interface BucketOptions {
    * one is updated to them. Default false.
    */
   expiring?: boolean;
+  /**
+   * With `expiring`, how long the marker of an expired record is kept, in ms; default
+   * `MARKER_TTL_MS`. Every marker takes room in the bucket, so a bucket whose keys are each used
+   * once (tasks) keeps them short.
+   */
+  markerTtlMs?: number;
 }
 
 /** How a watch checks that it is not behind its bucket; defaults for production. */
@@ -108,9 +114,13 @@ export class Bucket {
         history: options.history ?? 5,
         ttl: options.maxAgeMs ?? 0,
         ...(options.maxBytes === undefined ? {} : { max_bytes: options.maxBytes }),
-        ...(expires ? { markerTTL: MARKER_TTL_MS } : {}),
+        ...(expires ? { markerTTL: options.markerTtlMs ?? MARKER_TTL_MS } : {}),
       });
-      await updateStream(nc, (await kv.status()).streamInfo.config, { maxBytes: options.maxBytes, expires });
+      await updateStream(nc, (await kv.status()).streamInfo.config, {
+        maxBytes: options.maxBytes,
+        expires,
+        markerTtlMs: options.markerTtlMs ?? MARKER_TTL_MS,
+      });
       return new Bucket(kv, jetstream(nc), name, expires);
     } catch (err) {
       throw new UnavailableError(`cannot open KV bucket ${name} (is JetStream enabled?): ${(err as Error).message}`, {
@@ -313,16 +323,17 @@ export class Bucket {
 async function updateStream(
   nc: NatsConnection,
   config: StreamConfig,
-  wanted: { maxBytes?: number; expires: boolean },
+  wanted: { maxBytes?: number; expires: boolean; markerTtlMs: number },
 ): Promise<void> {
   const bytes = wanted.maxBytes !== undefined && config.max_bytes !== wanted.maxBytes;
-  const ttl = wanted.expires && config.allow_msg_ttl !== true;
+  const ttl =
+    wanted.expires && (config.allow_msg_ttl !== true || config.subject_delete_marker_ttl !== nanos(wanted.markerTtlMs));
   if (!bytes && !ttl) return;
   const jsm = await jetstreamManager(nc);
   await jsm.streams.update(config.name, {
     ...config,
     ...(bytes ? { max_bytes: wanted.maxBytes } : {}),
-    ...(ttl ? { allow_msg_ttl: true, subject_delete_marker_ttl: nanos(MARKER_TTL_MS) } : {}),
+    ...(ttl ? { allow_msg_ttl: true, subject_delete_marker_ttl: nanos(wanted.markerTtlMs) } : {}),
   });
 }
 

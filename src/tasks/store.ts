@@ -13,6 +13,9 @@ import { ConflictError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import { MAX_TASK_TTL_MS, TASKS_BUCKET_MAX_BYTES, type TaskRecord } from './types.js';
 
+/** How long the marker of an expired task is kept, in ms: a minute (markers take room in the bucket). */
+export const TASK_MARKER_TTL_MS = 60_000;
+
 /** The bucket of tasks. */
 export const TASKS_BUCKET = 'matrix-tasks';
 
@@ -79,6 +82,9 @@ export class TaskStore {
       maxAgeMs: MAX_TASK_TTL_MS + 3_600_000,
       maxBytes,
       expiring: true,
+      // Each task's key is used once: its marker matters only to a watch that was away, and a
+      // principal making short tasks in a loop would otherwise fill the bucket with them.
+      markerTtlMs: TASK_MARKER_TTL_MS,
     });
     return new TaskStore(bucket, maxBytes);
   }

@@ -15,7 +15,7 @@ import { Bucket } from '../../src/bus/kv.js';
 import { silentLogger } from '../../src/bus/log.js';
 import { jetStreamFeatures } from '../../src/bus/server-features.js';
 import { RevocationStore, Revocations } from '../../src/identity/revocations.js';
-import { TaskStore } from '../../src/tasks/store.js';
+import { TASK_MARKER_TTL_MS, TaskStore } from '../../src/tasks/store.js';
 import type { TaskRecord } from '../../src/tasks/types.js';
 import { eventually } from '../harness/eventually.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -109,6 +109,12 @@ describe.each(servers)('expiring records on $server', ({ bin, ttl }) => {
       if (ttl) await eventually(async () => expect(await store.get('owner.short')).toBeUndefined());
       else expect(await store.get('owner.short')).toBeDefined();
       expect(await store.get('owner.long')).toBeDefined();
+      // Each task's key is used once: its marker is kept a minute, not the hour of other buckets,
+      // so tasks made in a loop cannot fill the bucket with markers.
+      if (ttl) {
+        const info = await (await jetstreamManager(nc)).streams.info(`KV_${store.bucket.name}`);
+        expect(info.config.subject_delete_marker_ttl).toBe(TASK_MARKER_TTL_MS * 1_000_000);
+      }
     } finally {
       await (await new Kvm(nc).open(store.bucket.name)).destroy();
     }
