@@ -18,7 +18,7 @@ import { type McpHttpBridge, startMcpHttp } from '../../src/mcp/http.js';
 import type { McpTool } from '../../src/registry/provider-tools.js';
 import type { ResolvedToolContext } from '../../src/registry/types.js';
 import { sharedNatsEnv, sharedNatsUrl, testConnection } from '../harness/bus.js';
-import { CLI_MAIN } from '../harness/mcp.js';
+import { CLI_MAIN, initializeParams, startRawBridge } from '../harness/mcp.js';
 import { searchContext as context, type SearchBus, startSearchBus } from '../harness/search.js';
 
 /** 35 tools: past the default threshold of 30. */
@@ -230,6 +230,34 @@ describe('search_tools on the MCP bridge', () => {
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['note_add', 'search_tools']);
     const searched = await client.callTool({ name: 'search_tools', arguments: { query: 'send a bill to a customer' } });
     expect((searched.structuredContent as unknown as FoundTools).tools[0]?.name).toBe('invoice_send');
+  }, 30_000);
+
+  it('refuses search_tools as a task with -32601, as MCP says for a tool whose taskSupport is forbidden', async () => {
+    const raw = await startRawBridge(sharedNatsUrl(), [
+      '--profile',
+      'agent',
+      '--grant',
+      narrow,
+      '--search-threshold',
+      '2',
+    ]);
+    try {
+      await raw.request(1, 'initialize', initializeParams);
+      raw.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+      const asTask = await raw.request(2, 'tools/call', { name: 'search_tools', arguments: { query: 'x' }, task: {} });
+      expect(asTask.error).toEqual({
+        code: -32601,
+        message: '"search_tools" does not run as a task (taskSupport forbidden)',
+      });
+      const plain = await raw.request(3, 'tools/call', {
+        name: 'search_tools',
+        arguments: { query: 'write a note down' },
+      });
+      expect((plain.result?.structuredContent as FoundTools | undefined)?.tools[0]?.name).toBe('note_add');
+    } finally {
+      raw.child.stdin.end();
+      await raw.exited;
+    }
   }, 30_000);
 
   it('refuses a threshold that is not a whole number as a usage error (exit 2)', async () => {
