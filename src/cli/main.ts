@@ -11,6 +11,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { parseIssuers } from '../identity/gate.js';
 import type { McpHttpOptions } from '../mcp/http.js';
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from '../mcp/http-limits.js';
+import { DEFAULT_DEFER_THRESHOLD, type DeferOptions } from '../registry/search/search-tool.js';
 import { addApprovalCommands } from './approvals.js';
 import { addAuthCalloutCommand } from './auth-callout.js';
 import { addCheckCommand } from './check.js';
@@ -78,6 +79,17 @@ withOAuthFlags(
       .env('MATRIX_MCP_IDLE_MINUTES')
       .default(String(DEFAULT_IDLE_MS / 60_000)),
   )
+  .addOption(
+    new Option(
+      '--search-threshold <n>',
+      'past this many tools a client lists the kept ones and search_tools instead of all',
+    )
+      .env('MATRIX_MCP_SEARCH_THRESHOLD')
+      .default(String(DEFAULT_DEFER_THRESHOLD)),
+  )
+  .addOption(
+    new Option('--search-keep <name...>', 'tools listed even past the search threshold').env('MATRIX_MCP_SEARCH_KEEP'),
+  )
   .action(
     verbAction(async (client, args: SessionFlags & McpHttpFlags & McpOAuthFlags) => {
       // Loaded here: the MCP SDK is a third of every other verb's start-up time.
@@ -97,10 +109,11 @@ withOAuthFlags(
           host: args.host,
           port,
           issuers,
-          allowedHosts: hostList(args.allowedHost),
+          allowedHosts: nameList(args.allowedHost),
           maxSessions: positiveInteger('--max-sessions', args.maxSessions),
           maxSessionsPerGrant: positiveInteger('--max-sessions-per-grant', args.maxSessionsPerGrant),
           idleMs: positiveInteger('--idle-minutes', args.idleMinutes) * 60_000,
+          search: searchOptions(args),
           ...(issuers.length === 0 && oauth === undefined
             ? { session: sessionRequest(args), ctx: grantContext(args) }
             : {}),
@@ -110,7 +123,7 @@ withOAuthFlags(
         return ExitCode.Ok;
       }
       const { serveMcp } = await import('../mcp/bridge.js');
-      await serveMcp(client.nc, sessionRequest(args), grantContext(args));
+      await serveMcp(client.nc, sessionRequest(args), grantContext(args), searchOptions(args));
       return ExitCode.Ok;
     }),
   );
@@ -128,9 +141,23 @@ interface McpHttpFlags {
   maxSessions: string;
   maxSessionsPerGrant: string;
   idleMinutes: string;
+  searchThreshold: string;
+  /** Repeated flags, or the env's comma-separated list (one string). */
+  searchKeep?: string[] | string;
 }
 
-function hostList(given: string[] | string | undefined): string[] {
+/** When the bridge's clients get `search_tools`: `--search-threshold`, `--search-keep`. */
+function searchOptions(args: McpHttpFlags): DeferOptions {
+  const threshold = Number(args.searchThreshold);
+  if (!Number.isSafeInteger(threshold) || threshold < 0)
+    throw new UsageError(
+      `--search-threshold must be a whole number of tools (0 or more), got ${JSON.stringify(args.searchThreshold)}`,
+    );
+  const keep = nameList(args.searchKeep);
+  return keep.length === 0 ? { threshold } : { threshold, keep };
+}
+
+function nameList(given: string[] | string | undefined): string[] {
   const all = given === undefined ? [] : typeof given === 'string' ? [given] : given;
   return all
     .flatMap((h) => h.split(','))

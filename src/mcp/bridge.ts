@@ -26,8 +26,12 @@ import type { CallContext } from '../bus/context.js';
 import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
 import { recheckOnChange } from '../registry/events.js';
+import type { McpTool } from '../registry/provider-tools.js';
+import { MCP_SEARCH_TOOL_NAME, mcpListedTools } from '../registry/search/mcp-view.js';
+import type { DeferOptions } from '../registry/search/search-tool.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
+import { answerBridgeSearch, callsBridgeSearch } from './bridge-search.js';
 import { type BridgeCalls, type HandlerExtra, plainCall, TASKS_CAPABILITY, taskCall, taskOps } from './bridge-tasks.js';
 import { wellFormedLines } from './input.js';
 import { firstLineIsModern, serveModernStdio } from './modern-stdio.js';
@@ -90,23 +94,35 @@ function kindOf(value: unknown): string {
 
 /**
  * Serves `session`'s tools over MCP stdio until stdin ends, the client goes away or a signal
- * comes: 2026-07-28 when the client's first message says so, else 2025-11-25.
+ * comes: 2026-07-28 when the client's first message says so, else 2025-11-25. Past `search`'s
+ * threshold (default 30 tools) the client lists the kept tools and `search_tools`.
  */
-export async function serveMcp(nc: NatsConnection, session: ResolveRequest, ctx: CallContext = {}): Promise<void> {
-  const bridge = await openBridge(nc, session, ctx);
+export async function serveMcp(
+  nc: NatsConnection,
+  session: ResolveRequest,
+  ctx: CallContext = {},
+  search: DeferOptions = {},
+): Promise<void> {
+  const bridge = await openBridge(nc, session, ctx, search);
   log(`ready: profile ${session.profile}, ${bridge.callPrefix}`);
   if (await firstLineIsModern(process.stdin)) {
     await bridge.close();
-    return serveModernStdio(nc, session, ctx);
+    return serveModernStdio(nc, session, ctx, search);
   }
   await bridge.run();
 }
 
 /**
  * A bridge for `session`, its tools resolved once (`initialize` carries their instructions); a
- * `MatrixError` when they cannot be.
+ * `MatrixError` when they cannot be. `search` says when its client gets `search_tools` instead
+ * of every tool.
  */
-export async function openBridge(nc: NatsConnection, session: ResolveRequest, ctx: CallContext): Promise<McpBridge> {
+export async function openBridge(
+  nc: NatsConnection,
+  session: ResolveRequest,
+  ctx: CallContext,
+  search: DeferOptions = {},
+): Promise<McpBridge> {
   const request: ResolveRequest = { ...session, format: 'mcp' };
   const client = new GrantWatchingClient(nc, { timeoutMs: 10_000 });
   // Resolved before the client is answered: `initialize` carries the instructions, and a
@@ -117,7 +133,7 @@ export async function openBridge(nc: NatsConnection, session: ResolveRequest, ct
       client.close();
       throw err;
     });
-  return new McpBridge(nc, client, session, first, ctx);
+  return new McpBridge(nc, client, session, first, ctx, search);
 }
 
 /**
@@ -160,6 +176,8 @@ export class McpBridge {
     first: ResolvedToolContext,
     /** The caller's context on every request: its grant (`Matrix-Grant`) when it has one. */
     private readonly ctx: CallContext,
+    /** Past its threshold the client lists the kept tools and `search_tools` (PROTOCOL 13). */
+    private readonly search: DeferOptions = {},
   ) {
     this.listRequest = { ...session, format: 'mcp' };
     this.digest = first.digest;
@@ -279,23 +297,34 @@ export class McpBridge {
   private async listTools(): Promise<{ tools: Tool[] }> {
     const resolved = await this.resolve();
     this.digest = resolved.digest;
-    return { tools: (resolved.providerTools ?? []) as Tool[] };
+    return { tools: mcpListedTools(toolsOf(resolved), this.search) as Tool[] };
   }
 
   /**
-   * A `tools/call`: a task when it asks for one (`params.task`), else a plain call; both
-   * through `system.dispatcher`.
+   * A `tools/call`: the bridge's own `search_tools` past the threshold; else a task when it asks
+   * for one (`params.task`), else a plain call, both through `system.dispatcher`.
    */
-  private callTool(
+  private async callTool(
     params: ToolCallParams,
     requestId: string,
     raw: unknown,
     extra: HandlerExtra,
   ): Promise<CallToolResult | { task: McpTask }> {
-    const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
     const task = (raw as { task?: { ttl?: unknown } }).task;
-    if (task !== null && typeof task === 'object')
-      return taskCall(this.calls(), call, typeof task.ttl === 'number' ? task.ttl : undefined, extra);
+    const asTask = task !== null && typeof task === 'object';
+    if (params.name === MCP_SEARCH_TOOL_NAME) {
+      const tools = toolsOf(await this.resolve());
+      if (callsBridgeSearch(params.name, tools, this.search)) {
+        if (asTask)
+          throw new JsonRpcFailure(
+            JsonRpcError.MethodNotFound,
+            `"${params.name}" does not run as a task (taskSupport forbidden)`,
+          );
+        return answerBridgeSearch(this.client, this.session, this.ctx, params.arguments, tools);
+      }
+    }
+    const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };
+    if (asTask) return taskCall(this.calls(), call, typeof task.ttl === 'number' ? task.ttl : undefined, extra);
     return plainCall(this.calls(), call, extra);
   }
 
@@ -320,6 +349,10 @@ export class McpBridge {
       `registry revision ${resolved.revision}: tools changed (digest ${resolved.digest.slice(0, 12)}), list_changed sent`,
     );
   }
+}
+
+function toolsOf(resolved: ResolvedToolContext): McpTool[] {
+  return (resolved.providerTools ?? []) as McpTool[];
 }
 
 function log(line: string): void {

@@ -27,6 +27,7 @@ import { MatrixError } from '../bus/errors.js';
 import { GrantError } from '../identity/errors.js';
 import { GrantedSession } from '../identity/granted.js';
 import { GrantVerifier } from '../identity/verify.js';
+import type { DeferOptions } from '../registry/search/search-tool.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { type McpBridge, openBridge } from './bridge.js';
 import { BODY_TIMEOUT_MS, notInitialize, readPostBody } from './http-body.js';
@@ -66,6 +67,11 @@ export interface McpHttpOptions {
   idleMs?: number;
   /** An OAuth 2.1 protected resource (`--oauth-issuer`): each session is an access token's (src/mcp/oauth-resource.ts). */
   oauth?: OAuthResource;
+  /**
+   * When a session's client lists `search_tools` and the kept tools instead of every tool: past
+   * `threshold` tools (default 30), in both revisions (PROTOCOL 13).
+   */
+  search?: DeferOptions;
 }
 
 /** A running HTTP bridge. */
@@ -176,7 +182,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   ).unref();
   // 2026-07-28 requests: each served on its own by the SDK's handler, nothing kept between them.
   const modernClient = new BusClient(nc, { timeoutMs: 10_000 });
-  const modern = modernHandler(modernClient);
+  const modern = modernHandler(modernClient, options.search);
   const serveModern = toNodeHandler(modern);
   const modernLeg = (req: IncomingMessage, res: ServerResponse, message: unknown, caller: ModernCaller) => {
     (req as IncomingMessage & { auth?: unknown }).auth = callerAuthInfo(caller);
@@ -342,8 +348,8 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
     let bridge: McpBridge;
     try {
       bridge = granted
-        ? await openBridge(nc, granted.request, granted.context())
-        : await openBridge(nc, options.session ?? { profile: '' }, options.ctx ?? {});
+        ? await openBridge(nc, granted.request, granted.context(), options.search)
+        : await openBridge(nc, options.session ?? { profile: '' }, options.ctx ?? {}, options.search);
     } catch (err) {
       release();
       if (err instanceof MatrixError) {

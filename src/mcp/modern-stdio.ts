@@ -9,6 +9,7 @@ import { StdioServerTransport, serveStdio } from '@modelcontextprotocol/server/s
 import type { NatsConnection } from '@nats-io/nats-core';
 import { BusClient } from '../bus/client.js';
 import type { CallContext } from '../bus/context.js';
+import type { DeferOptions } from '../registry/search/search-tool.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { wellFormedLines } from './input.js';
 import { modernServer } from './modern.js';
@@ -52,13 +53,21 @@ function isModern(line: string): boolean {
   }
 }
 
-/** Serves 2026-07-28 on stdio for `session` until stdin ends or a signal comes. */
-export async function serveModernStdio(nc: NatsConnection, session: ResolveRequest, ctx: CallContext): Promise<void> {
+/**
+ * Serves 2026-07-28 on stdio for `session` until stdin ends or a signal comes; past `search`'s
+ * threshold the client lists the kept tools and `search_tools`.
+ */
+export async function serveModernStdio(
+  nc: NatsConnection,
+  session: ResolveRequest,
+  ctx: CallContext,
+  search: DeferOptions = {},
+): Promise<void> {
   const client = new BusClient(nc, { timeoutMs: 10_000 });
   const input = process.stdin.pipe(
     wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)),
   );
-  const handle = serveStdio(() => modernServer(client, { session, ctx }), {
+  const handle = serveStdio(() => modernServer(client, { session, ctx }, search), {
     legacy: 'reject',
     transport: new StdioServerTransport(input, process.stdout),
     onerror: (err) => log(`2026-07-28 request: ${err.message}`),

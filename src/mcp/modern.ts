@@ -22,10 +22,14 @@ import type { CallContext } from '../bus/context.js';
 import { MatrixError } from '../bus/errors.js';
 import { Mounts } from '../bus/subjects.js';
 import type { ToolResult } from '../dispatcher/types.js';
+import type { McpTool } from '../registry/provider-tools.js';
+import { mcpListedTools } from '../registry/search/mcp-view.js';
+import type { DeferOptions } from '../registry/search/search-tool.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import type { Task } from '../tasks/types.js';
 import { toolCallParams } from './bridge.js';
+import { answerBridgeSearch, callsBridgeSearch } from './bridge-search.js';
 import { type BridgeCalls, callToolResultOf, dispatcherFailed, type HandlerExtra, plainCall } from './bridge-tasks.js';
 import {
   cancelTask,
@@ -60,9 +64,12 @@ export function callerAuthInfo(caller: ModernCaller): AuthInfo {
   return { token: caller.ctx.grant ?? '', clientId: caller.ctx.principal ?? '', scopes: [], extra: { caller } };
 }
 
-/** The 2026-07-28 leg: `fetch` serves one request; 2025-era requests are the caller's to route elsewhere. */
-export function modernHandler(client: BusClient): McpHttpHandler {
-  return createMcpHandler((ctx) => modernServer(client, callerOf(ctx)), {
+/**
+ * The 2026-07-28 leg: `fetch` serves one request; 2025-era requests are the caller's to route
+ * elsewhere. Past `search`'s threshold a client lists the kept tools and `search_tools`.
+ */
+export function modernHandler(client: BusClient, search: DeferOptions = {}): McpHttpHandler {
+  return createMcpHandler((ctx) => modernServer(client, callerOf(ctx), search), {
     legacy: 'reject',
     onerror: (err) => process.stderr.write(`mcp bridge: 2026-07-28 request: ${err.message}\n`),
   });
@@ -77,8 +84,9 @@ function callerOf(ctx: McpRequestContext): ModernCaller {
 /**
  * A 2026-07-28 server for `caller`: its tools, calls and task ops, all onto the bus. Over HTTP one
  * serves one request; over stdio one serves the connection, holding nothing a request needs.
+ * Past `search`'s threshold its `tools/list` shows the kept tools and `search_tools` (PROTOCOL 13).
  */
-export function modernServer(client: BusClient, caller: ModernCaller): Server {
+export function modernServer(client: BusClient, caller: ModernCaller, search: DeferOptions = {}): Server {
   const server = new Server(
     { name: 'matrix-tools', version: REGISTRY_VERSION },
     { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } },
@@ -94,11 +102,7 @@ export function modernServer(client: BusClient, caller: ModernCaller): Server {
 
   server.setRequestHandler('tools/list', async () => {
     const resolved = await resolve();
-    // 2026 tools carry no `execution`: the server decides which calls become tasks.
-    const tools = (resolved.providerTools ?? []).map((tool) => {
-      const { execution: _, ...rest } = tool as unknown as Record<string, unknown>;
-      return rest;
-    });
+    const tools = mcpListedTools(toolsOf(resolved), search).map(withoutExecution);
     return {
       tools,
       ttlMs: TOOLS_LIST_TTL_MS,
@@ -106,9 +110,21 @@ export function modernServer(client: BusClient, caller: ModernCaller): Server {
       _meta: { [REVISION_META]: resolved.revision, [DIGEST_META]: resolved.digest },
     } as never;
   });
-  server.setRequestHandler('tools/call', async (request, ctx) =>
-    callTool(client, caller, toolCallParams(request.params), ctx, await resolve()),
-  );
+  server.setRequestHandler('tools/call', async (request, ctx) => {
+    const params = toolCallParams(request.params);
+    const resolved = await resolve();
+    const tools = toolsOf(resolved);
+    if (callsBridgeSearch(params.name, tools, search))
+      return (await answerBridgeSearch(
+        client,
+        caller.session,
+        caller.ctx,
+        params.arguments,
+        tools,
+        withoutExecution,
+      )) as never;
+    return callTool(client, caller, params, ctx, resolved);
+  });
   // The extension's ops; any other method is the SDK's to refuse (404, -32601).
   for (const [method, op] of Object.entries(TASK_OPS))
     server.setRequestHandler(method, { params: taskRef(method) }, async (params, ctx) => {
@@ -116,6 +132,16 @@ export function modernServer(client: BusClient, caller: ModernCaller): Server {
       return (await op(taskCaller, params.taskId)) as never;
     });
   return server;
+}
+
+function toolsOf(resolved: ResolvedToolContext): McpTool[] {
+  return (resolved.providerTools ?? []) as McpTool[];
+}
+
+/** A tool as 2026-07-28 lists it: no `execution`, the server decides which calls become tasks. */
+function withoutExecution(tool: McpTool): Omit<McpTool, 'execution'> {
+  const { execution: _, ...rest } = tool;
+  return rest;
 }
 
 /** The params of a tasks op as a Standard Schema: a `taskId`, or `-32602` saying what is wrong. */

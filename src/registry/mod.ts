@@ -8,7 +8,13 @@ export { providerToolsOf, renderProviderTools } from './provider-formats.js';
 export type * from './provider-tools.js';
 export { DEFAULT_RESOLUTION_CACHE, Registry, type WritableToolContextStore } from './registry.js';
 export { DEFAULT_TIMEOUT_MS, type ResolveOptions, resolveToolContext, unmetRequirements } from './resolver.js';
-export { MCP_SEARCH_TOOL, MCP_SEARCH_TOOL_NAME, mcpListedTools, searchMcpTools } from './search/mcp-view.js';
+export {
+  MCP_SEARCH_TOOL,
+  MCP_SEARCH_TOOL_NAME,
+  mcpListedTools,
+  mcpSearches,
+  searchMcpTools,
+} from './search/mcp-view.js';
 export {
   DEFAULT_DEFER_THRESHOLD,
   DEFAULT_SEARCH_LIMIT,

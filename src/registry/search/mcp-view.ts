@@ -33,12 +33,17 @@ export const MCP_SEARCH_TOOL: McpTool = {
   execution: { taskSupport: 'forbidden' },
 };
 
+/** Whether a session of `count` tools is past the threshold: MCP clients then get `search_tools`. */
+export function mcpSearches(count: number, defer: DeferOptions = {}): boolean {
+  return count > (defer.threshold ?? DEFAULT_DEFER_THRESHOLD);
+}
+
 /**
  * The tools an MCP client lists for a session: all of them at or below the threshold (nothing
  * changes); past it, the `keep` tools in their order and `search_tools` last.
  */
 export function mcpListedTools(tools: readonly McpTool[], defer: DeferOptions = {}): McpTool[] {
-  if (tools.length <= (defer.threshold ?? DEFAULT_DEFER_THRESHOLD)) return [...tools];
+  if (!mcpSearches(tools.length, defer)) return [...tools];
   const keep = new Set(defer.keep ?? []);
   return [...tools.filter((t) => keep.has(t.name)), MCP_SEARCH_TOOL];
 }
