@@ -12,6 +12,7 @@
  */
 import { TRACE_ID } from '../bus/headers.js';
 import { Mounts } from '../bus/subjects.js';
+import { MCP_SEARCH_TOOL_NAME } from './search/mcp-view.js';
 import { SEARCH_TOOL_NAME } from './search/search-tool.js';
 import type { MatrixToolProjection, ToolContextSpec } from './types.js';
 
@@ -208,12 +209,14 @@ export const builtinContexts: readonly ToolContextSpec[] = [
 ];
 
 /**
- * Names of the built-in tools and of the search tool `$resolve` adds past a defer threshold
- * (PROTOCOL 13): reserved, no registered context may define one (PROTOCOL 6.2).
+ * Names of the built-in tools, of the search tool `$resolve` adds past a defer threshold and of
+ * the one the MCP bridge lists past its threshold (PROTOCOL 13): reserved, no registered context
+ * may define one (PROTOCOL 6.2).
  */
 export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set([
   ...builtinContexts.flatMap((c) => (c.matrixTools ?? []).map((t) => t.name)),
   SEARCH_TOOL_NAME,
+  MCP_SEARCH_TOOL_NAME,
 ]);
 
 /**

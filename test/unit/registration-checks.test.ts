@@ -71,6 +71,8 @@ describe('the checks of $register', () => {
       'apply_patch',
       'Write',
       'tool_search',
+      'search_tools',
+      'Search-Tools',
     ]) {
       const error = registrationError(spec('x', [tool(name)]));
       expect(error, name).toBeInstanceOf(ForbiddenError);
