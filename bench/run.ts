@@ -36,6 +36,7 @@ import {
   here,
   populate,
   registryRss,
+  spawnMcpHost,
   spawnReady,
   startAccountsServer,
   stopChild,
@@ -178,6 +179,8 @@ async function main(): Promise<void> {
     const gateway = await spawnReady(here('./mcp-gateway.js'), {}, 'stdout', 'ready');
     children.push(moleculerServer, gateway);
     const [, gatewayPort, gatewayToolPid] = /ready (\d+) (\d+)/.exec(gateway.said) ?? [];
+    const mcpHost = await spawnMcpHost(url, Account.Main);
+    children.push(mcpHost);
 
     const client = new BusClient(nc, { timeoutMs: 10_000 });
     const trusted = new BusClient(trustedNc, { timeoutMs: 10_000 });
@@ -228,6 +231,7 @@ async function main(): Promise<void> {
           'MCP server': { pid: mcpTransport.pid ?? undefined },
           'MCP gateway': gateway,
           'MCP gateway tool server': { pid: Number(gatewayToolPid) },
+          'MCP host': mcpHost,
         }),
       };
     };
@@ -238,6 +242,16 @@ async function main(): Promise<void> {
     // Two chained hops of that: a relay that receives and requests again, as system.dispatcher does, with no work.
     const twoHops = ceilingClient(nc, 'bench.relay.$echo', payload, true);
     const echoCall = () => ({ id: 'c', name: 'echo', arguments: { q: 'hello' } });
+    // The MCP rows' echo server behind the host: its context `mcp.bench`, its tool `bench_echo`.
+    const hostSession = { profile: 'bench', toolContextRefs: ['mcp.bench'] };
+    const viaHost = () =>
+      expectOk(
+        client.request<ToolResult>('system.dispatcher', '$call', {
+          session: hostSession,
+          call: { id: 'c', name: 'bench_echo', arguments: { q: 'hello' } },
+        }),
+      );
+    await untilOk(viaHost);
     let uncached = 0;
 
     const all: Array<[string, () => Promise<unknown>]> = [
@@ -315,6 +329,7 @@ async function main(): Promise<void> {
       [Scenario.Moleculer, () => molecular.call('echo.echo', { q: 'hello' })],
       [Scenario.McpStdio, () => mcp.callTool({ name: 'echo', arguments: { q: 'hello' } })],
       [Scenario.McpGateway, () => expectMcpOk(viaGateway.callTool({ name: 'echo', arguments: { q: 'hello' } }))],
+      [Scenario.McpHost, viaHost],
     ];
     // The raw request is every row's yardstick, the relay the dispatcher's: always measured.
     const scenarios = all.filter(
@@ -437,6 +452,18 @@ function ctxKey(i: number): string {
 
 async function expectMcpOk(result: Promise<object>): Promise<void> {
   if (((await result) as { isError?: unknown }).isError === true) throw new Error('the MCP gateway answered an error');
+}
+
+/** Waits (up to 30 s) for `op` to succeed once: a hosted server starts, then its context is registered. */
+async function untilOk(op: () => Promise<void>): Promise<void> {
+  for (let tries = 0; ; tries++) {
+    try {
+      return await op();
+    } catch (err) {
+      if (tries >= 60) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
 }
 
 async function expectOk(result: Promise<ToolResult>): Promise<void> {

@@ -58,6 +58,23 @@ export function accountEnv(url: string, account: Account): Record<string, string
   return { NATS_URL: url, NATS_USER: account, NATS_PASSWORD: account };
 }
 
+/**
+ * The MCP host (`matrix-tools mcp-host`, issue 42) in a process of its own as `account`, hosting
+ * the MCP rows' echo server (`mcp-server.ts`) as the context `mcp.bench`, registered through the
+ * service; approval `never`, as the echo tool says nothing of being read-only. Resolves once the
+ * host is up (its server may still be starting).
+ */
+export function spawnMcpHost(url: string, account: Account): Promise<ChildProcess & { said: string }> {
+  const file = join(mkdtempSync(join(tmpdir(), 'bench-mcp-host-')), 'mcp.json');
+  const bench = { command: process.execPath, args: [here('./mcp-server.js')], matrix: { approval: 'never' } };
+  writeFileSync(file, JSON.stringify({ mcpServers: { bench } }));
+  return spawnReady(here('../src/cli/main.js'), accountEnv(url, account), 'stderr', 'mcp host ready: ', [
+    'mcp-host',
+    '--mcp-servers',
+    file,
+  ]);
+}
+
 /** Writes `specs` straight into a bucket (made when missing). */
 export async function populate(nc: NatsConnection, bucket: string, specs: ToolContextSpec[]): Promise<void> {
   const kv = await new Kvm(nc).create(bucket, { history: 1 });

@@ -50,6 +50,31 @@ export interface CallEvent {
   approvalWaitMs?: number;
   /** Only on a summary event (name `(refusals)`): refusals without a valid grant counted, not stored one by one. */
   refused?: RefusalSummary;
+  /**
+   * Only on the event of a change to a hosted MCP server's definitions (no call's: PROTOCOL 12),
+   * whose `name` is the tool's name as agents see it and `target` the server's mount.
+   */
+  definition?: DefinitionChange;
+}
+
+/** What a definition event says happened to a tool's definition (PROTOCOL 12). */
+export const DEFINITION_CHANGES = ['added', 'changed', 'removed', 'held', 'accepted'] as const;
+
+/**
+ * One change to the pinned definitions of a hosted MCP server (PROTOCOL 12): a definition that
+ * differs from the accepted one was held, accepted (by an operator, or at once with
+ * `onChange: "accept"`), or a tool left.
+ */
+export interface DefinitionChange {
+  /** The server's name in its `mcpServers` file. */
+  server: string;
+  /** The tool's name as the server lists it. */
+  tool: string;
+  change: (typeof DEFINITION_CHANGES)[number];
+  /** SHA-256 (hex) of the canonical JSON of the accepted definition before; absent for a new tool. */
+  before?: string;
+  /** SHA-256 (hex) of the definition after; absent for a removed tool. */
+  after?: string;
 }
 
 /**
@@ -96,6 +121,7 @@ export function newCallEvent(callId: string, name: string): CallEvent {
     rejectedBy: undefined,
     approvalWaitMs: undefined,
     refused: undefined,
+    definition: undefined,
   };
 }
 
@@ -122,6 +148,7 @@ const KEY = {
   rejectedBy: key('rejectedBy'),
   approvalWaitMs: key('approvalWaitMs'),
   refused: key('refused'),
+  definition: key('definition'),
 } satisfies Record<keyof CallEvent, Uint8Array>;
 
 function key(name: string): Uint8Array {
@@ -234,7 +261,8 @@ function writeEvent(e: CallEvent): void {
     field(KEY.approvedBy, e.approvedBy) +
     field(KEY.rejectedBy, e.rejectedBy) +
     field(KEY.approvalWaitMs, e.approvalWaitMs) +
-    summaryField(e.refused);
+    summaryField(e.refused) +
+    definitionField(e.definition);
   if (count < 16)
     buf[header] = 0x80 | count; // fixmap: every event of a call that ran
   else {
@@ -268,6 +296,28 @@ function summaryField(s: RefusalSummary | undefined): number {
   writeNumber(s.otherTools);
   writeString('since');
   writeString(s.since);
+  return 1;
+}
+
+/** Writes a definition event's `definition` field unless there is none; returns how many it wrote. */
+function definitionField(d: DefinitionChange | undefined): number {
+  if (d === undefined) return 0;
+  writeKey(KEY.definition);
+  mapHeader(3 + (d.before === undefined ? 0 : 1) + (d.after === undefined ? 0 : 1));
+  writeString('server');
+  writeString(d.server);
+  writeString('tool');
+  writeString(d.tool);
+  writeString('change');
+  writeString(d.change);
+  if (d.before !== undefined) {
+    writeString('before');
+    writeString(d.before);
+  }
+  if (d.after !== undefined) {
+    writeString('after');
+    writeString(d.after);
+  }
   return 1;
 }
 

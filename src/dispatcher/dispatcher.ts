@@ -20,6 +20,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { ServiceStopping, withdrawApproval } from '../approvals/gate.js';
 import { DEFAULT_APPROVALS_BUCKET } from '../approvals/types.js';
+import { recordDefinitionChanges } from '../audit/definitions.js';
 import { type CallEvent, newCallEvent } from '../audit/events.js';
 import { AuditLog, isoNow, observeWithTelemetry } from '../audit/log.js';
 import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
@@ -180,6 +181,8 @@ export class Dispatcher {
   private readonly stopping = new AbortController();
   private readonly stopWatching: () => void;
   private readonly stopObserving: () => void;
+  /** Stops storing hosted MCP servers' definition changes in the trail (none when not auditing). */
+  private readonly stopDefinitions: () => void;
   private readonly auditLog: AuditLog;
   /** Every refusal's way into the trail, within its budgets. */
   private readonly refusals: RefusalAudit;
@@ -207,6 +210,7 @@ export class Dispatcher {
     this.identity = options.identity;
     this.stopWatching = watchRegistry(nc, (event) => this.sessions.heard(event));
     this.stopObserving = observeInFlight(() => this.slots.all());
+    this.stopDefinitions = this.options.audit ? recordDefinitionChanges(nc, this.auditLog) : () => undefined;
     if (options.telemetry ?? telemetryRegistered()) observeWithTelemetry();
   }
 
@@ -314,6 +318,7 @@ export class Dispatcher {
    */
   close(): void {
     this.stopWaiting();
+    this.stopDefinitions();
     this.refusals.flush();
     this.auditLog.flush();
     this.stopWatching();

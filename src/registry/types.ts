@@ -57,6 +57,13 @@ export interface MatrixToolProjection {
   resultMode?: ResultMode;
   /** Longest wait for the target, in ms. */
   timeoutMs?: number;
+  /**
+   * MCP's `outputSchema`: JSON Schema (type `object`) of the tool's structured result, at most
+   * 32 KiB of JSON. In the projections (`$resolve`'s `matrixTools`) only: no provider format
+   * renders it (OpenAI's and Anthropic's tools have no field for it; `mcp`: `provider-formats.ts`),
+   * and the dispatcher does not check results against it.
+   */
+  outputSchema?: JsonSchemaObject;
   /** MCP's hints; `idempotent` allows the dispatcher to retry. */
   annotations?: ToolAnnotations;
   /**

@@ -58,6 +58,13 @@ export function specViolations(
         message: `repeats the name of ${prefix}/matrixTools/${first}`,
         keyword: 'uniqueName',
       });
+    const outputSize = tool.outputSchema === undefined ? 0 : JSON.stringify(tool.outputSchema).length;
+    if (outputSize > MAX_INPUT_SCHEMA_CHARS)
+      violations.push({
+        path: `${at}/outputSchema`,
+        message: `is ${outputSize} characters of JSON; a tool's output schema may have ${MAX_INPUT_SCHEMA_CHARS}`,
+        keyword: 'maxSize',
+      });
     const size = JSON.stringify(tool.inputSchema).length;
     if (size > MAX_INPUT_SCHEMA_CHARS) {
       // Compiling is the costly part of a check (a 720 KB schema held an instance for ~3 s): not past the bound.

@@ -69,16 +69,27 @@ export interface HostWorld {
   stop(): Promise<void>;
 }
 
+/** Where the world runs: a connection of its own (default the shared server's), and whether it audits (default not). */
+export interface WorldOptions {
+  nc?: NatsConnection;
+  audit?: boolean;
+}
+
 /** Starts the world with the servers of `mcpServers`. */
 export async function startHostWorld(
   mcpServers: Record<string, unknown>,
   options: Partial<McpHostOptions> = {},
+  world: WorldOptions = {},
 ): Promise<HostWorld> {
-  const nc = await testConnection();
+  const nc = world.nc ?? (await testConnection());
   const registry = await startInstance(nc, uniqueBucket());
   const approvalsBucket = uniqueApprovalsBucket();
   const approvals = await startApprovals(nc, approvalsBucket);
-  const dispatcher = new Dispatcher(nc, { source: localToolSource(registry.registry), approvalsBucket, audit: false });
+  const dispatcher = new Dispatcher(nc, {
+    source: localToolSource(registry.registry),
+    approvalsBucket,
+    audit: world.audit ?? false,
+  });
   const dMount = await dispatcherMount(nc, { dispatcher }).start();
   const pinsBucket = uniquePinsBucket();
   const hosts: McpHost[] = [];

@@ -88,6 +88,19 @@ describe('MCP servers as mounts, called through system.dispatcher', () => {
     expect((structured.structured as McpReply).structuredContent).toBeDefined();
   });
 
+  it("keeps a tool's outputSchema in its projection, and out of every provider format", async () => {
+    const resolve = (format: 'mcp' | 'openai' | 'anthropic') =>
+      world.registry.registry.resolve({ profile: 'test', toolContextRefs: ['mcp.everything'], format });
+    const name = 'everything_get-structured-content';
+    const mcp = await resolve('mcp');
+    const projected = mcp.matrixTools.find((t) => t.name === name)?.outputSchema;
+    expect(projected?.type).toBe('object');
+    expect(JSON.stringify(projected)).toContain('temperature');
+    expect(mcp.matrixTools.find((t) => t.name === 'everything_echo')?.outputSchema).toBeUndefined();
+    for (const format of ['mcp', 'openai', 'anthropic'] as const)
+      expect(JSON.stringify((await resolve(format)).providerTools)).not.toContain('outputSchema');
+  });
+
   it('relays the long-running tool progress to a $call that asked, and stops it upstream on cancel', async () => {
     const seen: Progress[] = [];
     const done = await world.call(

@@ -31,6 +31,7 @@ const full: Required<CallEvent> = {
     otherTools: 3,
     since: '2026-11-30T09:30:53.000Z',
   },
+  definition: { server: 'fx', tool: 'greet', change: 'accepted', before: 'a'.repeat(64), after: 'b'.repeat(64) },
 };
 
 describe('the call event encoder', () => {
@@ -44,6 +45,7 @@ describe('the call event encoder', () => {
       grantFailure: _f,
       grantSubject: _s,
       refused: _r,
+      definition: _d,
       approvalId: _a,
       approvedBy: _b,
       rejectedBy: _j,

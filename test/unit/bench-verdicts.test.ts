@@ -18,6 +18,8 @@ interface Ratios {
   callGrant: number;
   resolveGrant: number;
   toMcpGateway: number;
+  /** The MCP host's req/s ÷ the MCP gateway's; the direct stdio row is twice the host's. */
+  hostToMcpGateway: number;
   resolveToRaw: number;
   uncachedToRaw: number;
   otel: number;
@@ -32,6 +34,7 @@ const QUIET: Ratios = {
   callGrant: 0.92,
   resolveGrant: 1.0,
   toMcpGateway: 11.3,
+  hostToMcpGateway: 5.4,
   resolveToRaw: 1.1,
   uncachedToRaw: 1.4,
   otel: 1.01,
@@ -62,6 +65,8 @@ function rowsOf(r: Ratios): Row[] {
     ...at(Scenario.InProcessUnaudited, 10_600),
     ...at(Scenario.Moleculer, 10_000),
     ...at(Scenario.McpGateway, service / r.toMcpGateway),
+    ...at(Scenario.McpHost, (service / r.toMcpGateway) * r.hostToMcpGateway),
+    ...at(Scenario.McpStdio, (service / r.toMcpGateway) * r.hostToMcpGateway * 2),
     ...at(Scenario.CallGranted, 20_000 * r.callGrant),
     ...at(Scenario.CallSameStack, 20_000),
     ...at(Scenario.CallGrantBytes, 21_800),
@@ -148,6 +153,17 @@ describe('the bench’s verdicts', () => {
     expect(targetRow(markdown, ROWS[name]).at(-1)).toBe('MISS');
     const misses = markdown.split('\n').filter((l) => l.endsWith('| MISS |'));
     expect(misses).toHaveLength(1);
+  });
+
+  it("says the MCP host's ratio to the gateway and to the direct stdio row; below 2.5 fails the run", () => {
+    const what = '$call → MCP host req/s ÷ MCP gateway (64 in flight; ÷ direct stdio 0.50)';
+    expect(targetRow(report(QUIET).markdown, what)).toEqual([what, '5.40', '≥ 2.5', '≥ 4', '10.80', 'PASS, goal met']);
+    const short = report({ ...QUIET, hostToMcpGateway: 2.9 });
+    expect(short.failed).toBe(false);
+    expect(targetRow(short.markdown, what).slice(1)).toEqual(['2.90', '≥ 2.5', '≥ 4', '5.80', 'PASS, short of goal']);
+    const { markdown, failed } = report({ ...QUIET, hostToMcpGateway: 2.4 });
+    expect(failed).toBe(true);
+    expect(targetRow(markdown, what).at(-1)).toBe('MISS');
   });
 
   it('fails a full run that could not measure a target', () => {

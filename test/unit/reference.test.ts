@@ -101,6 +101,23 @@ describe('package validation', () => {
     ]);
   });
 
+  it('keeps an output schema to the same 32 KiB, naming it', () => {
+    const properties = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`p${i}`, { type: 'string' }]));
+    const tool = {
+      name: 'wide',
+      description: 'd',
+      inputSchema: { type: 'object' },
+      outputSchema: { type: 'object', properties },
+      target: 'app.x',
+      op: '$do',
+    };
+    expect(validateSpecs([{ ...good, matrixTools: [tool] }]).results[0]?.violations).toEqual([
+      expect.objectContaining({ path: '/matrixTools/0/outputSchema', keyword: 'maxSize' }),
+    ]);
+    const small = { ...tool, outputSchema: { type: 'object', properties: { q: { type: 'string' } } } };
+    expect(validateSpecs([{ ...good, matrixTools: [small] }]).valid).toBe(true);
+  });
+
   it('passes a good spec and lists every problem of bad ones', () => {
     const r = validateSpecs([
       good,

@@ -51,6 +51,8 @@ export interface DefinitionEvent {
   /** Who accepted, when an operator did. */
   by?: string;
   at: string;
+  /** The tool's name as agents see it (the server's prefix and the MCP name); set as it is published. */
+  name?: string;
 }
 
 /** The pinned state of one server. */

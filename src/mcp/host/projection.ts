@@ -115,6 +115,7 @@ function projectionOf(
     op: opOfTool(d.name),
     resultMode: 'json',
   };
+  if (d.outputSchema !== undefined) projection.outputSchema = d.outputSchema as MatrixToolProjection['outputSchema'];
   const annotations = annotationsOf(d.annotations);
   if (annotations !== undefined) projection.annotations = annotations;
   if (timeoutMs !== undefined) projection.timeoutMs = timeoutMs;

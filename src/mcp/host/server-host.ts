@@ -15,6 +15,7 @@ import { digestOf } from '../../registry/canonical.js';
 import { callUpstream, type HostReply } from './calls.js';
 import type { ServerConfig } from './config.js';
 import { hostOps } from './host-ops.js';
+import { llmNameOf } from './names.js';
 import { acceptHeld, type DefinitionEvent, type PinState, type PinStore, reconcile } from './pinning.js';
 import { type HostedTool, mountOfServer, type Projection, projectServer } from './projection.js';
 import type { Registrar } from './registrar.js';
@@ -225,7 +226,8 @@ export class ServerHost {
     for (const e of events) {
       this.options.logger.info(`${this.mountName}: tool ${e.tool} ${e.change}`, { before: e.before, after: e.after });
       try {
-        this.nc.publish(definitionEventSubject(this.server.name), encodeBody(e));
+        const named: DefinitionEvent = { ...e, name: llmNameOf(this.server.matrix.prefix, e.tool) };
+        this.nc.publish(definitionEventSubject(this.server.name), encodeBody(named));
       } catch {
         // The log line above holds it when the connection cannot.
       }
