@@ -4,7 +4,7 @@ import { connectBus } from '../../src/bus/connect.js';
 import type { Progress } from '../../src/bus/context.js';
 import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { Task } from '../../src/tasks/types.js';
-import { sharedNatsUrl } from '../harness/bus.js';
+import { sharedNats, sharedNatsUrl } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { runScript, type ServiceProcess, startScript, startService } from '../harness/service.js';
 
@@ -43,7 +43,7 @@ describe('the long-task example, as a user runs it', () => {
     running.push(await startService(url));
     const jobs = await startScript('dist/examples/long-task-service.js', url, 'long task service ready');
     running.push(jobs);
-    client = new BusClient(await connectBus({ servers: url }), { timeoutMs: 20_000 });
+    client = new BusClient(await connectBus(sharedNats()), { timeoutMs: 20_000 });
     const session = { profile: 'try', toolContextRefs: ['jobs'] };
 
     const reports: Progress[] = [];

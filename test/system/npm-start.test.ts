@@ -79,8 +79,9 @@ describe('npm start', () => {
     const script = `
       const { interrupted } = await import(${JSON.stringify(`${root}/dist/src/cli/run.js`)});
       const alive = setInterval(() => undefined, 60_000);
+      const stopping = interrupted();
       console.error('listening');
-      const signal = await interrupted();
+      const signal = await stopping;
       clearInterval(alive);
       console.error(signal + ': draining');
       setTimeout(() => { console.error('drained'); process.exit(0); }, 300);
