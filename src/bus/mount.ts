@@ -253,13 +253,22 @@ export class Mount {
       }
       const checking = bound.spec.beforeBody?.(read.context, msg.reply, read.requestInfo, this.nc.info?.version);
       if (checking instanceof Promise) {
-        checking.then(
-          () => this.afterCheck(msg, op, bound, read, encoding, started),
-          (err: unknown) => {
-            const error = this.fail(msg, err, encoding, bound, started);
-            this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
-          },
-        );
+        checking
+          .then(
+            () => this.afterCheck(msg, op, bound, read, encoding, started),
+            (err: unknown) => {
+              const error = this.fail(msg, err, encoding, bound, started);
+              this.options.onRefused?.({ op, data: msg.data, traceparent, grant, error });
+            },
+          )
+          // Off the subscription's guarded callback: an answer that cannot go out (a connection
+          // closed meanwhile) must not become an unhandled rejection.
+          .catch((err: unknown) =>
+            this.logger.error('a request could not be answered after its headers were checked', {
+              subject: msg.subject,
+              error: String(err),
+            }),
+          );
         return;
       }
       this.afterCheck(msg, op, bound, read, encoding, started);
