@@ -159,16 +159,16 @@ export class GrantVerifier {
     cacheLookups.grants.miss++;
     const refusal = this.refused.get(text, now);
     if (refusal !== undefined) throw refusal;
-    if (this.oidc?.claims(text))
+    const oidcIssuer = this.oidc?.issuerOf(text);
+    if (oidcIssuer !== undefined && this.oidc?.issuers.includes(oidcIssuer))
       throw new GrantError(
         GrantFailure.Malformed,
         'Matrix-Grant is an access token that was not verified before this check (it is verified before a body is read)',
       );
-    const foreign = this.oidc?.untrustedIssuer(text);
-    if (foreign !== undefined)
+    if (oidcIssuer !== undefined)
       throw new GrantError(
         GrantFailure.UntrustedIssuer,
-        `Matrix-Grant comes from an untrusted issuer: ${foreign.slice(0, 100)} is not among the OIDC issuers this service trusts`,
+        `Matrix-Grant comes from an untrusted issuer: ${oidcIssuer.slice(0, 100)} is not among the OIDC issuers this service trusts`,
       );
     let grant: VerifiedGrant;
     try {

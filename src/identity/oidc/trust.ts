@@ -63,31 +63,23 @@ export class OidcTrust {
   }
 
   /**
-   * Is `text` a JWT of a trusted issuer that is not a NATS-signed grant? Read without verifying
-   * (only to choose the check); false for anything else.
+   * The issuer a JWT names when it is no NATS-signed grant, read without verifying (only to choose
+   * the check, or to say why it is refused); undefined for anything else.
    */
-  claims(text: string): boolean {
-    try {
-      if (decodeProtectedHeader(text).alg === 'ed25519-nkey') return false;
-      const iss = decodeJwt(text).iss;
-      return typeof iss === 'string' && this.byIssuer.has(iss);
-    } catch {
-      return false;
-    }
-  }
-
-  /**
-   * The issuer a JWT names when it is no NATS-signed grant and that issuer is not trusted here
-   * (read without verifying, to say why it is refused); undefined for anything else.
-   */
-  untrustedIssuer(text: string): string | undefined {
+  issuerOf(text: string): string | undefined {
     try {
       if (decodeProtectedHeader(text).alg === 'ed25519-nkey') return undefined;
       const iss = decodeJwt(text).iss;
-      return typeof iss === 'string' && !this.byIssuer.has(iss) ? iss : undefined;
+      return typeof iss === 'string' ? iss : undefined;
     } catch {
       return undefined;
     }
+  }
+
+  /** Is `text` a JWT of a trusted issuer that is not a NATS-signed grant (`issuerOf`)? */
+  claims(text: string): boolean {
+    const iss = this.issuerOf(text);
+    return iss !== undefined && this.byIssuer.has(iss);
   }
 
   /** The grant a token stands for; a `GrantError` saying why it stands for none. */
