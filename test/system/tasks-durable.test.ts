@@ -149,6 +149,7 @@ describe('tasks across a killed service, and the CLI', () => {
       ).toBeDefined(),
     );
     const cancelled = await cli(server.url, 'cancel', long.taskId, ...who);
+    expect(cancelled.code, cancelled.stderr).toBe(0);
     expect(cancelled.stdout).toContain(`task ${long.taskId} cancelled`);
     await eventually(() => expect(slow.stopped.slice(stoppedBefore)).toEqual(['CancelledError']));
     const foreign = await cli(server.url, 'task', long.taskId, '--principal', 'someone-else');
