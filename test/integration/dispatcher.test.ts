@@ -10,7 +10,7 @@ import { connectBus } from '../../src/bus/connect.js';
 import type { CallContext } from '../../src/bus/context.js';
 import { contracts, SchemaId } from '../../src/bus/contracts.js';
 import { NotFoundError } from '../../src/bus/errors.js';
-import { newTraceparent, traceIdOf } from '../../src/bus/headers.js';
+import { Header, newTraceparent, traceIdOf } from '../../src/bus/headers.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
@@ -114,6 +114,11 @@ describe('the dispatcher', () => {
   let micro: Service;
   const events: CallEvent[] = [];
   let flakyFailures = 0;
+  /** The deadline the dispatcher forwarded with the last call to the stalling op. */
+  const forwardedDeadline = () => {
+    const sent = target.seen.filter((s) => s.op === '$never').at(-1)?.headers ?? {};
+    return Number(sent[Header.Deadline] ?? sent[Header.Deadline.toLowerCase()]);
+  };
 
   const useApprover = async (mode: Approver) => {
     approvals?.stop();
@@ -314,11 +319,10 @@ describe('the dispatcher', () => {
     ] as const)('never calls the target when the approver says %s', async (mode, reason) => {
       await useApprover(mode);
       const before = gatedCalls();
-      const started = performance.now();
       const r = await call('gated', { who: 'gated' });
       expect(r).toMatchObject({ isError: true, error: { code: 'approval_denied' } });
+      // The reason names the window: a slow approver is given up on at 300 ms, not at the call's end.
       expect(r.content).toMatch(reason);
-      expect(performance.now() - started).toBeLessThan(300 * 5);
       expect(gatedCalls()).toBe(before);
     });
 
@@ -373,11 +377,15 @@ describe('the dispatcher', () => {
 
     it('gives up at the tool’s deadline when the target never answers', async () => {
       const started = performance.now();
+      const sentAfter = Date.now();
       const r = await call('stall');
       const waited = performance.now() - started;
       expect(r).toMatchObject({ isError: true, error: { code: 'timeout' } });
       expect(waited).toBeGreaterThanOrEqual(295);
-      expect(waited).toBeLessThan(300 * 5);
+      // The target was told the tool's deadline, 300 ms from the send (a dispatcher that waited
+      // past it would hold the call to the caller's 30 s, past this test's own timeout).
+      expect(forwardedDeadline()).toBeGreaterThanOrEqual(sentAfter + 300);
+      expect(forwardedDeadline()).toBeLessThanOrEqual(Date.now());
     });
 
     it('answers at once when the target has no responders', async () => {
@@ -401,10 +409,11 @@ describe('the dispatcher', () => {
     });
 
     it('keeps to the caller’s deadline when it is shorter than the tool’s', async () => {
-      const started = performance.now();
-      const r = await call('stall', {}, session, { deadline: Date.now() + 100 });
+      const deadline = Date.now() + 100;
+      const r = await call('stall', {}, session, { deadline });
       expect(r.error?.code).toBe('timeout');
-      expect(performance.now() - started).toBeLessThan(100 * 5);
+      // The target is told the caller's deadline, the earlier of the two.
+      expect(forwardedDeadline()).toBe(deadline);
     });
 
     it('answers a reply too deep to show as text with a result, not a throw', async () => {

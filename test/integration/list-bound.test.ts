@@ -84,9 +84,7 @@ describe('$list of the largest contexts, 500 a page', () => {
     // ~25 KB a context: about 40 fit in 1 MB.
     expect(Math.max(...sizes)).toBeLessThan(500);
     expect(sizes.length).toBeGreaterThan(1);
-    // What bounds the stall is the page's size, held above; its time is printed. A page takes
-    // tens of ms alone and some hundreds with both cores busy: this bound catches only a page
-    // that grows without bound.
-    expect(Math.max(...times)).toBeLessThan(2_000);
+    // What bounds the stall is the page's size, held above; its time is printed, not bounded (a
+    // page takes tens of ms alone and some hundreds with both cores busy).
   }, 60_000);
 });

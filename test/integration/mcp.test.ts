@@ -16,8 +16,11 @@ import { eventually } from '../harness/eventually.js';
 import { alive, CLI_MAIN, initializeParams, type RawBridge, startRawBridge } from '../harness/mcp.js';
 import { contextSpec, type Instance, startInstance, uniqueBucket } from '../harness/registry.js';
 
-/** How long a bridge may take to exit once its client is gone: it should take well under a second. */
-const EXIT_BOUND_MS = 5_000;
+/**
+ * How long to wait for a bridge to exit once its client is gone. It takes well under a second;
+ * the bound only tells "exited" from "left running", on a machine however busy.
+ */
+const EXIT_BOUND_MS = 15_000;
 
 describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
   let url: string;
@@ -117,14 +120,12 @@ describe('the MCP bridge (matrix-tools mcp) over real stdio', () => {
       method: 'tools/call',
       params: { name: 'matrix_introspect', arguments: { mount: 'system.tools' } },
     });
-    const closedAt = performance.now();
     b.child.stdin.end();
     const exit = await Promise.race([
       b.exited,
       new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), EXIT_BOUND_MS)),
     ]);
     expect(exit).toEqual({ code: 0, signal: null });
-    expect(performance.now() - closedAt).toBeLessThan(EXIT_BOUND_MS);
     expect(alive(b.child.pid as number)).toBe(false);
     expect(b.received.find((m) => m.id === 2)?.result?.isError).toBe(false);
     expect(b.stderr()).toContain('stdin ended; closing');

@@ -127,10 +127,9 @@ describe('a reply with a header block of 60,000 names', () => {
       };
       const first = client.request('flood.target', '$op', {}, { timeoutMs: 3_000 });
       await answer();
-      const started = performance.now();
+      // Answered within the request's 3 s: read in tens of ms, where nats.js's parse of the same
+      // block takes 22 s or more (the request would end in TimeoutError).
       expect(await first).toEqual({ ok: true });
-      // Read in tens of ms; nats.js's parse of the same block takes 22 s or more.
-      expect(performance.now() - started).toBeLessThan(3_000);
       const second = client.request('flood.target', '$op', {}, { timeoutMs: 3_000 });
       await answer();
       expect(await second).toEqual({ ok: true });

@@ -54,6 +54,12 @@ describe('the first calls of a tool with the largest input schema', () => {
     await nc.close();
   });
 
+  /** The CPU this thread (the event loop) spent since `start`, in ms. */
+  const threadCpuMsSince = (start: NodeJS.CpuUsage) => {
+    const used = process.threadCpuUsage(start);
+    return (used.user + used.system) / 1_000;
+  };
+
   async function ping(): Promise<number> {
     const t = performance.now();
     const result = await dispatcher.call(session, { id: 'p', name: 'ping', arguments: {} });
@@ -84,9 +90,9 @@ describe('the first calls of a tool with the largest input schema', () => {
     // Three first calls at once, one with arguments past the full-report bound (16 KiB): each waits for the one compile.
     const sync: number[] = [];
     const firstCall = (id: string, args: Record<string, unknown>) => {
-      const started = performance.now();
+      const started = process.threadCpuUsage();
       const result = dispatcher.call(session, { id, name: 'bulky', arguments: args });
-      sync.push(performance.now() - started);
+      sync.push(threadCpuMsSince(started));
       return result;
     };
     const firsts = await Promise.all([
@@ -106,14 +112,17 @@ describe('the first calls of a tool with the largest input schema', () => {
     );
     expect(firsts.map((r) => r.isError)).toEqual([false, true, false]);
     expect(firsts[1]?.content).toContain('bulky_1');
-    // In-process, each first call held the loop for a compile, 0.1-0.8 s (and a victim call as long), once per validator.
+    // In-process, each first call held the loop for a compile, 0.1-0.8 s of its CPU (and a victim
+    // call as long), once per validator. The event loop's own CPU time, which a busy machine does
+    // not stretch as it stretches wall time.
     expect(Math.max(...sync)).toBeLessThan(50);
-    // Loose: on a shared machine the loop stalls 20-370 ms now and then with no compile at all (1.5-2.6 s with them).
-    expect(stall).toBeLessThan(500);
+    // Loose: on a shared machine the loop stalls 20-370 ms now and then with no compile at all
+    // (1.5-2.6 s with them).
+    expect(stall).toBeLessThan(1_000);
     expect(percentile(latencies, 0.5)).toBeLessThan(Math.max(10 * idleP50, 25));
-    // The next calls are checked on the loop, by the validators loaded.
-    const again = performance.now();
+    // The next calls are checked on the loop, by the validators loaded: no compile's CPU again.
+    const again = process.threadCpuUsage();
     expect((await dispatcher.call(session, { id: 'b4', name: 'bulky', arguments: {} })).isError).toBe(false);
-    expect(performance.now() - again).toBeLessThan(250);
+    expect(threadCpuMsSince(again)).toBeLessThan(100);
   }, 60_000);
 });

@@ -56,9 +56,9 @@ describe('a stopping service and the $result waits it holds', () => {
     });
     const waiting = client.request<Task>('system.tasks', '$result', { taskId: task.taskId, waitMs: 30_000 });
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const stopping = performance.now();
+    // A stop that waited out the 30 s $result, or a $result left to its 30 s, runs past this
+    // test's own 20 s timeout.
     await handle.stop('test');
-    expect(performance.now() - stopping).toBeLessThan(10_000);
     expect(await waiting).toMatchObject({ taskId: task.taskId, status: 'working' });
   });
 });
