@@ -117,7 +117,7 @@ describe('matrix-tools check: conformance of a mount to the bus protocol', () =>
     const report = JSON.parse(bad.stdout) as { ok: boolean; outcomes: CheckOutcome[] };
     expect(report.ok).toBe(false);
     expect(report.outcomes.filter((o) => o.ok)).toHaveLength(4);
-  });
+  }, 60_000); // two CLI processes: 5-7 s each at load 11 on 2 cores
 
   it('reads a JSON reply without a Content-Type as the dispatcher reads it: a note, not a miss', async () => {
     const outcomes = await checkConformance(nc, microMount, { op: 'echo', args: { widget: 1 } });
