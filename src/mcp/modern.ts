@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import {
   type AuthInfo,
   createMcpHandler,
+  type JSONRPCRequest,
   type McpHttpHandler,
   type McpRequestContext,
   ProtocolError,
@@ -75,6 +76,34 @@ export function modernHandler(client: BusClient, search: DeferOptions = {}): Mcp
   });
 }
 
+/**
+ * The SDK's `Server` with one difference: a `tools/call` that became a task answers the
+ * extension's `CreateTaskResult` as it is. The SDK gives any `tools/call` result without `content`
+ * a `content: []` before checking it as a `CallToolResult` (it knows 2025's `{task}` and 2026's
+ * `input_required`, not the extension's flat task), which would put a field on the task result
+ * that its shape does not have. Everything else, the request's checks among them, is the SDK's.
+ */
+class ModernServer extends Server {
+  protected override _wrapHandler(
+    method: string,
+    handler: (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result>,
+  ): (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result> {
+    if (method !== 'tools/call') return super._wrapHandler(method, handler);
+    const checked = (request: JSONRPCRequest, ctx: ServerContext, task: { made?: Result }) =>
+      super._wrapHandler(method, async (req, c) => {
+        const result = await handler(req, c);
+        if (result.resultType !== 'task') return result;
+        task.made = result;
+        return { content: [] };
+      })(request, ctx);
+    return async (request, ctx) => {
+      const task: { made?: Result } = {};
+      const result = await checked(request, ctx, task);
+      return task.made ?? result;
+    };
+  }
+}
+
 function callerOf(ctx: McpRequestContext): ModernCaller {
   const caller = ctx.authInfo?.extra?.caller as ModernCaller | undefined;
   if (caller === undefined) throw new Error('a 2026-07-28 request reached the bridge without a caller');
@@ -87,7 +116,7 @@ function callerOf(ctx: McpRequestContext): ModernCaller {
  * Past `search`'s threshold its `tools/list` shows the kept tools and `search_tools` (PROTOCOL 13).
  */
 export function modernServer(client: BusClient, caller: ModernCaller, search: DeferOptions = {}): Server {
-  const server = new Server(
+  const server = new ModernServer(
     { name: 'matrix-tools', version: REGISTRY_VERSION },
     { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } },
   );

@@ -21,6 +21,18 @@ import { agentEnv, CLI_MAIN, type HttpBridgeProcess, sleepUnlessAborted, startHt
 
 const REVISION = '2026-07-28';
 const TASKS = 'io.modelcontextprotocol/tasks';
+/** The fields of the tasks extension's `CreateTaskResult` (a `Task` with `resultType: "task"`). */
+const CREATE_TASK_RESULT_KEYS = new Set([
+  'taskId',
+  'status',
+  'statusMessage',
+  'createdAt',
+  'lastUpdatedAt',
+  'ttlMs',
+  'pollIntervalMs',
+  'resultType',
+  '_meta',
+]);
 
 /** Two tools on app.secret: `echo` never a task, `wait` a task whenever the client takes tasks. */
 const tools = {
@@ -230,6 +242,8 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
     // Made on a, cancelled on b, seen cancelled on a.
     const long = await request(a.url, 'tools/call', { name: 'wait', arguments: { ms: 60_000 } }, { name: 'wait' });
     expect(long.result).toMatchObject({ resultType: 'task', status: 'working' });
+    // The extension's CreateTaskResult and nothing else: no CallToolResult `content` on it.
+    expect(Object.keys(long.result ?? {}).filter((k) => !CREATE_TASK_RESULT_KEYS.has(k))).toEqual([]);
     const taskId = String(long.result?.taskId);
     const seen = await request(b.url, 'tasks/get', { taskId }, { name: taskId });
     expect(seen.result).toMatchObject({ resultType: 'complete', taskId, status: 'working' });
