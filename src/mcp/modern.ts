@@ -14,8 +14,10 @@ import {
   type McpRequestContext,
   ProtocolError,
   ProtocolErrorCode,
+  type Result,
   Server,
   type ServerContext,
+  type ServerEventBus,
   type StandardSchemaV1,
 } from '@modelcontextprotocol/server';
 import type { BusClient } from '../bus/client.js';
@@ -68,12 +70,24 @@ export function callerAuthInfo(caller: ModernCaller): AuthInfo {
 /**
  * The 2026-07-28 leg: `fetch` serves one request; 2025-era requests are the caller's to route
  * elsewhere. Past `search`'s threshold a client lists the kept tools and `search_tools`.
+ * `subscriptions/listen` streams read their change events from `bus` (src/mcp/modern-changes.ts).
  */
-export function modernHandler(client: BusClient, search: DeferOptions = {}): McpHttpHandler {
+export function modernHandler(client: BusClient, search: DeferOptions = {}, bus?: ServerEventBus): McpHttpHandler {
   return createMcpHandler((ctx) => modernServer(client, callerOf(ctx), search), {
     legacy: 'reject',
+    ...(bus === undefined ? {} : { bus }),
     onerror: (err) => process.stderr.write(`mcp bridge: 2026-07-28 request: ${err.message}\n`),
   });
+}
+
+/** `caller`'s tools as the registry resolves them now (`system.tools.$resolve`, MCP format). */
+export function resolveTools(client: BusClient, caller: ModernCaller): Promise<ResolvedToolContext> {
+  return client.request<ResolvedToolContext>(
+    Mounts.Tools,
+    '$resolve',
+    { ...caller.session, format: 'mcp' },
+    caller.ctx,
+  );
 }
 
 /**
@@ -118,15 +132,13 @@ function callerOf(ctx: McpRequestContext): ModernCaller {
 export function modernServer(client: BusClient, caller: ModernCaller, search: DeferOptions = {}): Server {
   const server = new ModernServer(
     { name: 'matrix-tools', version: REGISTRY_VERSION },
-    { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } },
+    { capabilities: { tools: { listChanged: true }, extensions: { [TASKS_EXTENSION]: {} } } },
   );
   const resolve = () =>
-    client
-      .request<ResolvedToolContext>(Mounts.Tools, '$resolve', { ...caller.session, format: 'mcp' }, caller.ctx)
-      .catch((err: unknown) => {
-        const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
-        throw new ProtocolError(ProtocolErrorCode.InternalError, `system.tools could not resolve the tools: ${why}`);
-      });
+    resolveTools(client, caller).catch((err: unknown) => {
+      const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
+      throw new ProtocolError(ProtocolErrorCode.InternalError, `system.tools could not resolve the tools: ${why}`);
+    });
   const taskCaller = { client, ctx: caller.ctx };
 
   server.setRequestHandler('tools/list', async () => {
