@@ -34,7 +34,8 @@ import { BODY_TIMEOUT_MS, notInitialize, readPostBody } from './http-body.js';
 import { allowedHosts, LOOPBACK, originRefusal, WILDCARD } from './http-hosts.js';
 import { DEFAULT_IDLE_MS, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_GRANT } from './http-limits.js';
 import type { JsonRpcErrorResponse } from './input.js';
-import { callerAuthInfo, type ModernCaller, modernHandler } from './modern.js';
+import { callerAuthInfo, type ModernCaller, modernHandler, resolveTools } from './modern.js';
+import { ToolChangeFeed } from './modern-changes.js';
 import type { OAuthResource } from './oauth-resource.js';
 
 /** Where and for whom the HTTP bridge serves. */
@@ -182,11 +183,13 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
   ).unref();
   // 2026-07-28 requests: each served on its own by the SDK's handler, nothing kept between them.
   const modernClient = new BusClient(nc, { timeoutMs: 10_000 });
-  const modern = modernHandler(modernClient, options.search);
+  // list_changed for 2026 subscribers: each request is served as its caller, so a stream is filed under it.
+  const changes = new ToolChangeFeed(nc, (caller) => resolveTools(modernClient, caller), log);
+  const modern = modernHandler(modernClient, options.search, changes);
   const serveModern = toNodeHandler(modern);
   const modernLeg = (req: IncomingMessage, res: ServerResponse, message: unknown, caller: ModernCaller) => {
     (req as IncomingMessage & { auth?: unknown }).auth = callerAuthInfo(caller);
-    return serveModern(req, res, message);
+    return changes.serving(caller, () => serveModern(req, res, message));
   };
   let allowed = new Set<string>();
   const server: Server = createServer(
@@ -410,6 +413,7 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
       sessions.clear();
       await Promise.allSettled(open.map((s) => s.transport.close()));
       await Promise.allSettled(open.map((s) => s.bridge.close()));
+      changes.close();
       await modern.close();
       modernClient.close();
       server.closeAllConnections();
@@ -425,6 +429,10 @@ export async function startMcpHttp(nc: NatsConnection, options: McpHttpOptions =
 function openFailureStatus(err: MatrixError): number {
   if (err.code === 'not_found') return 400;
   return err.status < 500 ? err.status : 502;
+}
+
+function log(line: string): void {
+  process.stderr.write(`mcp bridge: ${line}\n`);
 }
 
 function bearerOf(req: IncomingMessage): string | undefined {

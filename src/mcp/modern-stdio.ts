@@ -3,6 +3,9 @@
  * (`server/discover`, or any request of the revision) is served by the SDK 2.x `serveStdio`, each
  * message framed and checked by it; any other first message keeps the 2025-11-25 bridge
  * (src/mcp/bridge.ts). The first line is read before either starts and handed back to stdin.
+ * A 2026 client that opens `subscriptions/listen` with `toolsListChanged` hears when its tools
+ * change: the connection's server sends `list_changed`, and the SDK's stdio entry puts it on each
+ * subscription that asked for it (with none open, nothing goes out).
  */
 import type { Readable } from 'node:stream';
 import { StdioServerTransport, serveStdio } from '@modelcontextprotocol/server/stdio';
@@ -12,7 +15,8 @@ import type { CallContext } from '../bus/context.js';
 import type { DeferOptions } from '../registry/search/search-tool.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { wellFormedLines } from './input.js';
-import { modernServer } from './modern.js';
+import { modernServer, resolveTools } from './modern.js';
+import { ToolChangeFeed } from './modern-changes.js';
 
 /** The `_meta` key whose presence marks a 2026-07-28 request. */
 const PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion';
@@ -67,11 +71,25 @@ export async function serveModernStdio(
   const input = process.stdin.pipe(
     wellFormedLines((response) => process.stdout.write(`${JSON.stringify(response)}\n`)),
   );
-  const handle = serveStdio(() => modernServer(client, { session, ctx }, search), {
-    legacy: 'reject',
-    transport: new StdioServerTransport(input, process.stdout),
-    onerror: (err) => log(`2026-07-28 request: ${err.message}`),
-  });
+  const caller = { session, ctx };
+  const changes = new ToolChangeFeed(nc, (who) => resolveTools(client, who), log);
+  const handle = serveStdio(
+    () => {
+      const server = modernServer(client, caller, search);
+      changes.listen(caller, (event) => {
+        const params = event.params;
+        server
+          .notification({ method: 'notifications/tools/list_changed', ...(params === undefined ? {} : { params }) })
+          .catch(() => {});
+      });
+      return server;
+    },
+    {
+      legacy: 'reject',
+      transport: new StdioServerTransport(input, process.stdout),
+      onerror: (err) => log(`2026-07-28 request: ${err.message}`),
+    },
+  );
   const reason = await new Promise<string>((resolve) => {
     input.once('end', () => resolve('stdin ended'));
     process.stdout.on('error', (err) => resolve(`client gone (${err.message})`));
@@ -79,6 +97,7 @@ export async function serveModernStdio(
     process.once('SIGTERM', () => resolve('SIGTERM'));
   });
   log(`${reason}; closing (2026-07-28)`);
+  changes.close();
   await handle.close();
   client.close();
 }

@@ -9,12 +9,15 @@ import { randomBytes } from 'node:crypto';
 import {
   type AuthInfo,
   createMcpHandler,
+  type JSONRPCRequest,
   type McpHttpHandler,
   type McpRequestContext,
   ProtocolError,
   ProtocolErrorCode,
+  type Result,
   Server,
   type ServerContext,
+  type ServerEventBus,
   type StandardSchemaV1,
 } from '@modelcontextprotocol/server';
 import type { BusClient } from '../bus/client.js';
@@ -67,12 +70,52 @@ export function callerAuthInfo(caller: ModernCaller): AuthInfo {
 /**
  * The 2026-07-28 leg: `fetch` serves one request; 2025-era requests are the caller's to route
  * elsewhere. Past `search`'s threshold a client lists the kept tools and `search_tools`.
+ * `subscriptions/listen` streams read their change events from `bus` (src/mcp/modern-changes.ts).
  */
-export function modernHandler(client: BusClient, search: DeferOptions = {}): McpHttpHandler {
+export function modernHandler(client: BusClient, search: DeferOptions = {}, bus?: ServerEventBus): McpHttpHandler {
   return createMcpHandler((ctx) => modernServer(client, callerOf(ctx), search), {
     legacy: 'reject',
+    ...(bus === undefined ? {} : { bus }),
     onerror: (err) => process.stderr.write(`mcp bridge: 2026-07-28 request: ${err.message}\n`),
   });
+}
+
+/** `caller`'s tools as the registry resolves them now (`system.tools.$resolve`, MCP format). */
+export function resolveTools(client: BusClient, caller: ModernCaller): Promise<ResolvedToolContext> {
+  return client.request<ResolvedToolContext>(
+    Mounts.Tools,
+    '$resolve',
+    { ...caller.session, format: 'mcp' },
+    caller.ctx,
+  );
+}
+
+/**
+ * The SDK's `Server` with one difference: a `tools/call` that became a task answers the
+ * extension's `CreateTaskResult` as it is. The SDK gives any `tools/call` result without `content`
+ * a `content: []` before checking it as a `CallToolResult` (it knows 2025's `{task}` and 2026's
+ * `input_required`, not the extension's flat task), which would put a field on the task result
+ * that its shape does not have. Everything else, the request's checks among them, is the SDK's.
+ */
+class ModernServer extends Server {
+  protected override _wrapHandler(
+    method: string,
+    handler: (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result>,
+  ): (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result> {
+    if (method !== 'tools/call') return super._wrapHandler(method, handler);
+    const checked = (request: JSONRPCRequest, ctx: ServerContext, task: { made?: Result }) =>
+      super._wrapHandler(method, async (req, c) => {
+        const result = await handler(req, c);
+        if (result.resultType !== 'task') return result;
+        task.made = result;
+        return { content: [] };
+      })(request, ctx);
+    return async (request, ctx) => {
+      const task: { made?: Result } = {};
+      const result = await checked(request, ctx, task);
+      return task.made ?? result;
+    };
+  }
 }
 
 function callerOf(ctx: McpRequestContext): ModernCaller {
@@ -87,17 +130,15 @@ function callerOf(ctx: McpRequestContext): ModernCaller {
  * Past `search`'s threshold its `tools/list` shows the kept tools and `search_tools` (PROTOCOL 13).
  */
 export function modernServer(client: BusClient, caller: ModernCaller, search: DeferOptions = {}): Server {
-  const server = new Server(
+  const server = new ModernServer(
     { name: 'matrix-tools', version: REGISTRY_VERSION },
-    { capabilities: { tools: {}, extensions: { [TASKS_EXTENSION]: {} } } },
+    { capabilities: { tools: { listChanged: true }, extensions: { [TASKS_EXTENSION]: {} } } },
   );
   const resolve = () =>
-    client
-      .request<ResolvedToolContext>(Mounts.Tools, '$resolve', { ...caller.session, format: 'mcp' }, caller.ctx)
-      .catch((err: unknown) => {
-        const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
-        throw new ProtocolError(ProtocolErrorCode.InternalError, `system.tools could not resolve the tools: ${why}`);
-      });
+    resolveTools(client, caller).catch((err: unknown) => {
+      const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
+      throw new ProtocolError(ProtocolErrorCode.InternalError, `system.tools could not resolve the tools: ${why}`);
+    });
   const taskCaller = { client, ctx: caller.ctx };
 
   server.setRequestHandler('tools/list', async () => {

@@ -21,6 +21,18 @@ import { agentEnv, CLI_MAIN, type HttpBridgeProcess, sleepUnlessAborted, startHt
 
 const REVISION = '2026-07-28';
 const TASKS = 'io.modelcontextprotocol/tasks';
+/** The fields of the tasks extension's `CreateTaskResult` (a `Task` with `resultType: "task"`). */
+const CREATE_TASK_RESULT_KEYS = new Set([
+  'taskId',
+  'status',
+  'statusMessage',
+  'createdAt',
+  'lastUpdatedAt',
+  'ttlMs',
+  'pollIntervalMs',
+  'resultType',
+  '_meta',
+]);
 
 /** Two tools on app.secret: `echo` never a task, `wait` a task whenever the client takes tasks. */
 const tools = {
@@ -214,6 +226,48 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
     }
   }, 60_000);
 
+  it('tells a 2026 client listening on either bridge, or on stdio, when its tools change', async () => {
+    const stdio = {
+      command: process.execPath,
+      args: [CLI_MAIN, 'mcp', '--profile', 'default', '--refs', 'rev2026,rev2026-guarded'],
+      env: { ...(process.env as Record<string, string>), ...agentEnv(bus.server.url) },
+    };
+    const transports = [
+      new ModernTransport(new URL(a.url)),
+      new ModernTransport(new URL(b.url)),
+      new ModernStdioTransport(stdio),
+    ];
+    const heard = transports.map(() => 0);
+    const clients = await Promise.all(
+      transports.map(async (transport, i) => {
+        const client = new ModernClient(
+          { name: `listener-${i}`, version: '1.0.0' },
+          { versionNegotiation: { mode: { pin: REVISION } } },
+        );
+        client.setNotificationHandler('notifications/tools/list_changed', () => {
+          heard[i] = (heard[i] ?? 0) + 1;
+        });
+        await client.connect(transport);
+        return client;
+      }),
+    );
+    const operator = new BusClient(await bus.connect('operator'), { timeoutMs: 5_000 });
+    try {
+      for (const client of clients)
+        expect((await client.listen({ toolsListChanged: true })).honoredFilter).toEqual({ toolsListChanged: true });
+      // The same tools by name (the other tests list them), another description: another digest.
+      const reworded = {
+        ...guarded,
+        matrixTools: [{ ...guarded.matrixTools[0], description: 'waits, once an approver says so' }],
+      };
+      await operator.request('system.tools', '$register', { spec: reworded });
+      await eventually(() => heard.every((n) => n === 1), { timeoutMs: 20_000 });
+    } finally {
+      operator.close();
+      await Promise.allSettled(clients.map((c) => c.close()));
+    }
+  }, 60_000);
+
   it('lists the same tools on either bridge, with cache hints and the registry revision', async () => {
     const lists = [await request(a.url, 'tools/list'), await request(b.url, 'tools/list')];
     for (const list of lists) {
@@ -230,6 +284,8 @@ describe('MCP 2025-11-25 and 2026-07-28 on one endpoint, two bridges without aff
     // Made on a, cancelled on b, seen cancelled on a.
     const long = await request(a.url, 'tools/call', { name: 'wait', arguments: { ms: 60_000 } }, { name: 'wait' });
     expect(long.result).toMatchObject({ resultType: 'task', status: 'working' });
+    // The extension's CreateTaskResult and nothing else: no CallToolResult `content` on it.
+    expect(Object.keys(long.result ?? {}).filter((k) => !CREATE_TASK_RESULT_KEYS.has(k))).toEqual([]);
     const taskId = String(long.result?.taskId);
     const seen = await request(b.url, 'tasks/get', { taskId }, { name: taskId });
     expect(seen.result).toMatchObject({ resultType: 'complete', taskId, status: 'working' });
