@@ -210,7 +210,7 @@ export function searchTargets(search: SearchFigures | undefined): Target[] {
   const [small, large] = search?.sessions ?? [];
   const ratio = (s: SearchFigures['sessions'][number] | undefined) =>
     s === undefined ? NaN : s.searchMs / s.resolveMs;
-  const size = search === undefined ? '10k' : `${(search.contexts / 1000).toFixed(0)}k`;
+  const size = (search?.contexts ?? 10_000).toLocaleString('en');
   return [
     {
       what: `$search recall@5 over ${q === undefined ? 'the labelled needs' : `${q.queries} labelled needs, ${q.tools} real tools`} (issue 47)`,
