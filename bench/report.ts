@@ -1,12 +1,13 @@
 /**
  * What `npm run bench` prints and writes to bench/RESULTS.md: the rows, the CPU each process
- * spent per call, and issue 25's targets, each with its guard (past it, a regression: MISS), its
- * goal, the limit this box allows where a limit row exists, and its verdict. Every ratio is from
- * the one run.
+ * spent per call, the search's figures, and issue 25's targets (and 17's, 42's and 47's), each
+ * with its guard (past it, a regression: MISS), its goal, the limit this box allows where a limit
+ * row exists, and its verdict. Every ratio is from the one run.
  */
 import { cpus, totalmem } from 'node:os';
 import type { Figures } from './measure.js';
 import { type OtelFigures, otelSection } from './otel.js';
+import type { SearchFigures } from './search.js';
 
 /** The rows the targets are computed from, by name. */
 export const Scenario = {
@@ -86,6 +87,7 @@ export function targetsOf(
   otel: OtelFigures | undefined,
   partial: boolean,
   base: string,
+  search?: SearchFigures,
 ): Target[] {
   const n = CPU_TABLE_IN_FLIGHT;
   const rps = (s: string) => get(s, n)?.rps ?? NaN;
@@ -189,9 +191,88 @@ export function targetsOf(
       guard: 1.1,
       kind: 'max',
     },
+    ...searchTargets(search),
   ];
   // A full run that could not measure one misses it (NaN meets no bound).
   return partial ? targets.filter((t) => Number.isFinite(t.value)) : targets;
+}
+
+/**
+ * Issue 47's targets from the search's figures (NaN without them). Quality is deterministic (the
+ * same code and labelled set give the same figures), so its guards sit at the issue's bound
+ * (recall@5) and just under the figure recorded (MRR 0.805): a change of weights that loses
+ * either fails. The speed bounds are the issue's as goals, with the box's spread as the guard
+ * (two runs of `bench:search` gave 1.19 and 1.49; indexing 0.42–0.54 ms); memory has no bound in
+ * the issue: its goal is what docs/search.md states (about 12 KiB a tool), its guard a third more.
+ */
+export function searchTargets(search: SearchFigures | undefined): Target[] {
+  const q = search?.quality;
+  const [small, large] = search?.sessions ?? [];
+  const ratio = (s: SearchFigures['sessions'][number] | undefined) =>
+    s === undefined ? NaN : s.searchMs / s.resolveMs;
+  const size = (search?.contexts ?? 10_000).toLocaleString('en');
+  return [
+    {
+      what: `$search recall@5 over ${q === undefined ? 'the labelled needs' : `${q.queries} labelled needs, ${q.tools} real tools`} (issue 47)`,
+      value: q?.recallAt5 ?? NaN,
+      goal: 0.85,
+      guard: 0.85,
+      kind: 'min',
+    },
+    {
+      what: '$search MRR over the same needs',
+      value: q?.mrr ?? NaN,
+      goal: 0.8,
+      guard: 0.78,
+      kind: 'min',
+    },
+    {
+      what: `$search p50 ÷ cached $resolve p50, session of ${small?.tools ?? 20} tools, ${size} contexts × 10 (1 in flight; ${large?.tools ?? 300} tools: ${ratio(large).toFixed(2)})`,
+      value: ratio(small),
+      goal: 2,
+      guard: 2.5,
+      kind: 'max',
+    },
+    {
+      what: 'indexing one $register into a searched session, ms (in process)',
+      value: search?.indexMs ?? NaN,
+      goal: 1,
+      guard: 1.5,
+      kind: 'max',
+    },
+    {
+      what: `$search index heap per tool, KiB (${search?.heap.sessions ?? 409} session indexes of 20 tools${search?.heap.exact === false ? '; no --expose-gc: rough' : ''})`,
+      value: search?.heap.perToolKib ?? NaN,
+      goal: 13,
+      guard: 16,
+      kind: 'max',
+    },
+  ];
+}
+
+/** The search's figures as a table (`npm run bench`'s search section, and `npm run bench:search`). */
+export function searchLines(search: SearchFigures): string[] {
+  const ms = (v: number) => v.toFixed(3);
+  const q = search.quality;
+  return [
+    `Over the labelled set (bench/search-quality.ts): ${q.queries} needs over ${q.tools} tools. At ${search.contexts.toLocaleString('en')} contexts × 10 real tools on a nats-server of its own, one \`system.tools\` in the bench process; p50 at 1 in flight over ${search.samples} calls. Measured in ${search.seconds.toFixed(1)} s.`,
+    '',
+    '| figure | value |',
+    '|---|---|',
+    `| recall@5 | ${q.recallAt5.toFixed(3)} |`,
+    `| hit@5 | ${q.hitAt5.toFixed(3)} |`,
+    `| MRR | ${q.mrr.toFixed(3)} |`,
+    ...search.sessions.flatMap((s) => [
+      `| session of ${s.tools} tools: cached \`$resolve\` p50, ms | ${ms(s.resolveMs)} |`,
+      `| session of ${s.tools} tools: \`$search\` p50, ms | ${ms(s.searchMs)} |`,
+      `| session of ${s.tools} tools: \`$search\` ÷ cached \`$resolve\` | ${(s.searchMs / s.resolveMs).toFixed(2)} |`,
+    ]),
+    `| indexing one \`$register\` that changes the searched session (first search − warm, in process), ms | ${ms(search.indexMs)} |`,
+    `| first search after such a \`$register\`, its resolution included (in process), ms | ${ms(search.firstWithResolveMs)} |`,
+    `| heap of ${search.heap.sessions} session indexes of 20 tools (the default bound: 8,192 tools), MiB | ${search.heap.mib.toFixed(1)} |`,
+    `| heap per indexed tool, KiB | ${search.heap.perToolKib.toFixed(2)} |`,
+    '',
+  ];
 }
 
 /** Issue 16's targets that issue 25 withdrew, and why (shown beside this run's figures). */
@@ -212,6 +293,8 @@ export function render(
     base: string;
     rss?: { big: number; empty: number };
     otel?: { figures: OtelFigures; inFlight: number; seconds: number };
+    /** The search's figures (issue 47); a full run without them misses its search targets. */
+    search?: SearchFigures;
   },
 ): { markdown: string; failed: boolean } {
   const get = (scenario: string, inFlight: number) =>
@@ -223,7 +306,7 @@ export function render(
     ({ scenario, inFlight, figures: f }) =>
       `| ${scenario} | ${inFlight} | ${f.p50.toFixed(0)} | ${f.p99.toFixed(0)} | ${f.rps.toFixed(0)}${f.errors ? ` (${f.errors} errors)` : ''} | ${ratio(f.p50, raw(inFlight).p50)} | ${ratio(f.rps, raw(inFlight).rps)} | ${ratio(f.p50, relay(inFlight)?.p50)} | ${ratio(f.rps, relay(inFlight)?.rps)} |`,
   );
-  const targets = targetsOf(get, options.otel?.figures, options.partial, options.base);
+  const targets = targetsOf(get, options.otel?.figures, options.partial, options.base, options.search);
   const n = CPU_TABLE_IN_FLIGHT;
   const processes = Object.keys(rows.find((r) => r.figures.cpu !== undefined)?.figures.cpu ?? {});
   const cpuLines = rows
@@ -258,9 +341,10 @@ export function render(
     ...(options.otel === undefined
       ? []
       : otelSection(options.otel.figures, options.otel.inFlight, options.otel.seconds)),
-    '## Targets (issues 25, 17 and 42, from this run)',
+    ...(options.search === undefined ? [] : ['## Search (issue 47)', '', ...searchLines(options.search)]),
+    '## Targets (issues 25, 17, 42 and 47, from this run)',
     '',
-    "A figure past its guard is a regression: the row says MISS and the bench exits 1. The goal is where the project wants it; a figure within the guard but short of the goal passes and says so (on this protocol several goals sit at or past what the box allows: docs/benchmarks.md). The limit is what this box allows for the same figure: the relay (two hops that do nothing) for the dispatcher, no audit trail for its cost, the same dispatch with the trail off for Moleculer (which keeps none), the grant's text sent unchecked for a grant (what its bytes cost the caller, nats-server and the service that reads them, which no check can save), the SDK client calling the same stdio server directly for the MCP host.",
+    "A figure past its guard is a regression: the row says MISS and the bench exits 1. The goal is where the project wants it; a figure within the guard but short of the goal passes and says so (on this protocol several goals sit at or past what the box allows: docs/benchmarks.md). The limit is what this box allows for the same figure: the relay (two hops that do nothing) for the dispatcher, no audit trail for its cost, the same dispatch with the trail off for Moleculer (which keeps none), the grant's text sent unchecked for a grant (what its bytes cost the caller, nats-server and the service that reads them, which no check can save), the SDK client calling the same stdio server directly for the MCP host. The search's speed is against a cached `$resolve` of the same session in the same minutes.",
     '',
     '| target | measured | guard | goal | limit | verdict |',
     '|---|---|---|---|---|---|',

@@ -1,11 +1,14 @@
 /**
  * `npm run bench`: dispatch cost against raw NATS, the pub/sub ceiling, Moleculer and MCP,
- * measured side by side in one run on one machine. Starts its own nats-server, prints a
- * table, writes bench/RESULTS.md, and exits 1 when a ratio misses its target.
+ * measured side by side in one run on one machine, and the search's quality, speed against a
+ * cached `$resolve` and memory (bench/search.ts, on a nats-server of its own, about 30 s). Starts
+ * its own nats-server, prints a table, writes bench/RESULTS.md, and exits 1 when a ratio misses
+ * its target.
  *
  * BENCH_SECONDS (default 3) sets how long each scenario runs at each concurrency, in 5
  * interleaved rounds. BENCH_ONLY (a regular expression) runs only the scenarios it matches
- * (targets whose rows are missing are left out). BENCH_PROFILE (a directory) runs the service
+ * (targets whose rows are missing are left out; `BENCH_ONLY=search` runs the search's with the
+ * yardsticks, as `npm run bench:search` does alone). BENCH_PROFILE (a directory) runs the service
  * under `node --cpu-prof` and writes its profile there when the bench ends.
  */
 import type { ChildProcess } from 'node:child_process';
@@ -28,6 +31,7 @@ import { contextWithTools } from './contexts.js';
 import { type CpuProbe, type Figures, measureInterleaved, processCpu } from './measure.js';
 import { measureOtel, type OtelFigures } from './otel.js';
 import { CPU_TABLE_IN_FLIGHT, type Row, render, Scenario } from './report.js';
+import { measureSearch, type SearchFigures } from './search.js';
 import {
   Account,
   accountEnv,
@@ -56,6 +60,8 @@ const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? INDEX_FLUSH_MS + 300);
 const ONLY = process.env.BENCH_ONLY ? new RegExp(process.env.BENCH_ONLY) : undefined;
 /** The OpenTelemetry rows: rounds of the three modes, each mode this long a round, at this many in flight. */
 const OTEL = { name: 'OpenTelemetry', rounds: 100, seconds: SECONDS / 30, inFlight: CPU_TABLE_IN_FLIGHT };
+/** The search's rows (issue 47): quality, speed and memory at 10k contexts × 10 tools. */
+const SEARCH = '$search';
 const PROFILE_DIR = process.env.BENCH_PROFILE;
 /** main as it stood before the approvals and tasks issues landed. */
 const PLAIN_CALL_BASE = 'aced7c4';
@@ -372,6 +378,7 @@ async function main(): Promise<void> {
     unauditedInProcess.close();
     for (const c of [client, trusted, gates, unaudited, base]) c?.close();
     for (const c of [nc, trustedNc, gatesNc, unauditedNc, baseNc]) await c?.drain();
+    const search = ONLY === undefined || ONLY.test(SEARCH) ? await measureSearchRows() : undefined;
 
     const report = render(rows, {
       seconds: SECONDS,
@@ -381,6 +388,7 @@ async function main(): Promise<void> {
       base: BASE,
       rss,
       otel: otel === undefined ? undefined : { figures: otel, inFlight: OTEL.inFlight, seconds: OTEL.seconds },
+      search,
     });
     process.stdout.write(`${report.markdown}\n`);
     // A partial run (BENCH_ONLY) is for looking at, not the record.
@@ -398,6 +406,16 @@ async function measureOtelRows(dispatcher: Dispatcher): Promise<OtelFigures> {
   const [a, b, c] = figures.cpuUs.map((us) => us.toFixed(2));
   process.stderr.write(
     `${OTEL.name} @${OTEL.inFlight}: CPU µs per call (a) ${a}, (b) ${b}, (c) ${c}; (b) ÷ (a) ${figures.ratio[1]?.toFixed(3)}\n`,
+  );
+  return figures;
+}
+
+/** The search's figures (bench/search.ts), once the other rows are measured and their clients closed. */
+async function measureSearchRows(): Promise<SearchFigures> {
+  const figures = await measureSearch(undefined, (line) => process.stderr.write(`${line}\n`));
+  const q = figures.quality;
+  process.stderr.write(
+    `${SEARCH}: recall@5 ${q.recallAt5.toFixed(3)}, MRR ${q.mrr.toFixed(3)}; indexing ${figures.indexMs.toFixed(3)} ms; ${figures.heap.perToolKib.toFixed(2)} KiB a tool; ${figures.seconds.toFixed(1)} s\n`,
   );
   return figures;
 }

@@ -320,7 +320,15 @@ export class McpBridge {
             JsonRpcError.MethodNotFound,
             `"${params.name}" does not run as a task (taskSupport forbidden)`,
           );
-        return answerBridgeSearch(this.client, this.session, this.ctx, params.arguments, tools);
+        return answerBridgeSearch(
+          this.client,
+          this.session,
+          this.ctx,
+          params.arguments,
+          tools,
+          undefined,
+          `${this.callPrefix}-${requestId}`,
+        );
       }
     }
     const call = { id: `${this.callPrefix}-${requestId}`, name: params.name, arguments: params.arguments };

@@ -163,6 +163,7 @@ export function modernServer(client: BusClient, caller: ModernCaller, search: De
         params.arguments,
         tools,
         withoutExecution,
+        `mcp-${randomBytes(9).toString('base64url')}`,
       )) as never;
     return callTool(client, caller, params, ctx, resolved);
   });

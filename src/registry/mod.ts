@@ -13,7 +13,6 @@ export {
   MCP_SEARCH_TOOL_NAME,
   mcpListedTools,
   mcpSearches,
-  searchMcpTools,
 } from './search/mcp-view.js';
 export {
   DEFAULT_DEFER_THRESHOLD,

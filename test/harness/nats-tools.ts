@@ -20,7 +20,16 @@ export const NatsVersion = {
   nsc: '2.12.0',
 } as const;
 
-const script = fileURLToPath(new URL('../../scripts/nats.sh', import.meta.url));
+/**
+ * scripts/nats.sh of the repository, from the URL of this module: in test/harness/ when the tests
+ * run it, in dist/test/harness/ when a bench does (`npm run bench`, `bench:search`).
+ */
+export function natsScriptOf(moduleUrl: string): string {
+  const up = new URL(moduleUrl).pathname.includes('/dist/test/harness/') ? '../../../' : '../../';
+  return fileURLToPath(new URL(`${up}scripts/nats.sh`, moduleUrl));
+}
+
+const script = natsScriptOf(import.meta.url);
 const paths = new Map<string, string>();
 
 /** The path of `tool` at `version`, built on first use (minutes on a fresh machine, then cached). */

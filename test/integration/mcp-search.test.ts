@@ -4,13 +4,19 @@
  * built CLI: past the threshold a client lists the kept tools and `search_tools`, finds a tool by
  * a need in words, gets its full definition and calls it although it was never listed; a tool
  * outside the grant is never found; at or below the threshold the list is the resolved one.
+ * Every search is audited as the provider formats' is: the dispatcher's `tool_search` call, with
+ * the caller's principal and session and the query's digest (never the query), refusals included.
  */
 import { execFile } from 'node:child_process';
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CallEvent } from '../../src/audit/events.js';
+import { watchCalls } from '../../src/audit/log.js';
+import { sha256Hex } from '../../src/bus/codec.js';
 import { Mount } from '../../src/bus/mount.js';
 import { mintGrant } from '../../src/identity/mint.js';
 import type { FoundTools } from '../../src/mcp/bridge-search.js';
@@ -18,6 +24,7 @@ import { type McpHttpBridge, startMcpHttp } from '../../src/mcp/http.js';
 import type { McpTool } from '../../src/registry/provider-tools.js';
 import type { ResolvedToolContext } from '../../src/registry/types.js';
 import { sharedNatsEnv, sharedNatsUrl, testConnection } from '../harness/bus.js';
+import { eventually } from '../harness/eventually.js';
 import { CLI_MAIN, initializeParams, startRawBridge } from '../harness/mcp.js';
 import { searchContext as context, type SearchBus, startSearchBus } from '../harness/search.js';
 
@@ -73,6 +80,14 @@ const payroll = context('payroll', [
   ],
   ['salary_export', 'Export every employee salary to a spreadsheet: salary export of salaries'],
 ]);
+/** 40 tools whose descriptions together pass the dispatcher's content cap (64 KiB) in one search's reply. */
+const manual = context(
+  'manual',
+  Array.from({ length: 40 }, (_, i): [string, string] => [
+    `manual_chapter_${i}`,
+    `Read chapter ${i} of the operations manual. ${'It explains how the manual chapter is laid out and kept. '.repeat(40)}`,
+  ]),
+);
 const HIDDEN = /payroll|salary|celsius_fahrenheit_temperature_converter/;
 const NEED = 'I need to turn degrees Celsius into Fahrenheit';
 
@@ -82,11 +97,14 @@ describe('search_tools on the MCP bridge', () => {
   let target: Mount;
   let wide: string;
   let narrow: string;
+  let long: string;
+  /** The connection the target and the bridge use, and the test watches the trail on. */
+  let nc: NatsConnection;
   const open: Array<{ close(): Promise<void> }> = [];
 
   beforeAll(async () => {
-    bus = await startSearchBus([ops, crm, payroll]);
-    const nc = await testConnection();
+    bus = await startSearchBus([ops, crm, payroll, manual]);
+    nc = await testConnection();
     target = await new Mount(nc, {
       name: 'app.ops',
       version: '1.0.0',
@@ -110,6 +128,7 @@ describe('search_tools on the MCP bridge', () => {
       });
     wide = grant(['ops'], 's-wide');
     narrow = grant(['crm'], 's-narrow');
+    long = grant(['manual'], 's-long');
     bridge = await startMcpHttp(nc, { port: 0, issuers: [issuer.getPublicKey()], search: { keep: ['status_show'] } });
   }, 30_000);
   afterAll(async () => {
@@ -208,6 +227,76 @@ describe('search_tools on the MCP bridge', () => {
     expect(called).toMatchObject({ content: [{ type: 'text', text: expect.stringContaining('ran for 7') }] });
     const narrowList = await (await client2026(narrow)).listTools();
     expect(narrowList.tools.map((t) => t.name)).toEqual(['contact_lookup', 'invoice_send', 'note_add']);
+  });
+
+  it('audits each search as the dispatcher audits tool_search: who, which session, the query digest, refusals too', async () => {
+    const events: CallEvent[] = [];
+    const stop = watchCalls(nc, (e) => events.push(e));
+    await nc.flush();
+    try {
+      const query = 'read the contents of a file';
+      const modern = `${query} (2026-07-28)`;
+      const searched = await (await client2025(wide)).callTool({ name: 'search_tools', arguments: { query } });
+      expect((searched.structuredContent as unknown as FoundTools).tools[0]?.name).toBe('file_read');
+      const found = await (await client2026(wide)).callTool({
+        name: 'search_tools',
+        arguments: { query: modern, limit: 2 },
+      });
+      expect((found.structuredContent as unknown as FoundTools).tools).toHaveLength(2);
+      const bad = await (await client2025(wide)).callTool({ name: 'search_tools', arguments: { query: '' } });
+      expect(bad.isError).toBe(true);
+      const ofQuery = (args: Record<string, unknown>) =>
+        eventually(() => events.find((e) => e.argumentsDigest === sha256Hex(JSON.stringify(args))) ?? false);
+      const audited = await ofQuery({ query });
+      expect(audited).toMatchObject({
+        name: 'tool_search',
+        target: 'system.tools',
+        op: '$search',
+        principal: 'agent:ada',
+        session: 's-wide',
+        outcome: 'ok',
+        attempts: 1,
+      });
+      // The call's id in the trail is the bridge session's, the JSON-RPC id kept in it.
+      expect(audited.callId).toMatch(/^mcp-[0-9a-f]{12}-\d+$/);
+      expect(await ofQuery({ query: modern, limit: 2 })).toMatchObject({
+        name: 'tool_search',
+        principal: 'agent:ada',
+        outcome: 'ok',
+      });
+      expect(await ofQuery({ query: '' })).toMatchObject({
+        name: 'tool_search',
+        principal: 'agent:ada',
+        outcome: 'error',
+        code: 'bad_request',
+      });
+      // The query itself is in no event: only its digest.
+      expect(JSON.stringify(events)).not.toContain(query);
+    } finally {
+      stop();
+    }
+  });
+
+  it("answers a search whose reply passes the dispatcher's cap in full, the call audited once", async () => {
+    const events: CallEvent[] = [];
+    const stop = watchCalls(nc, (e) => events.push(e));
+    await nc.flush();
+    try {
+      const args = { query: 'read a chapter of the operations manual', limit: 50 };
+      const searched = await (await client2025(long)).callTool({ name: 'search_tools', arguments: args });
+      expect(searched.isError).toBeFalsy();
+      const found = searched.structuredContent as unknown as FoundTools;
+      expect(found.total).toBe(40);
+      expect(found.tools).toHaveLength(40);
+      expect(JSON.stringify(found).length).toBeGreaterThan(65_536);
+      const digest = sha256Hex(JSON.stringify(args));
+      await eventually(() => events.some((e) => e.argumentsDigest === digest));
+      expect(events.filter((e) => e.argumentsDigest === digest)).toMatchObject([
+        { name: 'tool_search', session: 's-long', outcome: 'ok' },
+      ]);
+    } finally {
+      stop();
+    }
   });
 
   it('takes its threshold from MATRIX_MCP_SEARCH_THRESHOLD and its kept tools from --search-keep on stdio', async () => {

@@ -2,12 +2,15 @@
  * `npm run bench`'s verdicts (bench/report.ts), from rows made to give chosen ratios: a figure
  * short of its goal but within its guard passes and says so, one past its guard fails the run,
  * and every row prints its guard and its goal. The figures of a quiet run (issue 46: five rows
- * short of their goals) pass; each of those five pushed past its guard fails.
+ * short of their goals) pass; each of those five pushed past its guard fails. The search's rows
+ * (issue 47) are targets of the same table: a full run without them, or with a figure past its
+ * guard, fails.
  */
 import { describe, expect, it } from 'vitest';
 import type { Figures } from '../../bench/measure.js';
 import type { OtelFigures } from '../../bench/otel.js';
 import { type Row, render, Scenario } from '../../bench/report.js';
+import type { SearchFigures } from '../../bench/search.js';
 
 /** The ratios the targets are made of; each 1 unless given. */
 interface Ratios {
@@ -23,6 +26,13 @@ interface Ratios {
   resolveToRaw: number;
   uncachedToRaw: number;
   otel: number;
+  /** The search's figures. */
+  recallAt5: number;
+  mrr: number;
+  /** `$search` p50 ÷ cached `$resolve` p50, the session of 20 tools. */
+  searchToResolve: number;
+  indexMs: number;
+  heapKibPerTool: number;
 }
 
 /** A quiet run of the 2 × EPYC box (issue 46): the five rows short of their goals, the rest met. */
@@ -38,6 +48,12 @@ const QUIET: Ratios = {
   resolveToRaw: 1.1,
   uncachedToRaw: 1.4,
   otel: 1.01,
+  // `npm run bench:search`'s run of 2026-12-06 and the labelled set's figures.
+  recallAt5: 0.884,
+  mrr: 0.805,
+  searchToResolve: 0.93,
+  indexMs: 0.37,
+  heapKibPerTool: 11.65,
 };
 
 const figures = (rps: number, p50: number, cpu?: number): Figures => ({
@@ -93,7 +109,24 @@ function otelOf(ratio: number): OtelFigures {
   };
 }
 
-function report(r: Ratios) {
+function searchOf(r: Ratios): SearchFigures {
+  return {
+    contexts: 10_000,
+    samples: 400,
+    quality: { tools: 302, queries: 82, recallAt5: r.recallAt5, hitAt5: 0.9, mrr: r.mrr, misses: [] },
+    sessions: [
+      { tools: 20, resolveMs: 0.6, searchMs: 0.6 * r.searchToResolve },
+      { tools: 300, resolveMs: 5.8, searchMs: 0.7 },
+    ],
+    indexMs: r.indexMs,
+    firstWithResolveMs: 0.96,
+    heap: { sessions: 409, mib: (r.heapKibPerTool * 8180) / 1024, perToolKib: r.heapKibPerTool, exact: true },
+    seconds: 28,
+  };
+}
+
+/** The report of a run of `r`; `search: null`, a run that did not measure the search. */
+function report(r: Ratios, search: SearchFigures | null = searchOf(r)) {
   return render(rowsOf(r), {
     seconds: 3,
     rounds: 5,
@@ -101,6 +134,7 @@ function report(r: Ratios) {
     partial: false,
     base: '',
     otel: { figures: otelOf(r.otel), inFlight: 64, seconds: 0.25 },
+    search: search ?? undefined,
   });
 }
 
@@ -170,5 +204,72 @@ describe('the bench’s verdicts', () => {
     const { markdown, failed } = report({ ...QUIET, otel: Number.NaN });
     expect(failed).toBe(true);
     expect(targetRow(markdown, 'in-process dispatch CPU per call, OTel API').at(-1)).toBe('MISS');
+  });
+
+  describe('the search rows (issue 47)', () => {
+    const SEARCH = {
+      recallAt5: '$search recall@5 over',
+      mrr: '$search MRR',
+      searchToResolve: '$search p50 ÷ cached $resolve p50, session of 20 tools',
+      indexMs: 'indexing one $register',
+      heapKibPerTool: '$search index heap per tool, KiB',
+    } as const;
+
+    it('shows each with its guard and goal, and the figures in a section of their own', () => {
+      const { markdown, failed } = report(QUIET);
+      expect(failed).toBe(false);
+      expect(targetRow(markdown, SEARCH.recallAt5).slice(1)).toEqual([
+        '0.88',
+        '≥ 0.85',
+        '≥ 0.85',
+        '',
+        'PASS, goal met',
+      ]);
+      expect(targetRow(markdown, SEARCH.mrr).slice(1)).toEqual(['0.81', '≥ 0.78', '≥ 0.8', '', 'PASS, goal met']);
+      expect(targetRow(markdown, SEARCH.searchToResolve)[0]).toContain('300 tools: 0.12');
+      expect(targetRow(markdown, SEARCH.searchToResolve).slice(1)).toEqual([
+        '0.93',
+        '≤ 2.5',
+        '≤ 2',
+        '',
+        'PASS, goal met',
+      ]);
+      expect(targetRow(markdown, SEARCH.indexMs).slice(1)).toEqual(['0.37', '≤ 1.5', '≤ 1', '', 'PASS, goal met']);
+      expect(targetRow(markdown, SEARCH.heapKibPerTool).slice(1)).toEqual([
+        '11.65',
+        '≤ 16',
+        '≤ 13',
+        '',
+        'PASS, goal met',
+      ]);
+      expect(markdown).toContain('## Search (issue 47)');
+      expect(markdown).toContain('| recall@5 | 0.884 |');
+    });
+
+    it('passes a search ratio between goal and guard, saying so', () => {
+      const { markdown, failed } = report({ ...QUIET, searchToResolve: 2.2 });
+      expect(failed).toBe(false);
+      expect(targetRow(markdown, SEARCH.searchToResolve).at(-1)).toBe('PASS, short of goal');
+    });
+
+    it.each([
+      ['recallAt5', 0.84],
+      ['mrr', 0.77],
+      ['searchToResolve', 2.6],
+      ['indexMs', 1.6],
+      ['heapKibPerTool', 17],
+    ] as const)('fails the run when %s is past its guard (%s)', (name, value) => {
+      const { markdown, failed } = report({ ...QUIET, [name]: value });
+      expect(failed).toBe(true);
+      expect(targetRow(markdown, SEARCH[name]).at(-1)).toBe('MISS');
+      expect(markdown.split('\n').filter((l) => l.endsWith('| MISS |'))).toHaveLength(1);
+    });
+
+    it('fails a full run that did not measure the search', () => {
+      const { markdown, failed } = report(QUIET, null);
+      expect(failed).toBe(true);
+      expect(markdown).not.toContain('## Search (issue 47)');
+      for (const what of Object.values(SEARCH)) expect(targetRow(markdown, what).at(-1), what).toBe('MISS');
+    });
   });
 });

@@ -1,9 +1,10 @@
-/** The test harness's own parts that decide what a run means: lanes, order, leftovers, the summary line. */
+/** The test harness's own parts that decide what a run means: lanes, order, leftovers, the summary line, where the NATS tools are built. */
 import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { TestModule, TestSpecification, Vitest } from 'vitest/node';
 import { killLeftovers, tracked } from '../harness/children.js';
 import { laneOfWorker, testLanes } from '../harness/lanes.js';
+import { natsScriptOf } from '../harness/nats-tools.js';
 import LongestFirst from '../harness/sequencer.js';
 import SummaryReporter from '../harness/summary-reporter.js';
 
@@ -120,5 +121,12 @@ describe('leftover processes', () => {
     expect(await killLeftovers()).toBe(1);
     expect(left.signalCode).toBe('SIGKILL');
     expect(await killLeftovers()).toBe(0);
+  });
+});
+
+describe('the NATS tools', () => {
+  it('finds scripts/nats.sh from the harness run as source and compiled into dist/ (the benches)', () => {
+    expect(natsScriptOf('file:///repo/test/harness/nats-tools.ts')).toBe('/repo/scripts/nats.sh');
+    expect(natsScriptOf('file:///repo/dist/test/harness/nats-tools.js')).toBe('/repo/scripts/nats.sh');
   });
 });

@@ -1,16 +1,12 @@
 /**
  * What the MCP bridge offers past a session's defer threshold (PROTOCOL 13, MCP's progressive
- * discovery): the kept tools and `search_tools`, whose call the bridge answers with
- * `system.tools.$search`, and a found tool's full definition on demand. Pure: the bridge owns
- * when to call these and how to send `tools/list_changed`.
+ * discovery): the kept tools and `search_tools`, whose call the bridge answers through the
+ * dispatcher's `tool_search` (src/mcp/bridge-search.ts), and a found tool's full definition on
+ * demand. Pure: the bridge owns when to call these and how to send `tools/list_changed`.
  */
 
-import type { BusClient } from '../../bus/client.js';
-import type { CallContext } from '../../bus/context.js';
-import { Mounts } from '../../bus/subjects.js';
 import type { McpTool } from '../provider-tools.js';
-import type { ResolveRequest, SearchReply } from '../types.js';
-import { DEFAULT_DEFER_THRESHOLD, type DeferOptions, MAX_SEARCH_LIMIT, SEARCH_OP } from './search-tool.js';
+import { DEFAULT_DEFER_THRESHOLD, type DeferOptions, MAX_SEARCH_LIMIT } from './search-tool.js';
 
 /** The MCP search tool's name, as MCP's client guidance calls it. */
 export const MCP_SEARCH_TOOL_NAME = 'search_tools';
@@ -46,21 +42,4 @@ export function mcpListedTools(tools: readonly McpTool[], defer: DeferOptions = 
   if (!mcpSearches(tools.length, defer)) return [...tools];
   const keep = new Set(defer.keep ?? []);
   return [...tools.filter((t) => keep.has(t.name)), MCP_SEARCH_TOOL];
-}
-
-/**
- * Runs a `search_tools` call: `system.tools.$search` for the session (under the caller's grant,
- * in `ctx`), and the found tools' full MCP definitions from `tools` (the session's, all of them).
- */
-export async function searchMcpTools(
-  client: BusClient,
-  session: ResolveRequest,
-  args: { query: string; limit?: number },
-  tools: readonly McpTool[],
-  ctx: CallContext = {},
-): Promise<{ reply: SearchReply; found: McpTool[] }> {
-  const body = args.limit === undefined ? { session, query: args.query } : { session, ...args };
-  const reply = await client.request<SearchReply>(Mounts.Tools, SEARCH_OP, body, ctx);
-  const byName = new Map(tools.map((t) => [t.name, t]));
-  return { reply, found: reply.tools.flatMap((t) => byName.get(t.name) ?? []) };
 }
