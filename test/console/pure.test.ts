@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { diffLines } from '../../src/console/diff.js';
 import { escapeHtml, href, html } from '../../src/console/html.js';
 import { ARGS_JSON, argumentFields, argumentsFrom } from '../../src/console/schema-form.js';
-import { sameSecret } from '../../src/console/server.js';
+import { sameSecret } from '../../src/console/secret.js';
 import type { JsonSchemaObject } from '../../src/registry/types.js';
 
 describe('html', () => {
