@@ -3,9 +3,10 @@
  * Provider (oidc-provider, its own sign-in and consent pages): the authorization code flow with
  * PKCE brings a person back signed in, the Approvals page lists what waits, Approve is sent with
  * the person's access token, and the audit trail names the IdP's subject as who approved. An
- * answer whose state is not the browser's sign-in, or whose code was used before, starts no
- * session. The session cookie is HttpOnly and SameSite=Lax, and a write with it but without the
- * session's secret from the console's page is refused.
+ * answer whose state is not the browser's sign-in, whose code was used before, or whose ID token
+ * carries another nonce starts no session; signing out ends the session. The session cookie is
+ * HttpOnly and SameSite=Lax, and a write with it but without the session's secret from the
+ * console's page is refused.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -181,8 +182,28 @@ describe.skipIf(!chromiumAvailable())('signing in to the console through the IdP
     );
   }, 90_000);
 
+  it('signs out: the session ends, and the page asks to sign in again', async () => {
+    await page.goto(`${base}approvals`);
+    await page.locator('header form.signout button').click();
+    await page.waitForURL(`${base}contexts`);
+    expect(await page.locator('header a.signin').count()).toBe(1);
+    await notSignedIn();
+  });
+
+  it('refuses a code the IdP issued for another nonce, even with this sign-in’s state and challenge', async () => {
+    // An attacker's authorization request carrying this browser's state and code challenge (both
+    // visible in the address it was sent to) but a nonce of their own: only the nonce differs.
+    const begun = await browser.context.request.get(`${base}signin`, { maxRedirects: 0 });
+    const asked = new URL(begun.headers().location as string);
+    asked.searchParams.set('nonce', 'a-nonce-of-the-attackers-own-choosing-000000');
+    const answer = await followToCallback(asked.href);
+    const refused = await page.goto(answer);
+    expect(refused?.status()).toBe(400);
+    expect(await page.locator('#live').textContent()).toContain('nonce does not match');
+    await notSignedIn();
+  }, 60_000);
+
   it('refuses an answer whose state is not the sign-in this browser began, and that sign-in after it', async () => {
-    await browser.context.clearCookies({ domain: '127.0.0.1', name: 'matrix-console' });
     // The IdP remembers ana: it answers at once. The answer is held back from the console here.
     const answer = await heldAnswer();
     const wrong = new URL(answer);
@@ -219,7 +240,11 @@ describe.skipIf(!chromiumAvailable())('signing in to the console through the IdP
    * follows the redirects by hand up to the IdP's answer, which is returned, not delivered.
    */
   async function heldAnswer(): Promise<string> {
-    let at = `${base}signin`;
+    return followToCallback(`${base}signin`);
+  }
+
+  /** Follows redirects from `at`, with the browser's cookies, up to the console's callback; its address. */
+  async function followToCallback(at: string): Promise<string> {
     for (let hop = 0; hop < 10 && !at.startsWith(`${base}auth/callback?`); hop++) {
       const response = await browser.context.request.get(at, { maxRedirects: 0 });
       const location = response.headers().location;
