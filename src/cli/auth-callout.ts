@@ -5,13 +5,25 @@
  * the least privilege of the role the claims mapping gives it, until the token expires.
  */
 import { readFileSync } from 'node:fs';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { fromCurveSeed, fromSeed, type KeyPair } from '@nats-io/nkeys';
 import type { Command } from 'commander';
 import type { BusClient } from '../bus/client.js';
+import { connectBus } from '../bus/connect.js';
 import { AuthCallout } from '../identity/callout/service.js';
 import { loadClaimsMapping } from '../identity/oidc/mapping.js';
 import { OidcTrust } from '../identity/oidc/trust.js';
-import { addSettings, type Flags, type Setting, serveSettings, settingValue, withConnection } from './config.js';
+import { RevocationStore, Revocations } from '../identity/revocations.js';
+import { DEFAULT_GRANT_MAX_TTL_SECONDS } from '../identity/verify.js';
+import {
+  addSettings,
+  connectConfig,
+  type Flags,
+  type Setting,
+  serveSettings,
+  settingValue,
+  withConnection,
+} from './config.js';
 import { ExitCode, type Output, UsageError } from './output.js';
 import { interrupted, verbAction } from './run.js';
 
@@ -34,6 +46,19 @@ export const calloutSettings = {
       "auth-callout: the curve seed (SX…) whose public key is auth_callout's xkey, when requests are encrypted",
     defaultText: 'none (requests in clear)',
   },
+  revocationsUser: {
+    flags: '--revocations-user <user>',
+    env: 'MATRIX_CALLOUT_REVOCATIONS_USER',
+    description:
+      "auth-callout: the NATS user, in the service's account, it watches the revocations bucket as: a revoked token cannot connect",
+    defaultText: 'none (revocations not checked at connect)',
+  },
+  revocationsPassword: {
+    flags: '--revocations-password <password>',
+    env: 'MATRIX_CALLOUT_REVOCATIONS_PASSWORD',
+    description: 'auth-callout: the password of --revocations-user',
+    defaultText: 'none',
+  },
 } satisfies Record<string, Setting>;
 
 /** What `auth-callout` runs with, from its flags over the environment. */
@@ -43,6 +68,8 @@ export interface CalloutConfig {
   mapping: string;
   issuerSeed: string;
   xkeySeed?: string;
+  /** The user and password the revocations are watched as; undefined: not checked at connect. */
+  revocations?: { user: string; pass: string };
 }
 
 /** The callout's configuration; a usage error naming what is missing. */
@@ -66,6 +93,9 @@ export function calloutConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env
   };
   const xkey = value(s.xkeySeed);
   if (typeof xkey === 'string' && xkey !== '') config.xkeySeed = xkey;
+  const user = value(s.revocationsUser);
+  if (typeof user === 'string' && user !== '')
+    config.revocations = { user, pass: text(s.revocationsPassword, "the password of the revocations' user") };
   return config;
 }
 
@@ -102,10 +132,16 @@ export async function runAuthCallout(client: BusClient, args: Flags, out: Output
   const issuer = seedFile(config.issuerSeed, 'account');
   const xkey = config.xkeySeed === undefined ? undefined : seedFile(config.xkeySeed, 'curve');
   for (const failure of await trust.start()) out.note(`warning: ${failure}`);
+  const revocations = new Revocations();
+  const watching =
+    config.revocations === undefined
+      ? undefined
+      : await watchRevocations(args, config.revocations, revocations, (line) => out.note(line));
   const callout = new AuthCallout(client.nc, {
     trust,
     issuer,
     ...(xkey !== undefined && { xkey }),
+    ...(watching !== undefined && { revocations }),
     onDecision: (d) =>
       out.note(
         d.allowed
@@ -115,12 +151,59 @@ export async function runAuthCallout(client: BusClient, args: Flags, out: Output
   }).start();
   await client.nc.flush();
   out.note(
-    `auth-callout ready (issuer ${issuer.getPublicKey()}${xkey ? `, xkey ${xkey.getPublicKey()}` : ''}; trusting ${config.issuers.join(', ')})`,
+    `auth-callout ready (issuer ${issuer.getPublicKey()}${xkey ? `, xkey ${xkey.getPublicKey()}` : ''}; trusting ${config.issuers.join(', ')}; ${watching ? `revocations watched as ${config.revocations?.user}` : 'revocations not checked at connect'})`,
   );
   await interrupted();
   await callout.stop();
   trust.stop();
+  await watching?.stop();
   return ExitCode.Ok;
+}
+
+/** How long the callout waits at start for the service to have made the revocations bucket, in ms. */
+const BUCKET_WAIT_MS = 30_000;
+
+/**
+ * Watches the service's revocations bucket into `into` over a connection of its own, as a user
+ * of the service's account (the callout's own account holds no JetStream); resolves once the
+ * revocations stored so far are known. Fails (the callout does not start) when the bucket cannot
+ * be read within 30 s: asked to check revocations, it never lets a revoked token connect.
+ */
+async function watchRevocations(
+  args: Flags,
+  as: { user: string; pass: string },
+  into: Revocations,
+  note: (line: string) => void,
+): Promise<{ stop(): Promise<void> }> {
+  const { servers } = connectConfig(args);
+  const nc: NatsConnection = await connectBus({
+    ...(servers === undefined ? {} : { servers }),
+    user: as.user,
+    pass: as.pass,
+    inboxPrefix: `_INBOX_${as.user}`,
+    name: 'matrix-tools-auth-callout-revocations',
+  });
+  const deadline = Date.now() + BUCKET_WAIT_MS;
+  let store: RevocationStore | undefined;
+  while (store === undefined) {
+    try {
+      store = await RevocationStore.bind(nc, { maxAgeMs: DEFAULT_GRANT_MAX_TTL_SECONDS * 1000 });
+    } catch (err) {
+      if (Date.now() >= deadline) {
+        await nc.close();
+        throw new Error(`revocations: ${(err as Error).message} (is the service running?)`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+  const watch = store.watch(into, (err) => note(`warning: revocations: ${(err as Error).message}`));
+  await watch.caughtUp;
+  return {
+    stop: async () => {
+      watch.stop();
+      await nc.close();
+    },
+  };
 }
 
 /** Declares `auth-callout`. */

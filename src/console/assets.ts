@@ -26,6 +26,9 @@ header.top nav a:hover { background: #21262d; text-decoration: none; }
 header.top .status { font-size: 12px; color: #8b949e; white-space: nowrap; }
 header.top .status.live::before { content: "●"; color: #3fb950; margin-right: 6px; }
 header.top .status.down::before { content: "●"; color: #f85149; margin-right: 6px; }
+header.top a.signin { color: #f0f6fc; border: 1px solid #30363d; padding: 4px 12px; border-radius: 6px; white-space: nowrap; }
+header.top .status.person { color: #f0f6fc; }
+header.top form.signout button { padding: 3px 10px; font-size: 12px; }
 header.top input#token { width: 180px; padding: 4px 8px; border-radius: 6px; border: 1px solid #30363d; background: #161b22; color: #f0f6fc; font-size: 12px; }
 main { max-width: 1320px; margin: 0 auto; padding: 20px 24px 48px; overflow-wrap: break-word; }
 h1 { font-size: 22px; font-weight: 650; margin: 4px 0 4px; }
@@ -125,7 +128,8 @@ form.answer input[name="reason"] { flex: 1 1 220px; min-width: 0; }
  * `/console.js`: live regions and the write token. A page's `<main data-live="registry call">`
  * follows those server-sent events (and `data-poll` refreshes on a timer) by fetching its own
  * URL's fragment and swapping `#live`; forms marked `data-instant` search as one types; forms
- * marked `data-write` carry the token the operator pasted (kept for the tab only), and so does
+ * marked `data-write` carry the token the operator pasted (kept for the tab only) and, for a
+ * person signed in, their session's secret (the page's `console-csrf`), and so does
  * every refresh of a live region (a page marked `data-needs-token` serves it only with one). A
  * refresh waits while focus is in a form of the region, and keeps what was typed in its fields.
  */
@@ -279,17 +283,24 @@ export const CLIENT_SCRIPT = `(() => {
     }
     schedule();
   }
-  document.addEventListener('submit', (event) => {
-    const form = event.target;
-    if (!(form instanceof HTMLFormElement) || !form.hasAttribute('data-write')) return;
-    let field = form.querySelector('input[name="token"]');
+  // A write's form carries the token and, for a person signed in through the IdP, the session's
+  // secret, each as a hidden field put in at submit.
+  function hidden(form, name, value) {
+    let field = form.querySelector('input[name="' + name + '"]');
     if (!field) {
       field = document.createElement('input');
       field.type = 'hidden';
-      field.name = 'token';
+      field.name = name;
       form.append(field);
     }
-    field.value = sessionStorage.getItem(KEY) || '';
+    field.value = value;
+  }
+  document.addEventListener('submit', (event) => {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.hasAttribute('data-write')) return;
+    hidden(form, 'token', sessionStorage.getItem(KEY) || '');
+    const csrf = document.querySelector('meta[name="console-csrf"]');
+    if (csrf) hidden(form, 'csrf', csrf.getAttribute('content') || '');
   });
 })();
 `;

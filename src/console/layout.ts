@@ -1,6 +1,12 @@
 /** The frame every console page shares: head, navigation, the live region. */
-import { html, type SafeHtml } from './html.js';
+import { href, html, type SafeHtml } from './html.js';
+import type { Person } from './sign-in.js';
 import type { Page } from './types.js';
+
+/** Who reads the page, where the console signs people in: nobody yet, or a person. */
+export interface Viewer {
+  person?: Person;
+}
 
 /** The navigation, in the order an operator's questions come. */
 export const SECTIONS = [
@@ -12,15 +18,27 @@ export const SECTIONS = [
   { path: '/try', label: 'Try a tool' },
 ] as const;
 
-/** The whole document of a page. */
-export function renderDocument(page: Page, writes: boolean, seq = 0): string {
+/** The whole document of a page; `viewer` where the console signs people in through the IdP. */
+export function renderDocument(page: Page, writes: boolean, seq = 0, viewer?: Viewer): string {
   const follows = page.follows?.join(' ') ?? '';
   const nav = SECTIONS.map(
     (s) => html`<a href="${s.path}" aria-current="${s.path === page.section ? 'page' : 'false'}">${s.label}</a>`,
   );
-  const token = writes
-    ? html`<input id="token" type="password" placeholder="write token" autocomplete="off" aria-label="write token" title="the token the console printed at start">`
-    : html`<span class="status" title="start the console with --allow-writes to try tools and register contexts">read-only</span>`;
+  const person = viewer?.person;
+  // The session's secret is the page's, for the script to put in each write's form (console.js).
+  const csrf = person === undefined ? '' : html`<meta name="console-csrf" content="${person.csrf}">`;
+  const who =
+    viewer === undefined
+      ? ''
+      : person === undefined
+        ? html`<a class="signin" href="${href('/signin', { return: page.address ?? page.section ?? '/contexts' })}">Sign in</a>`
+        : html`<span class="status person" title="${`subject ${person.subject}`}">${person.name}</span><form method="post" action="/signout" data-write class="signout"><button type="submit" class="secondary">Sign out</button></form>`;
+  const token =
+    person !== undefined && !writes
+      ? ''
+      : writes
+        ? html`<input id="token" type="password" placeholder="write token" autocomplete="off" aria-label="write token" title="the token the console printed at start">`
+        : html`<span class="status" title="start the console with --allow-writes to try tools and register contexts">read-only</span>`;
   const doc = html`<!doctype html>
 <html lang="en">
 <head>
@@ -29,6 +47,7 @@ export function renderDocument(page: Page, writes: boolean, seq = 0): string {
 <title>${page.title} · matrix console</title>
 <link rel="stylesheet" href="/console.css">
 <script src="/console.js" defer></script>
+${csrf}
 </head>
 <body>
 <header class="top">
@@ -36,6 +55,7 @@ export function renderDocument(page: Page, writes: boolean, seq = 0): string {
 <nav>${nav}</nav>
 <span id="status" class="status">${follows ? 'connecting' : page.pollMs ? `refreshing every ${page.pollMs / 1000} s` : ''}</span>
 ${token}
+${who}
 </header>
 <main data-live="${follows}" data-poll="${page.pollMs ?? 0}" data-seq="${seq}"${page.needsToken ? html` data-needs-token` : ''}${page.address ? html` data-address="${page.address}"` : ''}>
 <h1>${page.title}</h1>

@@ -4,7 +4,7 @@
  * 127.0.0.1 unless told otherwise, and is read-only unless started with writes on — then every
  * write (POST) needs the token it printed at start, compared in constant time.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -22,6 +22,8 @@ import { contextPage, contextsPage, registerContext, unregisterContext } from '.
 import { mountsPage } from './pages/mounts.js';
 import { resolvePage } from './pages/resolve.js';
 import { tryPage } from './pages/try.js';
+import { sameSecret } from './secret.js';
+import { ConsoleSignIn, cookiesOf, type Person, type SignInOptions, SignInRefused } from './sign-in.js';
 import type { ConsoleDeps, ConsoleRequest, Page, Redirect } from './types.js';
 
 /** How to run the console. */
@@ -38,6 +40,12 @@ export interface ConsoleOptions {
   live?: LiveFeedOptions;
   /** The approver grant (its text) to list and answer approvals with; one may be pasted on the page instead. */
   approverGrant?: string;
+  /**
+   * Sign people in through the organisation's IdP (authorization code with PKCE): what a person
+   * signed in approves, rejects or cancels is sent with their access token. The redirect URI
+   * defaults to this console's `/auth/callback`.
+   */
+  signIn?: Omit<SignInOptions, 'redirectUri'> & { redirectUri?: string };
 }
 
 /** A running console. */
@@ -48,6 +56,10 @@ export interface RunningConsole {
   token: string | undefined;
   /** Contexts the console's index holds. */
   index: ContextIndex;
+  /** Where the IdP sends people back after sign-in, when sign-in is on. */
+  redirectUri?: string;
+  /** Why the IdP could not be reached at start (sign-in tries again on its first use). */
+  signInProblem?: string;
   close(): Promise<void>;
 }
 
@@ -82,15 +94,33 @@ export async function startConsole(nc: NatsConnection, options: ConsoleOptions =
   });
   const { port } = server.address() as AddressInfo;
   hosts = loopbackHosts(host, port);
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}/`;
+  let signInProblem: string | undefined;
+  if (options.signIn !== undefined) {
+    const redirectUri = options.signIn.redirectUri ?? `${url}auth/callback`;
+    try {
+      deps.signIn = new ConsoleSignIn({ ...options.signIn, redirectUri });
+    } catch (err) {
+      await closeServer(server, feed, client);
+      throw err;
+    }
+    signInProblem = await deps.signIn.start().then(
+      () => undefined,
+      (err: Error) => `the identity provider ${options.signIn?.issuer} cannot be reached yet: ${err.message}`,
+    );
+  }
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/`,
+    url,
     token,
     index,
-    close: () => closeServer(server, feed, client),
+    ...(deps.signIn === undefined ? {} : { redirectUri: options.signIn?.redirectUri ?? `${url}auth/callback` }),
+    ...(signInProblem === undefined ? {} : { signInProblem }),
+    close: () => closeServer(server, feed, client, deps.signIn),
   };
 }
 
-async function closeServer(server: Server, feed: LiveFeed, client: BusClient): Promise<void> {
+async function closeServer(server: Server, feed: LiveFeed, client: BusClient, signIn?: ConsoleSignIn): Promise<void> {
+  signIn?.stop();
   feed.stop();
   client.close();
   server.closeAllConnections();
@@ -119,32 +149,96 @@ async function handle(
   }
   if (method === 'GET' && url.pathname === '/') return redirect(res, '/contexts');
   if (method !== 'GET' && method !== 'POST') return plain(res, 405, 'GET or POST\n');
+  const cookies = cookiesOf(req.headers.cookie);
+  const signIn = deps.signIn;
+  if (signIn !== undefined && method === 'GET' && (url.pathname === '/signin' || url.pathname === signIn.callbackPath))
+    return signInStep(req, res, deps, signIn, url, cookies);
+  const person = signIn?.personIn(cookies);
   let form = new URLSearchParams();
   if (method === 'POST') {
     const body = await readForm(req);
     if (body === undefined) return plain(res, 413, `a form is at most ${MAX_FORM_BYTES} bytes\n`);
     form = body;
-    const refusal = writeRefusal(deps.writes, token, req, form);
+    const refusal = writeRefusal(deps, token, req, form, url.pathname, person);
     if (refusal !== undefined)
-      return page(res, req, deps, {
-        title: 'Not allowed',
-        section: '',
-        live: notice('error', 'Not allowed', refusal),
-        status: 403,
-      });
+      return page(
+        res,
+        req,
+        deps,
+        {
+          title: 'Not allowed',
+          section: '',
+          live: notice('error', 'Not allowed', refusal),
+          status: 403,
+        },
+        deps.feed.seq,
+        person,
+      );
+    if (url.pathname === '/signout' && signIn !== undefined) {
+      res.setHeader('Set-Cookie', signIn.signOut(cookies));
+      return redirect(res, '/contexts');
+    }
   }
-  // A POST got here only with the token (writeRefusal); a GET shows it in a header.
-  const withToken = method === 'POST' || (token !== undefined && sameSecret(tokenHeader(req), token));
-  const result = await route({ method, url, form, deps, withToken });
+  // A POST got here only with the token or a person's session (writeRefusal); a GET shows the
+  // token in a header, or comes from a person signed in.
+  const withToken =
+    method === 'POST' || person !== undefined || (token !== undefined && sameSecret(tokenHeader(req), token));
+  const result = await route({ method, url, form, deps, withToken, ...(person === undefined ? {} : { person }) });
   if (result === undefined)
-    return page(res, req, deps, {
-      title: 'Not found',
-      section: '',
-      live: notice('error', 'No such page', html`<a href="/contexts">Contexts</a>`),
-      status: 404,
-    });
+    return page(
+      res,
+      req,
+      deps,
+      {
+        title: 'Not found',
+        section: '',
+        live: notice('error', 'No such page', html`<a href="/contexts">Contexts</a>`),
+        status: 404,
+      },
+      seq,
+      person,
+    );
   if ('redirect' in result) return redirect(res, result.redirect);
-  page(res, req, deps, result, seq);
+  page(res, req, deps, result, seq, person);
+}
+
+/**
+ * `GET /signin` (off to the IdP, bound to this browser) and the redirect URI's path (back from
+ * it: the session's cookie, then the page the person came from). A refused sign-in says why and
+ * starts no session.
+ */
+async function signInStep(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: ConsoleDeps,
+  signIn: ConsoleSignIn,
+  url: URL,
+  cookies: ReadonlyMap<string, string>,
+): Promise<void> {
+  try {
+    if (url.pathname === '/signin') {
+      const begun = await signIn.begin(url.searchParams.get('return') ?? '/approvals');
+      res.setHeader('Set-Cookie', begun.cookie);
+      return redirect(res, begun.location);
+    }
+    const done = await signIn.finish(url.searchParams, cookies);
+    res.setHeader('Set-Cookie', done.cookies);
+    return redirect(res, done.returnTo);
+  } catch (err) {
+    const refused = err instanceof SignInRefused;
+    if (!refused) process.stderr.write(`console: sign-in: ${(err as Error)?.message ?? String(err)}\n`);
+    return page(res, req, deps, {
+      title: 'Sign-in refused',
+      section: '',
+      live: notice(
+        'error',
+        refused ? 'You are not signed in' : 'The identity provider could not be reached',
+        html`${refused ? (err as Error).message : ''} <a href="/signin">Sign in again</a>`,
+      ),
+      status: refused ? 400 : 502,
+      address: '/contexts',
+    });
+  }
 }
 
 function route(request: ConsoleRequest): Promise<Page | Redirect> | undefined {
@@ -173,31 +267,39 @@ function route(request: ConsoleRequest): Promise<Page | Redirect> | undefined {
   return undefined;
 }
 
+/** The writes a person signed in may make: each is sent with their own grant, and the service decides. */
+const PERSON_WRITES: ReadonlySet<string> = new Set(['/approvals/answer', '/tasks/cancel', '/signout']);
+
 /** Why a write is refused, or undefined when it may go ahead. */
 function writeRefusal(
-  writes: boolean,
+  deps: ConsoleDeps,
   token: string | undefined,
   req: IncomingMessage,
   form: URLSearchParams,
+  path: string,
+  person: Person | undefined,
 ): string | undefined {
-  if (!writes || token === undefined)
-    return 'This console is read-only: start it with --allow-writes to try tools and register contexts.';
+  // The cookie goes with any form that reaches this console; the session's own secret only
+  // with a form of its pages (SameSite=Lax stops most others; this stops the rest).
+  const personal = person !== undefined && PERSON_WRITES.has(path);
+  if (personal && sameSecret(form.get('csrf') ?? '', person.csrf)) return undefined;
   const given = tokenHeader(req) || (form.get('token') ?? '');
-  if (!sameSecret(given, token))
-    return 'A write needs the token the console printed at start: paste it into the token field at the top right.';
-  return undefined;
+  if (deps.writes && token !== undefined && sameSecret(given, token)) return undefined;
+  if (personal)
+    return 'This form did not come from a page of this console for your session: reload the page and try again.';
+  if (!deps.writes || token === undefined) {
+    if (deps.signIn !== undefined)
+      return person === undefined
+        ? 'Sign in first (Sign in, at the top right): what you approve, reject or cancel is sent as you.'
+        : 'Signed in, you may approve, reject and cancel your tasks; this write needs the console started with --allow-writes and its token.';
+    return 'This console is read-only: start it with --allow-writes to try tools and register contexts.';
+  }
+  return 'A write needs the token the console printed at start: paste it into the token field at the top right.';
 }
 
 function tokenHeader(req: IncomingMessage): string {
   const header = req.headers['x-console-token'];
   return typeof header === 'string' ? header : '';
-}
-
-/** Constant-time comparison; both sides are hashed first so their lengths say nothing either. */
-export function sameSecret(given: string, expected: string): boolean {
-  const a = createHash('sha256').update(given).digest();
-  const b = createHash('sha256').update(expected).digest();
-  return timingSafeEqual(a, b) && given.length > 0;
 }
 
 async function readForm(req: IncomingMessage): Promise<URLSearchParams | undefined> {
@@ -211,9 +313,17 @@ async function readForm(req: IncomingMessage): Promise<URLSearchParams | undefin
   return size > MAX_FORM_BYTES ? undefined : new URLSearchParams(Buffer.concat(chunks).toString('utf8'));
 }
 
-function page(res: ServerResponse, req: IncomingMessage, deps: ConsoleDeps, p: Page, seq = deps.feed.seq): void {
+function page(
+  res: ServerResponse,
+  req: IncomingMessage,
+  deps: ConsoleDeps,
+  p: Page,
+  seq = deps.feed.seq,
+  person?: Person,
+): void {
   const fragment = req.headers['x-console-fragment'] === '1';
-  const body = fragment ? renderFragment(p) : renderDocument(p, deps.writes, seq);
+  const viewer = deps.signIn === undefined ? undefined : person === undefined ? {} : { person };
+  const body = fragment ? renderFragment(p) : renderDocument(p, deps.writes, seq, viewer);
   res.writeHead(p.status ?? 200, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
   res.end(body);
 }

@@ -4,6 +4,7 @@ import type { BusClient } from '../bus/client.js';
 import type { ContextIndex } from './contexts-index.js';
 import type { SafeHtml } from './html.js';
 import type { LiveFeed } from './live.js';
+import type { ConsoleSignIn, Person } from './sign-in.js';
 
 /** The server-sent events a page can follow. */
 export type LiveKind = 'registry' | 'call' | 'approval';
@@ -53,6 +54,8 @@ export interface ConsoleDeps {
   writes: boolean;
   /** The approver grant `$pending` and `$answer` are sent with (`--approver-grant`, or pasted once). */
   approver: { grant?: string };
+  /** Sign-in through the organisation's IdP (`--oidc-issuer`); undefined without it. */
+  signIn?: ConsoleSignIn;
 }
 
 /** One request, parsed. */
@@ -64,4 +67,6 @@ export interface ConsoleRequest {
   deps: ConsoleDeps;
   /** It carries the console's token (the `X-Console-Token` header, or a POST's checked `token` field). */
   withToken?: boolean;
+  /** The person signed in through the IdP: what they do is sent with their access token as the grant. */
+  person?: Person;
 }

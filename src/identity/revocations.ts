@@ -176,6 +176,14 @@ export class RevocationStore {
     return new RevocationStore(bucket, options.maxAgeMs);
   }
 
+  /**
+   * Binds to the bucket the service made, read-only (no create, no configuration check): for a
+   * reader whose NATS user may only watch it (`auth-callout`); `UnavailableError` when it is missing.
+   */
+  static async bind(nc: NatsConnection, options: { bucket?: string; maxAgeMs: number }): Promise<RevocationStore> {
+    return new RevocationStore(await Bucket.bind(nc, options.bucket ?? DEFAULT_REVOCATIONS_BUCKET), options.maxAgeMs);
+  }
+
   /** Does the server remove each revocation at its `until` (per-message TTL), so no sweeper need? */
   get expires(): boolean {
     return this.bucket.expires;

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { diffLines } from '../../src/console/diff.js';
 import { escapeHtml, href, html } from '../../src/console/html.js';
 import { ARGS_JSON, argumentFields, argumentsFrom } from '../../src/console/schema-form.js';
-import { sameSecret } from '../../src/console/server.js';
+import { sameSecret } from '../../src/console/secret.js';
+import { cookiesOf, localPath } from '../../src/console/sign-in.js';
 import type { JsonSchemaObject } from '../../src/registry/types.js';
 
 describe('html', () => {
@@ -97,5 +98,22 @@ describe('sameSecret', () => {
     expect(sameSecret('s3cre', 's3cret')).toBe(false);
     expect(sameSecret('', 's3cret')).toBe(false);
     expect(sameSecret('s3cret-and-more', 's3cret')).toBe(false);
+  });
+});
+
+describe('sign-in', () => {
+  it('returns only to a page of the console itself after signing in', () => {
+    expect(localPath('/approvals?answered=a1')).toBe('/approvals?answered=a1');
+    for (const elsewhere of ['//evil.example/', 'https://evil.example/', '/\\evil.example', 'approvals', ''])
+      expect(localPath(elsewhere), elsewhere).toBe('/approvals');
+  });
+
+  it('reads the cookies of a request by name', () => {
+    const cookies = cookiesOf('matrix-console=abc; _session=x=y;bare; matrix-console-signin=');
+    expect(cookies.get('matrix-console')).toBe('abc');
+    expect(cookies.get('_session')).toBe('x=y');
+    expect(cookies.get('matrix-console-signin')).toBe('');
+    expect(cookies.has('bare')).toBe(false);
+    expect(cookiesOf(undefined).size).toBe(0);
   });
 });

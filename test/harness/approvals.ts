@@ -11,6 +11,7 @@ import type { CallContext } from '../../src/bus/context.js';
 import type { Mount } from '../../src/bus/mount.js';
 import { Dispatcher, type DispatcherOptions } from '../../src/dispatcher/dispatcher.js';
 import { localToolSource } from '../../src/dispatcher/session-cache.js';
+import type { ToolResult } from '../../src/dispatcher/types.js';
 import { builtinContexts } from '../../src/registry/builtins.js';
 import { Registry } from '../../src/registry/registry.js';
 import { StaticStore, storedBuiltin } from '../../src/registry/store.js';
@@ -20,6 +21,26 @@ import { eventually } from './eventually.js';
 import { startTarget, type Target } from './targets.js';
 
 let n = 0;
+
+/**
+ * A `matrix_invoke` of `target`'s `op` through `system.dispatcher.$call`, in a session of
+ * `profile`, sent with `options` (a grant, a principal); its result once a person answers.
+ */
+export function invokeThroughDispatcher(
+  client: BusClient,
+  call: { id: string; profile: string; target: string | undefined; op: string; args: Record<string, unknown> },
+  options: Parameters<BusClient['request']>[3],
+): Promise<ToolResult> {
+  return client.request<ToolResult>(
+    'system.dispatcher',
+    '$call',
+    {
+      session: { profile: call.profile },
+      call: { id: call.id, name: 'matrix_invoke', arguments: { target: call.target, op: call.op, args: call.args } },
+    },
+    options,
+  );
+}
 
 /** A bucket of pending approvals no other test uses. */
 export function uniqueApprovalsBucket(): string {

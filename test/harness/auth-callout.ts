@@ -52,7 +52,7 @@ export interface CalloutBus {
   service: ServiceProcess;
   callout: ServiceProcess;
   /** Passwords of the static users. */
-  passwords: { auth: string; service: string; weather: string };
+  passwords: { auth: string; service: string; weather: string; revocations: string };
   /** A token of the IdP for the client of `who`. */
   token(who: keyof typeof calloutClients, options?: { resource?: string }): Promise<string>;
   /** Connects with `token` (as the token, or as the password) and the inbox prefix of `role`; no reconnect. */
@@ -86,7 +86,7 @@ export async function startCalloutBus(options: { xkey?: boolean; ttlSeconds?: nu
       readFileSync(calloutConf, 'utf8').replace('account: AUTH\n', `account: AUTH\n    xkey: ${xkey.getPublicKey()}\n`),
     );
   }
-  const passwords = { auth: 'auth-pw', service: 'service-pw', weather: 'weather-pw' };
+  const passwords = { auth: 'auth-pw', service: 'service-pw', weather: 'weather-pw', revocations: 'revocations-pw' };
   // Auth callout needs nats-server 2.10 or newer: the one NATS_SERVER_BIN names, else the newest
   // release built by scripts/nats.sh (Debian's, first on PATH, is 2.9).
   const server = await startNatsProcess(['-c', conf], {
@@ -96,6 +96,7 @@ export async function startCalloutBus(options: { xkey?: boolean; ttlSeconds?: nu
       MATRIX_CALLOUT_PASSWORD: passwords.auth,
       MATRIX_SERVICE_PASSWORD: passwords.service,
       MATRIX_WEATHER_PASSWORD: passwords.weather,
+      MATRIX_REVOCATIONS_PASSWORD: passwords.revocations,
     },
   });
   const oidcEnv = {
@@ -103,6 +104,14 @@ export async function startCalloutBus(options: { xkey?: boolean; ttlSeconds?: nu
     MATRIX_OIDC_AUDIENCE: BUS_RESOURCE,
     MATRIX_OIDC_MAPPING: mapping,
   };
+  // The service first: it makes the revocations bucket the callout watches.
+  const service = await startScript(
+    'dist/src/cli/main.js',
+    server.url,
+    ' ready ',
+    { NATS_USER: 'service', NATS_PASSWORD: passwords.service, ...oidcEnv },
+    ['serve'],
+  );
   const callout = await startScript(
     'dist/src/cli/main.js',
     server.url,
@@ -111,17 +120,12 @@ export async function startCalloutBus(options: { xkey?: boolean; ttlSeconds?: nu
       NATS_USER: 'auth',
       NATS_PASSWORD: passwords.auth,
       MATRIX_CALLOUT_ISSUER_SEED: issuerSeed,
+      MATRIX_CALLOUT_REVOCATIONS_USER: 'revocations',
+      MATRIX_CALLOUT_REVOCATIONS_PASSWORD: passwords.revocations,
       ...calloutEnv,
       ...oidcEnv,
     },
     ['auth-callout'],
-  );
-  const service = await startScript(
-    'dist/src/cli/main.js',
-    server.url,
-    ' ready ',
-    { NATS_USER: 'service', NATS_PASSWORD: passwords.service, ...oidcEnv },
-    ['serve'],
   );
   const opened: NatsConnection[] = [];
   return {

@@ -1,12 +1,14 @@
 /**
  * A real OpenID Provider for the tests: `oidc-provider` (a certified OpenID Connect
  * implementation) on a free loopback port, issuing JWT access tokens for resource indicators
- * (RFC 8707) by the client-credentials grant. Its keys can be rotated and it can be stopped and
+ * (RFC 8707) by the client-credentials grant, and to people by the authorization code flow with
+ * PKCE for public clients (its development sign-in and consent pages, which a browser fills in:
+ * any login, any password, the login naming the account). Its keys can be rotated and it can be stopped and
  * started again on the same issuer, so key rotation and an unreachable issuer are tested for real.
  */
 import { createServer, type Server } from 'node:http';
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
-import Provider, { errors } from 'oidc-provider';
+import Provider, { type ClientMetadata, errors } from 'oidc-provider';
 import { freePort } from './nats-server.js';
 
 /** A client of the test IdP, and the claims its tokens carry beside the standard ones. */
@@ -16,6 +18,12 @@ export interface TestClient {
   scope?: string;
   /** Extra claims of its access tokens (e.g. groups). */
   claims?: Record<string, unknown>;
+}
+
+/** A public client of the test IdP (no secret): authorization code with PKCE, back to `redirectUris`. */
+export interface TestPublicClient {
+  id: string;
+  redirectUris: string[];
 }
 
 /** A running test IdP. */
@@ -39,30 +47,50 @@ export async function startIdp(options: {
   resources: string[];
   clients: TestClient[];
   ttlSeconds?: number;
+  /** Clients people sign in to (authorization code with PKCE); the IdP's dev pages are on with them. */
+  publicClients?: TestPublicClient[];
+  /** Extra claims of the access tokens of a person signed in, by account (the login typed). */
+  accounts?: Record<string, Record<string, unknown>>;
 }): Promise<TestIdp> {
   const port = await freePort();
   const issuer = `http://127.0.0.1:${port}`;
   const keys: JWK[] = [await signingKey('k1')];
   const byId = new Map(options.clients.map((c) => [c.id, c]));
+  const publicClients = options.publicClients ?? [];
   let provider = makeProvider();
   let server: Server | undefined;
 
   function makeProvider(): Provider {
     const p = new Provider(issuer, {
-      clients: options.clients.map((c) => ({
-        client_id: c.id,
-        client_secret: SECRET,
-        grant_types: ['client_credentials'],
-        redirect_uris: [],
-        response_types: [],
-        id_token_signed_response_alg: 'ES256',
-        scope: c.scope ?? 'tools',
-      })),
+      clients: [
+        ...options.clients.map(
+          (c): ClientMetadata => ({
+            client_id: c.id,
+            client_secret: SECRET,
+            grant_types: ['client_credentials'],
+            redirect_uris: [],
+            response_types: [],
+            id_token_signed_response_alg: 'ES256',
+            scope: c.scope ?? 'tools',
+          }),
+        ),
+        ...publicClients.map(
+          (c): ClientMetadata => ({
+            client_id: c.id,
+            token_endpoint_auth_method: 'none',
+            grant_types: ['authorization_code'],
+            response_types: ['code'],
+            redirect_uris: c.redirectUris,
+            id_token_signed_response_alg: 'ES256',
+            scope: 'openid tools approve',
+          }),
+        ),
+      ],
       // The newest key signs; every key is published.
       jwks: { keys: [...keys].reverse() },
       scopes: ['tools', 'approve'],
       features: {
-        devInteractions: { enabled: false },
+        devInteractions: { enabled: publicClients.length > 0 },
         clientCredentials: { enabled: true },
         resourceIndicators: {
           enabled: true,
@@ -80,7 +108,11 @@ export async function startIdp(options: {
           },
         },
       },
-      extraTokenClaims: (ctx) => byId.get(ctx.oidc.client?.clientId ?? '')?.claims,
+      // A person's token carries their account's claims; a client's, the client's.
+      extraTokenClaims: (ctx, token) =>
+        'accountId' in token && typeof token.accountId === 'string'
+          ? options.accounts?.[token.accountId]
+          : byId.get(ctx.oidc.client?.clientId ?? '')?.claims,
     });
     return p;
   }

@@ -2,8 +2,8 @@
  * NATS auth callout (PROTOCOL 14) on a real nats-server (≥ 2.10) with deploy/nats-auth-callout.conf
  * and a real IdP: an agent that connects with its access token (no password anywhere) calls the
  * dispatcher and nothing else, the least-privilege probes of deploy/nats.conf's agent hold for
- * it, each role gets its own permissions, and an expired, unmapped, foreign-resource or missing
- * token cannot connect.
+ * it, each role gets its own permissions, and an expired, revoked, unmapped, foreign-resource or
+ * missing token cannot connect.
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
@@ -156,6 +156,55 @@ describe('least privilege of each role under auth callout', () => {
     await eventually(() => expect(refused).toContain('subscription app.weather.*'));
     await serviceNc.close();
   });
+
+  // Last of this bus: it revokes agent-one for good.
+  it('refuses a token at connect once $revoke names its jti, then once it names its principal; another token connects until then', async () => {
+    const serviceNc = await connect({ servers: bus.server.url, user: 'service', pass: bus.passwords.service });
+    const service = new BusClient(serviceNc, { timeoutMs: 5_000 });
+    const first = await bus.token('agent');
+    await (await bus.connect(first)).close();
+
+    await service.request('system.tools', '$revoke', { jti: claimOf(first, 'jti'), reason: 'laptop lost' });
+    // The callout hears the revocation through its watch of the service's bucket.
+    await eventually(() => refusedToConnect(bus.connect(first)));
+    expect(bus.callout.output()).toMatch(/refused: the token was revoked \(jti .*\): laptop lost/);
+    const second = await bus.token('agent');
+    const nc = await bus.connect(second);
+    expect((await introspect(new BusClient(nc, { timeoutMs: 10_000 }), second, 'c-after-jti')).isError).toBe(false);
+    await nc.close();
+
+    await service.request('system.tools', '$revoke', { sub: 'agent:agent-one' });
+    await eventually(() => refusedToConnect(bus.connect(second)));
+    expect(bus.callout.output()).toMatch(
+      /refused: the token was revoked \(every token of agent:agent-one issued until /,
+    );
+    // Another principal is not touched.
+    await (await bus.connect(await bus.token('operator'), 'operator')).close();
+    // The callout's reader of the bucket writes nothing: not a revocation, not another bucket.
+    const reader = await connect({
+      servers: bus.server.url,
+      user: 'revocations',
+      pass: bus.passwords.revocations,
+      inboxPrefix: '_INBOX_revocations',
+    });
+    const refused = refusals(reader);
+    reader.publish('$KV.matrix-revocations.jti.forged', '{}');
+    reader.publish('$JS.API.STREAM.PURGE.KV_matrix-revocations', '');
+    reader.publish('$JS.API.CONSUMER.CREATE.KV_matrix-tool-contexts', '');
+    await reader.flush();
+    await eventually(() =>
+      expect(refused).toEqual(
+        expect.arrayContaining([
+          'publish $KV.matrix-revocations.jti.forged',
+          'publish $JS.API.STREAM.PURGE.KV_matrix-revocations',
+          'publish $JS.API.CONSUMER.CREATE.KV_matrix-tool-contexts',
+        ]),
+      ),
+    );
+    await reader.close();
+    service.close();
+    await serviceNc.close();
+  }, 60_000);
 });
 
 describe('a token that expires', () => {
@@ -181,5 +230,7 @@ describe('a token that expires', () => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const claimOf = (token: string, claim: string) =>
+  (JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString()) as Record<string, unknown>)[claim];
 const decodeExp = (token: string) =>
   (JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString()) as { exp: number }).exp;

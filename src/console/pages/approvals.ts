@@ -4,7 +4,9 @@
  * they read as what they are), who asks, which session and how long it has left; Approve and
  * Reject (with a reason) answer through `$answer`. Listing and answering use the console's
  * approver grant (`--approver-grant FILE`, or one pasted here once, kept in the console's
- * memory); answering is a write: `--allow-writes` and the token.
+ * memory) or, for a person signed in through the IdP, their access token, so that the service
+ * records them as who answered; answering is a write: `--allow-writes` and the token, or a
+ * person signed in.
  */
 
 import { type AnswerReply, ApprovalOp, type PendingApproval, type PendingReply } from '../../approvals/types.js';
@@ -14,7 +16,7 @@ import { left } from '../../cli/approvals.js';
 import { printable } from '../../printable.js';
 import { badge, href, html, notice, type SafeHtml } from '../html.js';
 import type { ConsoleRequest, LiveKind, Page, Redirect } from '../types.js';
-import { errorNotice, FormError, statusOf } from './common.js';
+import { actingGrant, errorNotice, FormError, statusOf } from './common.js';
 
 const SECTION = '/approvals';
 const TIMEOUT_MS = 10_000;
@@ -42,11 +44,21 @@ export async function approvalsPage(request: ConsoleRequest, failed?: Failed): P
     // A write's page stands for the list: a reload or a refresh reads it, never the write again.
     ...(failed === undefined ? {} : { address: SECTION }),
   };
-  const grant = deps.approver.grant;
+  const person = request.person;
+  const grant = person?.grant ?? deps.approver.grant;
+  const writes = deps.writes || person !== undefined;
   const grantFailed = failed !== undefined && failed.approvalId === undefined ? failed.error : undefined;
-  const head = html`${deps.writes ? '' : notice('info', 'This console is read-only', 'Start it with --allow-writes to approve or reject.')}
+  const head =
+    person !== undefined
+      ? notice(
+          'info',
+          `You answer as ${person.name}`,
+          html`Signed in through ${deps.signIn?.issuer ?? 'the identity provider'} (subject <code>${person.subject}</code>): what you approve or reject is sent with your access token, and recorded as yours.`,
+        )
+      : html`${deps.writes ? '' : notice('info', 'This console is read-only', deps.signIn ? 'Sign in to approve or reject.' : 'Start it with --allow-writes to approve or reject.')}
     ${deps.writes ? grantForm(grant !== undefined, grantFailed) : ''}`;
-  if (!request.withToken) return { ...common, head, ...tokenNeeded(deps.writes) };
+  if (!request.withToken && person === undefined)
+    return { ...common, head, ...tokenNeeded(deps.writes, deps.signIn !== undefined) };
   let listed: PendingApproval[] | undefined;
   let more = false;
   let problem: unknown;
@@ -63,7 +75,7 @@ export async function approvalsPage(request: ConsoleRequest, failed?: Failed): P
     ${orphan ? answerFailure(answer) : ''}
     ${problem ? listingFailure(problem, grant !== undefined) : ''}
     ${more ? notice('info', `More approvals wait than the ${MAX_SHOWN} oldest shown here`, 'Answer some, or list them all with matrix-tools approvals (each principal has at most its own share live: maxPendingPerPrincipal).') : ''}
-    ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, deps.writes, answer?.approvalId === a.approvalId ? answer : undefined))}`;
+    ${listed === undefined ? '' : listed.length === 0 ? notice('ok', 'Nothing waits for approval') : listed.map((a) => card(a, writes, answer?.approvalId === a.approvalId ? answer : undefined))}`;
   return {
     ...common,
     head,
@@ -96,7 +108,8 @@ function answerFailure(answer: Required<Failed>): SafeHtml {
  * listed only to whoever holds the token the console printed (a read-only console has none, and
  * lists none), never to anyone who can merely reach the port.
  */
-function tokenNeeded(writes: boolean): Pick<Page, 'live' | 'status' | 'withoutToken'> {
+function tokenNeeded(writes: boolean, signIn: boolean): Pick<Page, 'live' | 'status' | 'withoutToken'> {
+  const signInLink = html`<a href="${href('/signin', { return: SECTION })}">Sign in</a>`;
   return {
     status: 401,
     withoutToken: true,
@@ -104,13 +117,19 @@ function tokenNeeded(writes: boolean): Pick<Page, 'live' | 'status' | 'withoutTo
       ? notice(
           'info',
           'Paste the token to see the pending approvals',
-          'They carry the calls’ whole arguments, so this page lists them only with the token the console printed at start (the field at the top right).',
+          html`They carry the calls’ whole arguments, so this page lists them only with the token the console printed at start (the field at the top right)${signIn ? html`, or to a person signed in: ${signInLink}` : ''}.`,
         )
-      : notice(
-          'info',
-          'This console is read-only, and lists no approvals',
-          'They carry the calls’ whole arguments: start it with --allow-writes, then paste the token it prints, to list and answer them. Or use matrix-tools approvals.',
-        ),
+      : signIn
+        ? notice(
+            'info',
+            'Sign in to see the pending approvals',
+            html`They carry the calls’ whole arguments, so this page lists them only to a person signed in through the identity provider: ${signInLink}.`,
+          )
+        : notice(
+            'info',
+            'This console is read-only, and lists no approvals',
+            'They carry the calls’ whole arguments: start it with --allow-writes, then paste the token it prints, to list and answer them. Or use matrix-tools approvals.',
+          ),
   };
 }
 
@@ -128,7 +147,7 @@ export async function answerApproval(request: ConsoleRequest): Promise<Page | Re
       Mounts.Approvals,
       ApprovalOp.Answer,
       { approvalId, decision, ...(reason ? { reason } : {}) },
-      { timeoutMs: TIMEOUT_MS, ...grantOf(request) },
+      { timeoutMs: TIMEOUT_MS, ...actingGrant(request) },
     );
   } catch (error) {
     return approvalsPage(request, { error, approvalId, reason: form.get('reason') ?? '' });
@@ -162,17 +181,12 @@ async function pendingOf(request: ConsoleRequest): Promise<{ listed: PendingAppr
       Mounts.Approvals,
       ApprovalOp.Pending,
       { limit: 200, ...(cursor ? { cursor } : {}) },
-      { timeoutMs: TIMEOUT_MS, ...grantOf(request) },
+      { timeoutMs: TIMEOUT_MS, ...actingGrant(request) },
     );
     all.push(...page.approvals);
     cursor = page.nextCursor;
   } while (cursor !== undefined && all.length < MAX_SHOWN);
   return { listed: all, more: cursor !== undefined };
-}
-
-function grantOf(request: ConsoleRequest): { grant?: string } {
-  const grant = request.deps.approver.grant;
-  return grant === undefined ? {} : { grant };
 }
 
 function grantForm(has: boolean, failed: unknown): SafeHtml {

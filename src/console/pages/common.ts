@@ -4,6 +4,7 @@ import { UsageError } from '../../cli/output.js';
 import { type SessionFlags, sessionRequest } from '../../cli/session-flags.js';
 import type { ResolveRequest } from '../../registry/types.js';
 import { html, notice, type SafeHtml } from '../html.js';
+import type { ConsoleRequest } from '../types.js';
 
 /** A form error of the console's own (bad JSON, a skill line it cannot read). */
 export class FormError extends Error {
@@ -108,4 +109,13 @@ export function sessionParams(values: URLSearchParams, prefix = ''): Record<stri
   for (const name of ['profile', 'worker', 'refs', 'requires', 'skills', 'environment'])
     out[name] = values.get(prefix + name) ?? undefined;
   return out;
+}
+
+/**
+ * The grant what this request does is sent with: the signed-in person's access token, else the
+ * console's approver grant (`--approver-grant`, or one pasted), else none.
+ */
+export function actingGrant(request: ConsoleRequest): { grant?: string } {
+  const grant = request.person?.grant ?? request.deps.approver.grant;
+  return grant === undefined ? {} : { grant };
 }

@@ -1,23 +1,17 @@
 /**
  * The running tasks on the Calls page (PROTOCOL 9): those `system.tasks.$list` gives the
- * console's own identity (the grant it holds, or none where the service trusts callers: a task
- * is its maker's alone), each with its progress and, on a console that writes, a Cancel button.
- * Cancelling is a write: `--allow-writes` and the token.
+ * console's own identity (the signed-in person's access token, else the grant it holds, or none
+ * where the service trusts callers: a task is its maker's alone), each with its progress and, on a console that writes, a Cancel button.
+ * Cancelling is a write: `--allow-writes` and the token, or a person signed in through the IdP.
  */
 import { Mounts } from '../../bus/subjects.js';
 import type { Task, TaskListReply } from '../../tasks/types.js';
 import { badge, html, type SafeHtml, table } from '../html.js';
 import type { ConsoleRequest } from '../types.js';
-import { errorNotice } from './common.js';
+import { actingGrant, errorNotice } from './common.js';
 
 const TIMEOUT_MS = 5_000;
 const LIVE = ['working', 'input_required'] as const;
-
-/** The identity the console asks `system.tasks` with. */
-function identityOf(request: ConsoleRequest): { grant?: string } {
-  const grant = request.deps.approver.grant;
-  return grant === undefined ? {} : { grant };
-}
 
 /** The section of the Calls page that lists the running tasks; empty when there are none. */
 export async function runningTasks(request: ConsoleRequest): Promise<SafeHtml> {
@@ -28,7 +22,7 @@ export async function runningTasks(request: ConsoleRequest): Promise<SafeHtml> {
         Mounts.Tasks,
         '$list',
         { status, limit: 200 },
-        { timeoutMs: TIMEOUT_MS, ...identityOf(request) },
+        { timeoutMs: TIMEOUT_MS, ...actingGrant(request) },
       );
       running = running.concat(page.tasks);
     }
@@ -37,7 +31,7 @@ export async function runningTasks(request: ConsoleRequest): Promise<SafeHtml> {
   }
   if (running.length === 0) return html``;
   running.sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
-  const writes = request.deps.writes;
+  const writes = request.deps.writes || request.person !== undefined;
   return html`<h2>Running tasks: ${running.length}</h2>
     ${table(
       ['Task', 'Tool', 'Status', 'Progress', 'Started', ''],
@@ -68,7 +62,7 @@ export async function cancelOf(request: ConsoleRequest, taskId: string): Promise
       Mounts.Tasks,
       '$cancel',
       { taskId },
-      { timeoutMs: TIMEOUT_MS, ...identityOf(request) },
+      { timeoutMs: TIMEOUT_MS, ...actingGrant(request) },
     );
     return undefined;
   } catch (error) {

@@ -2,8 +2,9 @@
  * NATS auth callout (ADR-26, nats-server ≥ 2.10; PROTOCOL 14): answers `$SYS.REQ.USER.AUTH` for
  * the account the server calls out to. A client that connects with an access token of a trusted
  * OpenID Connect issuer (as its token, or as its password) gets a user JWT with exactly the
- * permissions of the role the claims mapping gives it, expiring with the token; any other client
- * is refused, and the server closes its connection. Requests encrypted to this service's xkey
+ * permissions of the role the claims mapping gives it, expiring with the token; any other client,
+ * and one whose token was revoked (`$revoke`, by `jti` or principal), is refused, and the server
+ * closes its connection. Requests encrypted to this service's xkey
  * (`auth_callout { xkey }`) are opened with it, and their answers sealed to the server's xkey.
  */
 import { type AuthorizationRequest, decode, encodeAuthorizationResponse, encodeUser } from '@nats-io/jwt';
@@ -11,6 +12,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { KeyPair } from '@nats-io/nkeys';
 import { GrantError } from '../errors.js';
 import type { OidcTrust } from '../oidc/trust.js';
+import type { Revocations } from '../revocations.js';
 import { type CalloutAccounts, DEFAULT_ACCOUNTS, roleUser } from './roles.js';
 
 /** The subject nats-server sends authorization requests on. */
@@ -28,6 +30,13 @@ export interface AuthCalloutOptions {
   xkey?: KeyPair;
   /** The accounts roles are placed in; default `AGENTS` and `MATRIX`. */
   accounts?: CalloutAccounts;
+  /**
+   * The revocations in force (`$revoke`, kept in step with the service's bucket): a token revoked
+   * by its `jti`, or its principal's, cannot connect. Without it revocation is not checked here.
+   */
+  revocations?: Revocations;
+  /** How far a token's `iat` may run ahead of this clock, in ms (a revocation by principal reaches that far); default 10000. */
+  clockSkewMs?: number;
   /** Each decision, for the log: who connected as what, or why one was refused. */
   onDecision?: (decision: CalloutDecision) => void;
 }
@@ -108,6 +117,11 @@ export class AuthCallout {
     const token = opts.auth_token || opts.pass;
     if (!token) throw new CalloutRefusal('connect with an access token of a trusted issuer, as token or password');
     const { grant, mapped } = await this.options.trust.verifyMapped(token);
+    const revoked = this.options.revocations?.find(grant.claims, this.options.clockSkewMs ?? 10_000);
+    if (revoked !== undefined)
+      throw new CalloutRefusal(
+        `the token was revoked (${revoked.jti !== undefined ? `jti ${revoked.jti}` : `every token of ${revoked.sub} issued until ${new Date(revoked.revokedAt).toISOString()}`})${revoked.reason ? `: ${revoked.reason}` : ''}`,
+      );
     const user = roleUser(mapped.role, mapped.principal, this.options.accounts ?? DEFAULT_ACCOUNTS);
     // The user's name is the principal: nats-server reports it as the user (Nats-Request-Info).
     const jwt = await encodeUser(mapped.principal, request.user_nkey, this.options.issuer, user.permissions, {

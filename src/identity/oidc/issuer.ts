@@ -54,6 +54,7 @@ type KeySelector = ReturnType<typeof createLocalJWKSet>;
 export class OidcIssuer {
   private keys: KeySelector | undefined;
   private jwksUri: string | undefined;
+  private discovery: Record<string, unknown> | undefined;
   private fetchedAt = Number.NEGATIVE_INFINITY;
   private fetching: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -81,6 +82,12 @@ export class OidcIssuer {
     await this.refresh();
     this.timer = setInterval(() => void this.refresh().catch(() => {}), this.options.refreshMs ?? 600_000);
     this.timer.unref();
+  }
+
+  /** The issuer's discovery document (`/.well-known/openid-configuration`), fetched once. */
+  async metadata(): Promise<Record<string, unknown>> {
+    if (this.discovery === undefined) await this.refresh();
+    return this.discovery as Record<string, unknown>;
   }
 
   /** Stops the background refresh. */
@@ -136,6 +143,7 @@ export class OidcIssuer {
       if (typeof discovery.jwks_uri !== 'string')
         throw new Error(`the discovery document of ${this.issuer} has no jwks_uri`);
       this.jwksUri = discovery.jwks_uri;
+      this.discovery = discovery;
     }
     const jwks = (await this.getJson(new URL(this.jwksUri))) as unknown as JSONWebKeySet;
     this.keys = createLocalJWKSet(jwks);

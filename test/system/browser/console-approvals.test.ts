@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApprovalEvent, PENDING_EVENTS } from '../../../src/approvals/types.js';
 import { subscribeEvents } from '../../../src/bus/events.js';
 import type { ToolResult } from '../../../src/dispatcher/types.js';
+import { invokeThroughDispatcher } from '../../harness/approvals.js';
 import { chromiumAvailable, launchChromium, screenshot } from './chromium.js';
 import { type ConsoleStack, startConsoleStack } from './stack.js';
 
@@ -17,16 +18,14 @@ describe.skipIf(!chromiumAvailable())('the Approvals page, in Chromium', () => {
   let page: Page;
   /** A matrix_invoke of agent:beta to the weather mount, waiting for a person; its result once answered. */
   const gatedCall = (id: string, city: string): Promise<ToolResult> =>
-    stack.client.request<ToolResult>(
-      'system.dispatcher',
-      '$call',
+    invokeThroughDispatcher(
+      stack.client,
       {
-        session: { profile: 'edit' },
-        call: {
-          id,
-          name: 'matrix_invoke',
-          arguments: { target: stack.weather.matrixTools?.[0]?.target, op: '$forecast', args: { city, days: 2 } },
-        },
+        id,
+        profile: 'edit',
+        target: stack.weather.matrixTools?.[0]?.target,
+        op: '$forecast',
+        args: { city, days: 2 },
       },
       { session: 's-77', principal: 'agent:beta', timeoutMs: 30_000 },
     );
