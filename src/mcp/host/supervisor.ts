@@ -5,6 +5,7 @@
  */
 import type { Logger } from '../../bus/log.js';
 import type { ServerConfig } from './config.js';
+import { ClientCredentialsClient } from './oauth-client.js';
 import { Upstream } from './upstream.js';
 
 /** Where a server stands. */
@@ -57,6 +58,8 @@ export class Supervisor {
   lastError: string | undefined;
   /** Connections made after the first. */
   restarts = 0;
+  /** The OAuth client of a remote server with `oauth`: one for every connection, so a token outlives a reconnection. */
+  readonly auth: ClientCredentialsClient | undefined;
   private upstream: Upstream | undefined;
   private generation = 0;
   private backoffMs: number;
@@ -72,6 +75,8 @@ export class Supervisor {
     private readonly logger: Logger,
   ) {
     this.backoffMs = timing.firstBackoffMs;
+    if (server.kind === 'http' && server.oauth !== undefined)
+      this.auth = new ClientCredentialsClient(server.url, server.oauth);
   }
 
   /** Starts connecting; resolves once the first attempt succeeded or failed. */
@@ -111,6 +116,7 @@ export class Supervisor {
         },
         this.logger,
         this.timing.initializeTimeoutMs,
+        this.auth === undefined ? {} : { auth: this.auth },
       );
       if (this.stopped) {
         await upstream.close();

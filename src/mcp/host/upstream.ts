@@ -20,6 +20,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../../bus/log.js';
 import type { ServerConfig, StdioServer } from './config.js';
+import { authFailureMessage, type ClientCredentialsClient, isAuthFailure } from './oauth-client.js';
 import { StderrLog } from './stderr-log.js';
 
 /** The host's own variables a stdio server gets, besides its `env` (PROTOCOL 12). */
@@ -51,7 +52,13 @@ export interface ServerIdentity {
   instructions?: string;
 }
 
-/** A live connection to a server; made by `connectUpstream`. */
+/** How a connection is made besides the server's entry. */
+export interface ConnectOptions {
+  /** The OAuth client of a remote server with `oauth` (one for the host's life, so its token outlives a reconnection). */
+  auth?: ClientCredentialsClient;
+}
+
+/** A live connection to a server; made by `Upstream.connect`. */
 export class Upstream {
   private closed = false;
 
@@ -69,6 +76,7 @@ export class Upstream {
     events: UpstreamEvents,
     logger: Logger,
     initializeTimeoutMs: number,
+    options: ConnectOptions = {},
   ): Promise<Upstream> {
     const client = new Client({ name: 'matrix-tool-registry-host', version: '1.3.0' }, { capabilities: {} });
     // No sampling, elicitation or roots here: the server's request gets an error that says so.
@@ -80,7 +88,7 @@ export class Upstream {
     };
     let closedOnce = false;
     let reason = 'the connection closed';
-    const transport = transportOf(server, logger, (why) => {
+    const transport = transportOf(server, logger, options.auth, (why) => {
       reason = why;
       void transport.close().catch(() => undefined);
     });
@@ -90,7 +98,11 @@ export class Upstream {
       await client.connect(transport, { timeout: initializeTimeoutMs });
     } catch (err) {
       await transport.close().catch(() => undefined);
-      throw new Error(`initialize failed: ${(err as Error).message}`, { cause: err });
+      const auth = options.auth;
+      if (auth === undefined) throw new Error(`initialize failed: ${(err as Error).message}`, { cause: err });
+      const message = isAuthFailure(err) ? authFailureMessage(err, auth) : (err as Error).message;
+      if (isAuthFailure(err)) auth.noteFailure(message);
+      throw new Error(`initialize failed: ${auth.redact(message)}`);
     }
     const info = client.getServerVersion();
     const identity: ServerIdentity = { name: info?.name ?? server.name, version: info?.version ?? '' };
@@ -141,9 +153,17 @@ export class Upstream {
   }
 }
 
-function transportOf(server: ServerConfig, logger: Logger, garbage: (why: string) => void): Transport {
+function transportOf(
+  server: ServerConfig,
+  logger: Logger,
+  auth: ClientCredentialsClient | undefined,
+  garbage: (why: string) => void,
+): Transport {
   if (server.kind === 'http')
-    return new StreamableHTTPClientTransport(server.url, { requestInit: { headers: server.headers } });
+    return new StreamableHTTPClientTransport(server.url, {
+      requestInit: { headers: server.headers },
+      ...(auth !== undefined && { authProvider: auth }),
+    });
   const transport = new StdioClientTransport({
     command: server.command,
     args: server.args,
