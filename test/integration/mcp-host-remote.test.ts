@@ -8,7 +8,8 @@
  * the client-credentials grant and calls; a wrong secret or an authorization server other than
  * the configured issuer leaves the server `failed` with the reason in `$introspect` and
  * `mcp servers`, never the secret; a token that expires is renewed and a token the server
- * refuses is replaced.
+ * refuses is replaced; a remote server that goes away is `restarting`/`failed` with calls
+ * answered `unavailable` (one in flight too), and `ready` again by itself once it is back.
  */
 import { createServer, type Server as HttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -136,11 +137,12 @@ function remoteServer(port: number, resource?: OAuthResource): Remote {
   return remote;
 }
 
-describe('remote MCP servers behind the host: OAuth client credentials', () => {
+describe('remote MCP servers behind the host: OAuth client credentials, and a server that goes away', () => {
   let idp: TestIdp;
   let stranger: TestIdp;
   let resource: OAuthResource;
   let secured: Remote;
+  let flaky: Remote;
   let world: HostWorld;
   const log: string[] = [];
   const introspect = (mount: string) => world.client.request<HostIntrospect>(mount, '$introspect', {});
@@ -163,6 +165,8 @@ describe('remote MCP servers behind the host: OAuth client credentials', () => {
     expect(await resource.start()).toEqual([]);
     secured = remoteServer(port, resource);
     await secured.start();
+    flaky = remoteServer(await freePort());
+    await flaky.start();
 
     process.env.MCP_REMOTE_TEST_SECRET = CLIENT_SECRET;
     process.env.MCP_REMOTE_TEST_WRONG = WRONG_SECRET;
@@ -176,9 +180,10 @@ describe('remote MCP servers behind the host: OAuth client credentials', () => {
         wrong: oauth('host-wrong', 'MCP_REMOTE_TEST_WRONG'),
         short: oauth('short'),
         elsewhere: oauth('elsewhere', 'MCP_REMOTE_TEST_SECRET', stranger.issuer),
+        flaky: { url: flaky.url },
       },
       {
-        timing: { initializeTimeoutMs: 10_000, firstBackoffMs: 200, maxBackoffMs: 1_000 },
+        timing: { initializeTimeoutMs: 10_000, firstBackoffMs: 200, maxBackoffMs: 1_000, pingIntervalMs: 300 },
         logger: { info: (m) => log.push(m), error: (m) => log.push(m) },
       },
     );
@@ -187,6 +192,7 @@ describe('remote MCP servers behind the host: OAuth client credentials', () => {
     if (process.env.MCP_HOST_DEBUG) console.log(log.join('\n'));
     await world?.stop();
     await secured?.stop();
+    await flaky?.stop();
     resource?.stop();
     await idp?.stop();
     await stranger?.stop();
@@ -271,4 +277,34 @@ describe('remote MCP servers behind the host: OAuth client credentials', () => {
     expect(idp.issued('host')).toBeGreaterThan(issued);
     expect(secured.tokens.at(-1)).not.toBe(inHand);
   });
+
+  it('restarts a remote server that goes away: calls unavailable meanwhile, ready again once it is back', async () => {
+    expect(text(await world.call(['mcp.flaky'], 'flaky_whoami', {}))).toContain('called by anonymous');
+    const before = (await introspect('mcp.flaky')).restarts;
+    // A call in flight when the server goes.
+    const started = flaky.slowStarted;
+    const running = world.call(['mcp.flaky'], 'flaky_slow', { ms: 30_000 });
+    await eventually(() => flaky.slowStarted > started);
+    await flaky.stop();
+    const cut = await running;
+    expect(cut.error?.code, cut.content).toBe('unavailable');
+
+    const down = await eventually(async () => {
+      const i = await introspect('mcp.flaky');
+      expect(['restarting', 'failed']).toContain(i.state);
+      return i;
+    });
+    expect(down.lastError).toBeDefined();
+    // While it is down the host answers at once, without reaching for the server.
+    const refused = await world.call(['mcp.flaky'], 'flaky_whoami', {});
+    expect(refused.error?.code).toBe('unavailable');
+    expect(refused.content).toMatch(/mcp\.flaky is (restarting|failed)/);
+
+    await flaky.start();
+    await eventually(async () => expect((await introspect('mcp.flaky')).state).toBe('ready'), { timeoutMs: 15_000 });
+    const back = await world.call(['mcp.flaky'], 'flaky_whoami', {});
+    expect(back.isError, back.content).toBe(false);
+    expect(text(back)).toContain('called by anonymous');
+    expect((await introspect('mcp.flaky')).restarts).toBeGreaterThan(before);
+  }, 60_000);
 });
