@@ -278,6 +278,20 @@ describe('remote MCP servers behind the host: OAuth client credentials, and a se
     expect(secured.tokens.at(-1)).not.toBe(inHand);
   });
 
+  it('replaces a refused token under calls made together: every one goes through, the server stays ready', async () => {
+    await world.call(['mcp.secured'], 'secured_whoami', {});
+    const inHand = secured.tokens.filter((t) => decodeJwt(t).client_id === 'host').at(-1) as string;
+    const restarts = (await introspect('mcp.secured')).restarts;
+    secured.revoked.add(inHand);
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => world.call(['mcp.secured'], 'secured_whoami', {})),
+    );
+    for (const r of results) expect(r.isError, r.content).toBe(false);
+    const info = await introspect('mcp.secured');
+    expect(info.state).toBe('ready');
+    expect(info.restarts).toBe(restarts);
+  });
+
   it('restarts a remote server that goes away: calls unavailable meanwhile, ready again once it is back', async () => {
     expect(text(await world.call(['mcp.flaky'], 'flaky_whoami', {}))).toContain('called by anonymous');
     const before = (await introspect('mcp.flaky')).restarts;

@@ -9,6 +9,9 @@
  * `ClientCredentialsProvider` (client/auth-extensions.js) does, and besides:
  * - it renews a token shortly before it expires (a tenth of its life, at most 30 s), once for
  *   every request waiting, so the server's `401` is the exception, not the way tokens end;
+ * - `fetchFor` answers a `401` to a token in hand itself, once for every request refused with
+ *   that token: the transport's own retry allows one per connection at a time, and refuses
+ *   ("401 after successful authentication") the requests that were in flight with the old one;
  * - it checks what discovery found before the secret goes anywhere: the authorization server
  *   must be the configured `issuer` (when one is), and its metadata must name itself as issuer
  *   (RFC 8414 section 3.3);
@@ -31,6 +34,7 @@ import type {
   OAuthMetadata,
   OAuthTokens,
 } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { OAuthClientCredentials } from './config.js';
 
 /** Renew this long before a token expires at most, in ms. */
@@ -172,6 +176,37 @@ export class ClientCredentialsClient implements OAuthClientProvider {
 
   codeVerifier(): string {
     throw new Error('the client-credentials grant has no code verifier');
+  }
+
+  /**
+   * The transport's fetch: a request whose bearer token the server refuses (`401`) is sent once
+   * more with the token that replaced it — in hand already when another request got there
+   * first, else obtained now, once for all. The first request, without a token, is left to the
+   * transport (its `401` starts discovery).
+   */
+  fetchFor(base: FetchLike = fetch): FetchLike {
+    return async (url, init) => {
+      const response = await base(url, init);
+      if (response.status !== 401) return response;
+      const headers = new Headers(init?.headers);
+      const sent = /^Bearer (\S+)$/.exec(headers.get('authorization') ?? '')?.[1];
+      if (sent === undefined) return response;
+      const fresh = await this.replace(sent);
+      if (fresh === undefined) return response;
+      await response.body?.cancel().catch(() => undefined);
+      headers.set('authorization', `Bearer ${fresh}`);
+      return base(url, { ...init, headers });
+    };
+  }
+
+  /** A token other than `refused`: the one in hand when it is newer, else a new one (one request for all). */
+  private async replace(refused: string): Promise<string | undefined> {
+    if (this.current !== undefined && this.current.access_token !== refused) return this.current.access_token;
+    if (this.discovered === undefined) return undefined;
+    this.renewing ??= this.renew().finally(() => {
+      this.renewing = undefined;
+    });
+    return (await this.renewing)?.access_token;
   }
 
   /** Drops the token in hand: the next request gets a new one. */

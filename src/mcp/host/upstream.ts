@@ -249,7 +249,7 @@ function transportOf(
   if (server.kind === 'http') {
     const transport = new StreamableHTTPClientTransport(server.url, {
       requestInit: { headers: server.headers },
-      ...(auth !== undefined && { authProvider: auth }),
+      ...(auth !== undefined && { authProvider: auth, fetch: auth.fetchFor() }),
     });
     // A response stream cut off (the server went away mid-call): find out at once whether it is gone.
     transport.onerror = (err) => {
