@@ -58,6 +58,8 @@ interface Remote {
   challenges: number;
   /** Calls of `slow` it started. */
   slowStarted: number;
+  /** Every request waits this long before it is answered, in ms. */
+  delayMs: number;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -75,6 +77,7 @@ function remoteServer(port: number, resource?: OAuthResource): Remote {
     revoked: new Set(),
     challenges: 0,
     slowStarted: 0,
+    delayMs: 0,
     async start() {
       http = createServer((req, res) => void handle(req, res));
       await new Promise<void>((resolve) => http?.listen(port, '127.0.0.1', resolve));
@@ -95,6 +98,7 @@ function remoteServer(port: number, resource?: OAuthResource): Remote {
       .end();
   };
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    if (remote.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, remote.delayMs));
     if (resource !== undefined) {
       if (await resource.intercept(req, res, '/mcp')) {
         if (res.statusCode === 401) remote.challenges++;
@@ -215,6 +219,10 @@ describe('remote MCP servers behind the host: OAuth client credentials, and a se
     expect(info.oauth?.tokensIssued).toBeGreaterThan(0);
     expect(JSON.stringify(info)).not.toContain(CLIENT_SECRET);
     expect(JSON.stringify(info)).not.toContain(secured.tokens.at(-1));
+    const registered = await world.registry.registry.resolve({ profile: 'test', toolContextRefs: ['mcp.secured'] });
+    expect(registered.matrixTools.map((t) => t.name).sort()).toEqual(['secured_slow', 'secured_whoami']);
+    expect(JSON.stringify(registered)).not.toContain(CLIENT_SECRET);
+    expect(log.join('\n')).not.toContain(CLIENT_SECRET);
   });
 
   it('leaves a server whose secret is wrong failed, and says why in $introspect and mcp servers, without the secret', async () => {
@@ -290,6 +298,23 @@ describe('remote MCP servers behind the host: OAuth client credentials, and a se
     const info = await introspect('mcp.secured');
     expect(info.state).toBe('ready');
     expect(info.restarts).toBe(restarts);
+  });
+
+  it('does not take a slow server for a gone one: pings slower than their interval leave it ready', async () => {
+    const before = await introspect('mcp.flaky');
+    expect(before.state).toBe('ready');
+    const pings = log.length;
+    flaky.delayMs = 1_000; // over three ping intervals (300 ms) per request
+    try {
+      const slow = await world.call(['mcp.flaky'], 'flaky_whoami', {});
+      expect(slow.isError, slow.content).toBe(false);
+    } finally {
+      flaky.delayMs = 0;
+    }
+    const after = await introspect('mcp.flaky');
+    expect(after.state).toBe('ready');
+    expect(after.restarts).toBe(before.restarts);
+    expect(log.slice(pings).join('\n')).not.toMatch(/mcp\.flaky closed/);
   });
 
   it('restarts a remote server that goes away: calls unavailable meanwhile, ready again once it is back', async () => {

@@ -59,14 +59,13 @@ export interface ConnectOptions {
 }
 
 /** Longest a liveness `ping` of a remote server may take, in ms. */
-const MAX_PING_TIMEOUT_MS = 10_000;
+const PING_TIMEOUT_MS = 10_000;
 
 /** A live connection to a server; made by `Upstream.connect`. */
 export class Upstream {
   private closed = false;
   private pinger: NodeJS.Timeout | undefined;
   private probing: Promise<void> | undefined;
-  private pingTimeoutMs = MAX_PING_TIMEOUT_MS;
 
   private constructor(
     private readonly client: Client,
@@ -133,13 +132,12 @@ export class Upstream {
   }
 
   /**
-   * Pings a remote server each `intervalMs`: one that cannot be reached (or does not answer
-   * within the interval, at most 10 s) is closed, so the host restarts it rather than saying
-   * `ready` for a server that is gone. A stdio server needs none: its exit says it.
+   * Pings a remote server each `intervalMs` (one ping at a time): one that cannot be reached, or
+   * does not answer within 10 s, is closed, so the host restarts it rather than saying `ready`
+   * for a server that is gone. A stdio server needs none: its exit says it.
    */
   startPinging(intervalMs: number): void {
     if (!this.remote || this.closed || this.pinger !== undefined || intervalMs <= 0) return;
-    this.pingTimeoutMs = Math.min(intervalMs, MAX_PING_TIMEOUT_MS);
     this.pinger = setInterval(() => void this.probe(), intervalMs);
     this.pinger.unref();
   }
@@ -148,7 +146,7 @@ export class Upstream {
   probe(): Promise<void> {
     if (!this.remote || this.closed) return Promise.resolve();
     this.probing ??= this.client
-      .ping({ timeout: this.pingTimeoutMs })
+      .ping({ timeout: PING_TIMEOUT_MS })
       .then(
         () => undefined,
         (err: unknown) => {
