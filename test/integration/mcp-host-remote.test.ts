@@ -181,6 +181,7 @@ describe('remote MCP servers behind the host: OAuth client credentials, and a se
     world = await startHostWorld(
       {
         secured: oauth('host'),
+        trusting: { url, oauth: { clientId: 'host', clientSecret: envRef('MCP_REMOTE_TEST_SECRET') } },
         wrong: oauth('host-wrong', 'MCP_REMOTE_TEST_WRONG'),
         short: oauth('short'),
         elsewhere: oauth('elsewhere', 'MCP_REMOTE_TEST_SECRET', stranger.issuer),
@@ -223,6 +224,14 @@ describe('remote MCP servers behind the host: OAuth client credentials, and a se
     expect(registered.matrixTools.map((t) => t.name).sort()).toEqual(['secured_slow', 'secured_whoami']);
     expect(JSON.stringify(registered)).not.toContain(CLIENT_SECRET);
     expect(log.join('\n')).not.toContain(CLIENT_SECRET);
+  });
+
+  it('without an issuer, takes the authorization server the resource names', async () => {
+    const result = await world.call(['mcp.trusting'], 'trusting_whoami', {});
+    expect(text(result)).toContain('called by host');
+    const info = await introspect('mcp.trusting');
+    expect(info.oauth?.issuer).toBeUndefined();
+    expect(info.oauth?.authorizationServer).toBe(idp.issuer);
   });
 
   it('leaves a server whose secret is wrong failed, and says why in $introspect and mcp servers, without the secret', async () => {

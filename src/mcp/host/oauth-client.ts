@@ -22,6 +22,7 @@
  */
 import {
   auth,
+  extractWWWAuthenticateParams,
   type OAuthClientProvider,
   type OAuthDiscoveryState,
   UnauthorizedError,
@@ -67,6 +68,8 @@ export class ClientCredentialsClient implements OAuthClientProvider {
   private renewing: Promise<OAuthTokens | undefined> | undefined;
   private issued = 0;
   private lastError: string | undefined;
+  /** The scope the server's last challenge asked for. */
+  private challengeScope: string | undefined;
 
   constructor(
     private readonly serverUrl: URL,
@@ -92,13 +95,19 @@ export class ClientCredentialsClient implements OAuthClientProvider {
     return undefined;
   }
 
+  /**
+   * The scope asked for: the configured one; else, as MCP's scope selection says, the one the
+   * server's challenge names, else the resource metadata's `scopes_supported`; else none.
+   */
   get clientMetadata(): OAuthClientMetadata {
+    const scope =
+      this.credentials.scope ?? this.challengeScope ?? this.discovered?.resourceMetadata?.scopes_supported?.join(' ');
     return {
       client_name: 'matrix-tools MCP host',
       redirect_uris: [],
       grant_types: ['client_credentials'],
       token_endpoint_auth_method: 'client_secret_basic',
-      ...(this.credentials.scope !== undefined && { scope: this.credentials.scope }),
+      ...(scope !== undefined && scope !== '' && { scope }),
     };
   }
 
@@ -187,6 +196,10 @@ export class ClientCredentialsClient implements OAuthClientProvider {
   fetchFor(base: FetchLike = fetch): FetchLike {
     return async (url, init) => {
       const response = await base(url, init);
+      if (response.status === 401 || response.status === 403) {
+        const { scope } = extractWWWAuthenticateParams(response);
+        if (scope !== undefined && scope !== '') this.challengeScope = scope;
+      }
       if (response.status !== 401) return response;
       const headers = new Headers(init?.headers);
       const sent = /^Bearer (\S+)$/.exec(headers.get('authorization') ?? '')?.[1];
@@ -282,6 +295,8 @@ export function authFailureMessage(err: unknown, client: ClientCredentialsClient
   const server = client.describe().authorizationServer ?? 'the authorization server';
   if (err instanceof OAuthError)
     return `OAuth: ${server} refused the client-credentials token request: ${err.errorCode} (${err.message})`;
+  if (err instanceof StreamableHTTPError && err.code === 403)
+    return `OAuth: the server wants a scope the access token from ${server} lacks (HTTP 403): ${err.message}`;
   if (err instanceof StreamableHTTPError)
     return `OAuth: the server refused the access token from ${server} (HTTP ${err.code}): ${err.message}`;
   return `OAuth: ${(err as Error).message}`;
