@@ -15,6 +15,8 @@
  * - it checks what discovery found before the secret goes anywhere: the authorization server
  *   must be the configured `issuer` (when one is), and its metadata must name itself as issuer
  *   (RFC 8414 section 3.3);
+ * - with no `scope` configured it asks for the one the server's challenge names, else the
+ *   resource metadata's `scopes_supported` (the SDK's token request takes neither);
  * - with `tokenUrl` it skips discovery (for a server that publishes no metadata);
  * - it keeps the configured credentials when the authorization server refuses them (no dynamic
  *   registration behind the operator's back), and says why for `$introspect`;
