@@ -7,9 +7,11 @@
  * What holds: the host finds the authorization server from the server's `401`, gets a token by
  * the client-credentials grant and calls; a wrong secret or an authorization server other than
  * the configured issuer leaves the server `failed` with the reason in `$introspect` and
- * `mcp servers`, never the secret; a token that expires is renewed and a token the server
- * refuses is replaced; a remote server that goes away is `restarting`/`failed` with calls
- * answered `unavailable` (one in flight too), and `ready` again by itself once it is back.
+ * `mcp servers`, never the secret; without `issuer` or `scope` the host takes what the
+ * resource names; a token that expires is renewed, and a token the server refuses is replaced
+ * once for all the calls made with it; a slow server is not taken for a gone one; a remote server
+ * that goes away is `restarting`/`failed` with calls answered `unavailable` (one in flight too),
+ * and `ready` again by itself once it is back.
  */
 import { createServer, type Server as HttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
