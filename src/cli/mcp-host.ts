@@ -21,10 +21,15 @@ export const MCP_SERVERS_ENV = 'MATRIX_MCP_SERVERS';
 /** How long `mcp servers` listens for the mounts' discovery answers, in ms. */
 const DISCOVERY_WAIT_MS = 500;
 
+/** Most characters of a server's last error in the table (`--json` has all of it). */
+const WHY_WIDTH = 160;
+
 /** What a host mount's `$introspect` says (the fields these verbs show). */
 interface HostIntrospect {
   mount: string;
   state: string;
+  /** Why the last connection ended or the last attempt failed (no secret: the host never writes one). */
+  lastError?: string;
   server?: { name?: string; version?: string };
   tools?: unknown[];
   held?: Array<{ tool: string; change: string }>;
@@ -50,7 +55,7 @@ async function registeredMcpKeys(client: BusClient): Promise<string[]> {
  * whole-bus discovery, each with its `$introspect` and its instances (answers to discovery by its
  * own name: under deploy/nats.conf a host hears only those).
  */
-async function servers(client: BusClient, args: { json?: boolean }, out: Output): Promise<number> {
+export async function listMcpServers(client: BusClient, args: { json?: boolean }, out: Output): Promise<number> {
   const mounts = new Set(await registeredMcpKeys(client));
   const { all } = await discoverByName<ServiceInfo>(client.nc, 'INFO', [], DISCOVERY_WAIT_MS, { wholeBus: true });
   for (const mount of all.map(mountOf)) if (mount.startsWith('mcp.')) mounts.add(mount);
@@ -81,8 +86,9 @@ async function servers(client: BusClient, args: { json?: boolean }, out: Output)
     String(f.instances ?? 0),
     String(f.tools?.length ?? 0),
     (f.held ?? []).map((h) => `${h.tool} (${h.change})`).join(', ') || '-',
+    f.state !== 'ready' && f.lastError !== undefined ? f.lastError.slice(0, WHY_WIDTH) : '-',
   ]);
-  out.print(table(['mount', 'state', 'server', 'instances', 'tools', 'held changes'], rows));
+  out.print(table(['mount', 'state', 'server', 'instances', 'tools', 'held changes', 'why'], rows));
   return ExitCode.Ok;
 }
 
@@ -137,9 +143,9 @@ export function addMcpHostCommands(program: Command): void {
   const mcp = program.commands.find((c) => c.name() === 'mcp') ?? program.command('mcp');
   mcp.addCommand(
     withConnection(new Command('servers'))
-      .description('every MCP mount on the bus: state, tools, held changes')
+      .description('every MCP mount on the bus: state, tools, held changes, why one is not ready')
       .option('--json', 'print JSON')
-      .action(verbAction(servers)),
+      .action(verbAction(listMcpServers)),
   );
   mcp.addCommand(
     withConnection(new Command('accept'))

@@ -6,7 +6,7 @@
  * any login, any password, the login naming the account). Its keys can be rotated and it can be stopped and
  * started again on the same issuer, so key rotation and an unreachable issuer are tested for real.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import Provider, { type ClientMetadata, errors } from 'oidc-provider';
 import { freePort } from './nats-server.js';
@@ -18,6 +18,10 @@ export interface TestClient {
   scope?: string;
   /** Extra claims of its access tokens (e.g. groups). */
   claims?: Record<string, unknown>;
+  /** Its client secret (client_secret_basic or _post); default `CLIENT_SECRET`. */
+  secret?: string;
+  /** Life of its access tokens, in s; default the IdP's `ttlSeconds`. */
+  ttlSeconds?: number;
 }
 
 /** A public client of the test IdP (no secret): authorization code with PKCE, back to `redirectUris`. */
@@ -38,9 +42,15 @@ export interface TestIdp {
   stop(): Promise<void>;
   /** Serves again on the same port, with the same keys. */
   start(): Promise<void>;
+  /** Access tokens issued so far, per client (the token endpoint's successful answers). */
+  issued(client: string): number;
+  /** Requests to the token endpoint so far that authenticated (HTTP Basic) as `client`, whatever the answer. */
+  tokenRequests(client: string): number;
 }
 
-const SECRET = 'test-client-secret';
+/** The secret of a client that names none. */
+export const CLIENT_SECRET = 'test-client-secret';
+const SECRET = CLIENT_SECRET;
 
 /** Starts an IdP that issues tokens for each of `resources`, to `clients`, living `ttlSeconds`. */
 export async function startIdp(options: {
@@ -57,6 +67,14 @@ export async function startIdp(options: {
   const keys: JWK[] = [await signingKey('k1')];
   const byId = new Map(options.clients.map((c) => [c.id, c]));
   const publicClients = options.publicClients ?? [];
+  const issued = new Map<string, number>();
+  const requests = new Map<string, number>();
+  const countRequest = (req: IncomingMessage) => {
+    const basic = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (req.method !== 'POST' || !req.url?.startsWith('/token') || basic === undefined) return;
+    const id = decodeURIComponent(Buffer.from(basic, 'base64').toString().split(':')[0] ?? '');
+    requests.set(id, (requests.get(id) ?? 0) + 1);
+  };
   let provider = makeProvider();
   let server: Server | undefined;
 
@@ -66,8 +84,9 @@ export async function startIdp(options: {
         ...options.clients.map(
           (c): ClientMetadata => ({
             client_id: c.id,
-            client_secret: SECRET,
+            client_secret: c.secret ?? SECRET,
             grant_types: ['client_credentials'],
+            token_endpoint_auth_method: 'client_secret_basic',
             redirect_uris: [],
             response_types: [],
             id_token_signed_response_alg: 'ES256',
@@ -96,12 +115,12 @@ export async function startIdp(options: {
           enabled: true,
           defaultResource: () => options.resources[0] as string,
           useGrantedResource: () => true,
-          getResourceServerInfo: (_ctx, resource) => {
+          getResourceServerInfo: (_ctx, resource, client) => {
             if (!options.resources.includes(resource)) throw new errors.InvalidTarget();
             return {
               scope: 'tools approve',
               audience: resource,
-              accessTokenTTL: options.ttlSeconds ?? 300,
+              accessTokenTTL: byId.get(client.clientId)?.ttlSeconds ?? options.ttlSeconds ?? 300,
               accessTokenFormat: 'jwt',
               jwt: { sign: { alg: 'ES256' } },
             };
@@ -114,12 +133,19 @@ export async function startIdp(options: {
           ? options.accounts?.[token.accountId]
           : byId.get(ctx.oidc.client?.clientId ?? '')?.claims,
     });
+    p.on('grant.success', (ctx) => {
+      const id = ctx.oidc.client?.clientId ?? '';
+      issued.set(id, (issued.get(id) ?? 0) + 1);
+    });
     return p;
   }
 
   // One server for the IdP's life; a rotation swaps the provider behind it.
   const start = async () => {
-    server = createServer((req, res) => provider.callback()(req, res));
+    server = createServer((req, res) => {
+      countRequest(req);
+      return provider.callback()(req, res);
+    });
     await new Promise<void>((resolve) => server?.listen(port, '127.0.0.1', resolve));
   };
   const stop = async () => {
@@ -135,6 +161,8 @@ export async function startIdp(options: {
     issuer,
     start,
     stop,
+    issued: (client) => issued.get(client) ?? 0,
+    tokenRequests: (client) => requests.get(client) ?? 0,
     async rotate() {
       const kid = `k${keys.length + 1}`;
       keys.push(await signingKey(kid));
@@ -148,7 +176,7 @@ export async function startIdp(options: {
       const response = await fetch(`${issuer}/token`, {
         method: 'POST',
         headers: {
-          authorization: `Basic ${Buffer.from(`${client}:${SECRET}`).toString('base64')}`,
+          authorization: `Basic ${Buffer.from(`${client}:${byId.get(client)?.secret ?? SECRET}`).toString('base64')}`,
           'content-type': 'application/x-www-form-urlencoded',
         },
         body,

@@ -101,6 +101,84 @@ describe('the mcpServers file', () => {
     expect(bad).not.toThrow(/do-not-print/);
     expect(() => parseServers({ servers: {} })).toThrow(/mcpServers/);
   });
+
+  it('reads the OAuth client credentials of a remote server, the secret from the environment', () => {
+    const [server] = parseServers(
+      {
+        mcpServers: {
+          tickets: {
+            url: 'https://tickets.example/mcp',
+            oauth: {
+              clientId: 'host-1',
+              clientSecret: envRef('TICKETS_SECRET'),
+              scope: 'tools:read tools:call',
+              issuer: 'https://idp.example/realms/x',
+              tokenUrl: 'http://127.0.0.1:8080/token',
+            },
+          },
+          plain: { url: 'https://plain.example/mcp', oauth: { clientId: 'c', clientSecret: envRef('TICKETS_SECRET') } },
+        },
+      },
+      { TICKETS_SECRET: 's3cret' },
+    );
+    expect(server).toMatchObject({
+      kind: 'http',
+      oauth: {
+        clientId: 'host-1',
+        clientSecret: 's3cret',
+        scope: 'tools:read tools:call',
+        issuer: 'https://idp.example/realms/x',
+        tokenUrl: 'http://127.0.0.1:8080/token',
+      },
+    });
+  });
+
+  it('names every mistake of an oauth entry by its path, and never prints the secret', () => {
+    const env = { SECRET: 'do-not-print' };
+    const problems = (oauth: unknown, extra: Record<string, unknown> = {}) => {
+      try {
+        parseServers({ mcpServers: { r: { url: 'https://r.example/mcp', oauth, ...extra } } }, env);
+      } catch (err) {
+        const message = (err as Error).message;
+        expect(message).not.toContain('do-not-print');
+        return message;
+      }
+      return 'no error';
+    };
+    const secret = envRef('SECRET');
+    expect(problems('yes')).toMatch(/r\/oauth: expected \{"clientId", "clientSecret"/);
+    expect(problems({ clientSecret: secret })).toMatch(/r\/oauth\/clientId: required/);
+    expect(problems({ clientId: 'c' })).toMatch(/r\/oauth\/clientSecret: required, as \$\{env:VAR\}/);
+    expect(problems({ clientId: 'c', clientSecret: 'literal' })).toMatch(
+      /r\/oauth\/clientSecret: write it as \$\{env:VAR\}; a secret is never written in the file/,
+    );
+    expect(problems({ clientId: 'c', clientSecret: envRef('UNSET_SECRET_VAR') })).toMatch(
+      /r\/oauth\/clientSecret: reads \$\{env:UNSET_SECRET_VAR\}, which is not set/,
+    );
+    expect(problems({ clientId: 7, clientSecret: secret })).toMatch(/r\/oauth\/clientId: expected a non-empty string/);
+    expect(problems({ clientId: 'c', clientSecret: secret, scope: 'a  b' })).toMatch(
+      /r\/oauth\/scope: expected scope words/,
+    );
+    expect(problems({ clientId: 'c', clientSecret: secret, issuer: 'http://idp.example' })).toMatch(
+      /r\/oauth\/issuer: expected an https URL \(http only on a loopback host\)/,
+    );
+    expect(problems({ clientId: 'c', clientSecret: secret, tokenUrl: 'not a url' })).toMatch(
+      /r\/oauth\/tokenUrl: expected a URL/,
+    );
+    expect(problems({ clientId: 'c', clientSecret: secret, issuer: 'https://idp.example/#x' })).toMatch(
+      /r\/oauth\/issuer: expected a URL without query or fragment/,
+    );
+    expect(problems({ clientId: 'c', clientSecret: secret, grant: 'password' })).toMatch(
+      /r\/oauth\/grant: unknown key/,
+    );
+    expect(
+      problems({ clientId: 'c', clientSecret: secret }, { headers: { authorization: `Bearer ${secret}` } }),
+    ).toMatch(/r\/oauth: the host sends its own access token; drop the Authorization header/);
+    expect(() =>
+      parseServers({ mcpServers: { s: { command: 'x', oauth: { clientId: 'c', clientSecret: secret } } } }, env),
+    ).toThrow(/s\/oauth: only a remote server \("url"\) takes OAuth credentials/);
+    expect(problems({ clientId: 'c', clientSecret: secret, issuer: 'http://localhost:9/' })).toBe('no error');
+  });
 });
 
 describe('approval from annotations', () => {

@@ -55,7 +55,28 @@ export interface HttpServer {
   url: URL;
   /** Sent with every request (an `Authorization` header, say). */
   headers: Record<string, string>;
+  /** Client credentials for a server that is an OAuth protected resource; none: no OAuth. */
+  oauth?: OAuthClientCredentials;
   matrix: MatrixSettings;
+}
+
+/**
+ * `"oauth"` of a remote server: the host is an OAuth client of the server's authorization server
+ * and gets its access tokens by the client-credentials grant (MCP authorization; RFC 6749 4.4).
+ */
+export interface OAuthClientCredentials {
+  clientId: string;
+  /** Read from the environment only (`${env:VAR}`); never logged, never in `$introspect`. */
+  clientSecret: string;
+  /** Space-separated scopes to ask for; none: the authorization server's default. */
+  scope?: string;
+  /**
+   * The authorization server these credentials belong to: the secret is sent to it only, and a
+   * server that names another is refused. None: the one the server's metadata names (RFC 9728).
+   */
+  issuer?: string;
+  /** The token endpoint, used without discovery (for a server that publishes no metadata). */
+  tokenUrl?: string;
 }
 
 /** One server of the file, its `${env:VAR}` values read. */
@@ -66,7 +87,13 @@ export const SERVER_NAME = /^[a-z0-9_-]{1,32}$/;
 const PREFIX = /^[a-zA-Z0-9_-]{0,32}$/;
 const MAX_TIMEOUT_MS = 3_600_000;
 const STDIO_KEYS = new Set(['command', 'args', 'env', 'cwd', 'matrix', 'type']);
-const HTTP_KEYS = new Set(['url', 'headers', 'matrix', 'type']);
+const HTTP_KEYS = new Set(['url', 'headers', 'oauth', 'matrix', 'type']);
+const OAUTH_KEYS = new Set(['clientId', 'clientSecret', 'scope', 'issuer', 'tokenUrl']);
+/** A whole value that is one `${env:VAR}`. */
+const ENV_ONLY = /^\$\{env:[A-Za-z_][A-Za-z0-9_]*\}$/;
+/** Scope tokens (RFC 6749 3.3): printable ASCII but space, `"` and `\`, separated by spaces. */
+const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
 const MATRIX_KEYS = new Set(['prefix', 'approval', 'onChange', 'timeoutMs', 'tools']);
 
 /** Reads and checks the file at `path`; throws `BadRequestError` naming every mistake. */
@@ -119,7 +146,8 @@ function parseServer(
   const read = (value: string, path: string) => substitute(value, env, path, problems);
   const matrix = parseMatrix(name, entry.matrix, `${at}/matrix`, problems);
   if (typeof entry.command === 'string' && entry.url === undefined) {
-    unknownKeys(entry, STDIO_KEYS, at, problems);
+    if (entry.oauth !== undefined) problems.push(`${at}/oauth: only a remote server ("url") takes OAuth credentials`);
+    unknownKeys(entry, entry.oauth === undefined ? STDIO_KEYS : new Set([...STDIO_KEYS, 'oauth']), at, problems);
     const args = stringList(entry.args, `${at}/args`, problems).map((a, i) => read(a, `${at}/args/${i}`));
     const vars = stringMap(entry.env, `${at}/env`, problems);
     const server: StdioServer = {
@@ -145,15 +173,76 @@ function parseServer(
       problems.push(`${at}/url: expected an http or https URL`);
       return undefined;
     }
-    return {
+    const server: HttpServer = {
       kind: 'http',
       name,
       url,
       headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, read(v, `${at}/headers/${k}`)])),
       matrix,
     };
+    if (entry.oauth !== undefined) {
+      const oauth = parseOAuth(entry.oauth, `${at}/oauth`, read, problems);
+      if (Object.keys(headers).some((h) => h.toLowerCase() === 'authorization'))
+        problems.push(`${at}/oauth: the host sends its own access token; drop the Authorization header`);
+      if (oauth !== undefined) server.oauth = oauth;
+    }
+    return server;
   }
   problems.push(`${at}: expected either "command" (a stdio server) or "url" (a Streamable HTTP server), not both`);
+  return undefined;
+}
+
+function parseOAuth(
+  value: unknown,
+  at: string,
+  read: (value: string, path: string) => string,
+  problems: string[],
+): OAuthClientCredentials | undefined {
+  if (!isObject(value)) {
+    problems.push(`${at}: expected {"clientId", "clientSecret", "scope"?, "issuer"?, "tokenUrl"?}`);
+    return undefined;
+  }
+  unknownKeys(value, OAUTH_KEYS, at, problems);
+  const count = problems.length;
+  const text = (key: string): string | undefined => {
+    const v = value[key];
+    if (v === undefined) return undefined;
+    if (typeof v === 'string' && v !== '') return read(v, `${at}/${key}`);
+    problems.push(`${at}/${key}: expected a non-empty string`);
+    return undefined;
+  };
+  const clientId = text('clientId');
+  if (value.clientId === undefined) problems.push(`${at}/clientId: required`);
+  if (value.clientSecret === undefined) problems.push(`${at}/clientSecret: required, as \${env:VAR}`);
+  else if (typeof value.clientSecret === 'string' && !ENV_ONLY.test(value.clientSecret))
+    problems.push(`${at}/clientSecret: write it as \${env:VAR}; a secret is never written in the file`);
+  const clientSecret = text('clientSecret');
+  const scope = text('scope');
+  if (scope !== undefined && !SCOPE.test(scope))
+    problems.push(`${at}/scope: expected scope words separated by single spaces (RFC 6749 3.3)`);
+  const issuer = authServerUrl(text('issuer'), `${at}/issuer`, problems);
+  const tokenUrl = authServerUrl(text('tokenUrl'), `${at}/tokenUrl`, problems);
+  if (problems.length > count || clientId === undefined || clientSecret === undefined) return undefined;
+  const oauth: OAuthClientCredentials = { clientId, clientSecret };
+  if (scope !== undefined) oauth.scope = scope;
+  if (issuer !== undefined) oauth.issuer = issuer;
+  if (tokenUrl !== undefined) oauth.tokenUrl = tokenUrl;
+  return oauth;
+}
+
+/** An authorization server's URL: https, or http on a loopback host (OAuth 2.1 section 1.5); no fragment. */
+function authServerUrl(value: string | undefined, at: string, problems: string[]): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    problems.push(`${at}: expected a URL`);
+    return undefined;
+  }
+  if (url.hash !== '' || url.search !== '') problems.push(`${at}: expected a URL without query or fragment`);
+  else if (url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK.has(url.hostname))) return value;
+  else problems.push(`${at}: expected an https URL (http only on a loopback host)`);
   return undefined;
 }
 

@@ -114,6 +114,7 @@ export class ServerHost {
       server: { name: this.identity.name, version: this.identity.version, title: this.identity.title },
       restarts: this.supervisor.restarts,
       ...(this.supervisor.lastError !== undefined && { lastError: this.supervisor.lastError }),
+      ...(this.supervisor.auth !== undefined && { oauth: this.supervisor.auth.describe() }),
       tools: (p?.tools ?? []).map((t) => ({
         tool: t.tool,
         name: t.name,

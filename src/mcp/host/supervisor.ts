@@ -1,10 +1,12 @@
 /**
  * Keeps one server connected (PROTOCOL 12 "Supervision"): connects, and when the connection
- * closes (the process exited, it wrote garbage, `initialize` hung) connects again after a wait
- * that starts at 1 s and doubles to 60 s, reset once a connection stayed up a minute.
+ * closes (the process exited, it wrote garbage, `initialize` hung, a remote server stopped
+ * answering) connects again after a wait that starts at 1 s and doubles to 60 s, reset once a
+ * connection stayed up a minute.
  */
 import type { Logger } from '../../bus/log.js';
 import type { ServerConfig } from './config.js';
+import { ClientCredentialsClient } from './oauth-client.js';
 import { Upstream } from './upstream.js';
 
 /** Where a server stands. */
@@ -28,6 +30,8 @@ export interface SupervisorTiming {
   firstBackoffMs: number;
   /** Longest wait before a restart, in ms; default 60000. */
   maxBackoffMs: number;
+  /** How often a ready remote server is pinged, in ms (one that is gone is restarted); default 30000; 0: never. */
+  pingIntervalMs: number;
 }
 
 /** The default timing of PROTOCOL 12. */
@@ -35,6 +39,7 @@ export const DEFAULT_TIMING: SupervisorTiming = {
   initializeTimeoutMs: 30_000,
   firstBackoffMs: 1_000,
   maxBackoffMs: 60_000,
+  pingIntervalMs: 30_000,
 };
 
 /** A connection stayed up this long: the next restart waits the first backoff again. */
@@ -57,6 +62,8 @@ export class Supervisor {
   lastError: string | undefined;
   /** Connections made after the first. */
   restarts = 0;
+  /** The OAuth client of a remote server with `oauth`: one for every connection, so a token outlives a reconnection. */
+  readonly auth: ClientCredentialsClient | undefined;
   private upstream: Upstream | undefined;
   private generation = 0;
   private backoffMs: number;
@@ -72,6 +79,8 @@ export class Supervisor {
     private readonly logger: Logger,
   ) {
     this.backoffMs = timing.firstBackoffMs;
+    if (server.kind === 'http' && server.oauth !== undefined)
+      this.auth = new ClientCredentialsClient(server.url, server.oauth);
   }
 
   /** Starts connecting; resolves once the first attempt succeeded or failed. */
@@ -111,6 +120,7 @@ export class Supervisor {
         },
         this.logger,
         this.timing.initializeTimeoutMs,
+        this.auth === undefined ? {} : { auth: this.auth },
       );
       if (this.stopped) {
         await upstream.close();
@@ -120,6 +130,7 @@ export class Supervisor {
       await this.hooks.onConnected(upstream);
       this.readyAt = Date.now();
       this.setState(ServerState.Ready);
+      upstream.startPinging(this.timing.pingIntervalMs);
       this.logger.info(`mcp.${this.server.name} ready: ${upstream.identity.name} ${upstream.identity.version}`);
     } catch (err) {
       if (this.stopped) return;
