@@ -5,10 +5,10 @@
 import { Command, Option } from 'commander';
 import type { BusClient } from '../bus/client.js';
 import { connectBus } from '../bus/connect.js';
-import { discoverByName, mountOf, type ServiceInfo } from '../bus/discovery.js';
 import { MatrixError } from '../bus/errors.js';
 import { stderrLogger } from '../bus/log.js';
-import { Mounts, serviceName } from '../bus/subjects.js';
+import { Mounts } from '../bus/subjects.js';
+import { acceptMcpChanges, introspectMcpMounts } from '../mcp/host/listing.js';
 import type { ListReply } from '../registry/types.js';
 import { connectConfig, type Flags, withConnection } from './config.js';
 import { ExitCode, json, type Output, processOutput, reportError, table, UsageError } from './output.js';
@@ -20,18 +20,6 @@ export const MCP_SERVERS_ENV = 'MATRIX_MCP_SERVERS';
 
 /** How long `mcp servers` listens for the mounts' discovery answers, in ms. */
 const DISCOVERY_WAIT_MS = 500;
-
-/** What a host mount's `$introspect` says (the fields these verbs show). */
-interface HostIntrospect {
-  mount: string;
-  state: string;
-  server?: { name?: string; version?: string };
-  tools?: unknown[];
-  held?: Array<{ tool: string; change: string }>;
-  instance?: { id: string };
-  /** Instances that answered discovery by the mount's name. */
-  instances?: number;
-}
 
 /** The `mcp.*` keys of the registry, every page. */
 async function registeredMcpKeys(client: BusClient): Promise<string[]> {
@@ -45,27 +33,9 @@ async function registeredMcpKeys(client: BusClient): Promise<string[]> {
   return keys;
 }
 
-/**
- * `mcp servers`: every MCP mount the registry holds a context of (`mcp.*`) or that answers the
- * whole-bus discovery, each with its `$introspect` and its instances (answers to discovery by its
- * own name: under deploy/nats.conf a host hears only those).
- */
+/** `mcp servers`: every MCP mount the registry holds a context of (`mcp.*`) or that answers discovery. */
 async function servers(client: BusClient, args: { json?: boolean }, out: Output): Promise<number> {
-  const mounts = new Set(await registeredMcpKeys(client));
-  const { all } = await discoverByName<ServiceInfo>(client.nc, 'INFO', [], DISCOVERY_WAIT_MS, { wholeBus: true });
-  for (const mount of all.map(mountOf)) if (mount.startsWith('mcp.')) mounts.add(mount);
-  const names = [...mounts].sort();
-  const { byName } = await discoverByName<ServiceInfo>(client.nc, 'INFO', names.map(serviceName), DISCOVERY_WAIT_MS);
-  const found: HostIntrospect[] = [];
-  for (const mount of names) {
-    const instances = byName.get(serviceName(mount))?.length ?? 0;
-    try {
-      const info = await client.request<HostIntrospect>(mount, '$introspect', {}, { timeoutMs: 5_000 });
-      found.push({ ...info, mount, instances });
-    } catch (err) {
-      found.push({ mount, state: `no answer (${(err as MatrixError).code ?? 'error'})`, instances });
-    }
-  }
+  const found = await introspectMcpMounts(client, await registeredMcpKeys(client), DISCOVERY_WAIT_MS);
   if (args.json) {
     out.print(json(found));
     return ExitCode.Ok;
@@ -88,14 +58,8 @@ async function servers(client: BusClient, args: { json?: boolean }, out: Output)
 
 /** `mcp accept <name> [tools...]`: accepts the held definition changes of one server. */
 async function accept(client: BusClient, args: { name: string; tool?: string[] }, out: Output): Promise<number> {
-  const mount = args.name.startsWith('mcp.') ? args.name : `mcp.${args.name}`;
-  const body = args.tool !== undefined && args.tool.length > 0 ? { tools: args.tool } : {};
-  const reply = await client.request<{ accepted: string[] }>(mount, '$accept', body);
-  out.print(
-    reply.accepted.length === 0
-      ? `${mount}: no held change to accept`
-      : `${mount}: accepted ${reply.accepted.join(', ')}`,
-  );
+  const { mount, accepted: taken } = await acceptMcpChanges(client, args.name, args.tool);
+  out.print(taken.length === 0 ? `${mount}: no held change to accept` : `${mount}: accepted ${taken.join(', ')}`);
   return ExitCode.Ok;
 }
 
