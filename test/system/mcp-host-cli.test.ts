@@ -130,13 +130,13 @@ describe('matrix-tools mcp-host, mcp servers and mcp accept, as a new user runs 
       try {
         const accept = await fetch(new URL('mcp/accept', running.url), {
           method: 'POST',
-          body: new URLSearchParams({ mount: 'mcp.fs', tool: 'write_file', token: 't' }),
+          body: new URLSearchParams({ mount: 'mcp.fs', tool: 'write_file', after: '0'.repeat(64), token: 't' }),
           redirect: 'manual',
         });
         const text = await accept.text();
         if (user === 'operator') {
           expect(accept.status).toBe(400);
-          expect(text).toContain('mcp.fs holds no change of write_file now');
+          expect(text).toContain('mcp.fs holds no change of write_file with the definition shown');
           const listed = await (await fetch(new URL('mcp', running.url))).text();
           expect(listed).toMatch(/data-mcp-server="mcp.fs"[\s\S]*?>ready</);
           expect(listed).toMatch(/data-mcp-server="mcp.memory"[\s\S]*?>ready</);

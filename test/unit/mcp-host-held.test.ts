@@ -2,11 +2,12 @@
  * What a host mount's `$introspect` shows of its held changes: for each, the definition the
  * server lists now and the accepted one it would replace (the console diffs the two), within a
  * budget of JSON, past which a change shows its digests only: a server writes its own tool
- * definitions, and the answer must stay within one message.
+ * definitions, and the answer must stay within one message. And `$accept` with a digest takes
+ * only the definition an operator was shown.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { pinOf, reconcile } from '../../src/mcp/host/pinning.js';
+import { acceptHeld, pinOf, reconcile } from '../../src/mcp/host/pinning.js';
 import { heldShown } from '../../src/mcp/host/server-host.js';
 
 const tool = (name: string, description: string): Tool => ({
@@ -48,5 +49,20 @@ describe("the held changes in a host mount's $introspect", () => {
     });
     // A smaller change after it still fits what is left.
     expect(shown[2]).toHaveProperty('definition');
+  });
+
+  it('accepts a change named with a digest only while its held definition has that digest', () => {
+    const { state: held } = reconcile('s', accepted, listed, 'hold', false);
+    const greet = held.held.get('greet')?.after as string;
+    expect(acceptHeld('s', held, ['greet', 'new'], 'user:ops', { greet: 'f'.repeat(64), new: 'e'.repeat(64) })).toEqual(
+      [],
+    );
+    expect([...held.held.keys()]).toEqual(['greet', 'wide', 'new']);
+    const taken = acceptHeld('s', held, ['greet'], 'user:ops', { greet });
+    expect(taken).toEqual([
+      expect.objectContaining({ tool: 'greet', change: 'accepted', after: greet, by: 'user:ops' }),
+    ]);
+    expect(held.accepted.get('greet')?.digest).toBe(greet);
+    expect([...held.held.keys()]).toEqual(['wide', 'new']);
   });
 });

@@ -25,6 +25,8 @@ const REFRESH_MS = 5_000;
 
 /** A mount name as a host serves one: `mcp.<name>` (PROTOCOL 12). */
 const MOUNT = /^mcp\.[a-z0-9_-]{1,32}$/;
+/** A definition's digest: SHA-256, hex. */
+const DIGEST = /^[0-9a-f]{64}$/;
 
 /** An accept that was not taken: which change, and why. */
 interface Failed {
@@ -61,12 +63,17 @@ export async function mcpServersPage(request: ConsoleRequest, failed?: Failed): 
 export async function acceptChange(request: ConsoleRequest): Promise<Page | Redirect> {
   const mount = request.form.get('mount') ?? '';
   const tool = request.form.get('tool') ?? '';
+  const after = request.form.get('after') ?? '';
   try {
     if (!MOUNT.test(mount)) throw new FormError(`not an MCP mount: ${JSON.stringify(mount.slice(0, 64))}`);
     if (tool === '' || tool.length > 256) throw new FormError('name the tool whose change to accept');
-    const { accepted } = await acceptMcpChanges(request.deps.client, mount, [tool]);
+    if (!DIGEST.test(after)) throw new FormError('the form names no digest of the change shown: reload the page');
+    // Only the definition the person was shown: a server that lists yet another one since is not taken.
+    const { accepted } = await acceptMcpChanges(request.deps.client, mount, [tool], { [tool]: after });
     if (!accepted.includes(tool))
-      throw new FormError(`${mount} holds no change of ${tool} now: accepted elsewhere, or listed again since`);
+      throw new FormError(
+        `${mount} holds no change of ${tool} with the definition shown (${after.slice(0, 12)}) now: accepted elsewhere, or listed again since — look at it again`,
+      );
   } catch (error) {
     return mcpServersPage(request, { error, mount, tool });
   }
@@ -122,7 +129,7 @@ function heldCard(mount: string, h: IntrospectedChange, writes: boolean, failed:
     <p class="muted mono digests">${h.before ? html`${h.before.slice(0, 12)} → ` : ''}${h.after.slice(0, 12)}</p>
     ${diff}
     <form method="post" action="${SECTION}/accept" data-write class="row">
-      <input type="hidden" name="mount" value="${mount}"><input type="hidden" name="tool" value="${h.tool}">
+      <input type="hidden" name="mount" value="${mount}"><input type="hidden" name="tool" value="${h.tool}"><input type="hidden" name="after" value="${h.after}">
       <button type="submit" ${writes ? '' : html`disabled title="start the console with --allow-writes"`}>Accept ${h.tool}</button>
     </form>${failed === undefined ? '' : failure(failed)}</div>`;
 }

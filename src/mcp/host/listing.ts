@@ -85,16 +85,18 @@ export function mcpMountOf(name: string): string {
 
 /**
  * `mcp.<name>.$accept`: accepts the held changes of `tools` (every held change when none are
- * named); resolves with the tools accepted. Sent as its caller's NATS user: whoever may publish
- * `mcp.*.$accept` (deploy/nats.conf: the operator) may accept, from the CLI or the console alike.
+ * named; one in `digests` only while its held definition has that digest); resolves with the
+ * tools accepted. Sent as its caller's NATS user: whoever may publish `mcp.*.$accept`
+ * (deploy/nats.conf: the operator) may accept, from the CLI or the console alike.
  */
 export async function acceptMcpChanges(
   client: BusClient,
   name: string,
   tools: readonly string[] = [],
+  digests?: Record<string, string>,
 ): Promise<{ mount: string; accepted: string[] }> {
   const mount = mcpMountOf(name);
-  const body = tools.length > 0 ? { tools: [...tools] } : {};
+  const body = { ...(tools.length > 0 && { tools: [...tools] }), ...(digests !== undefined && { digests }) };
   const reply = await client.request<{ accepted: string[] }>(mount, '$accept', body);
   return { mount, accepted: reply.accepted };
 }

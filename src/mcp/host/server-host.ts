@@ -117,9 +117,16 @@ export class ServerHost {
     await Promise.all(this.retiring);
   }
 
-  /** Accepts held changes (of `tools`, or all): stores them, tells the audit trail, registers again. */
-  async accept(tools: readonly string[] | undefined, by: string | undefined): Promise<string[]> {
-    const events = acceptHeld(this.server.name, this.pins, tools, by);
+  /**
+   * Accepts held changes (of `tools`, or all; a tool in `digests` only while its held definition
+   * has that digest): stores them, tells the audit trail, registers again.
+   */
+  async accept(
+    tools: readonly string[] | undefined,
+    by: string | undefined,
+    digests?: Readonly<Record<string, string>>,
+  ): Promise<string[]> {
+    const events = acceptHeld(this.server.name, this.pins, tools, by, digests);
     if (events.length === 0) return [];
     await this.options.pins.save(this.server.name, this.pins.accepted);
     this.publish(events);

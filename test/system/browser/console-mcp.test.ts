@@ -101,15 +101,22 @@ describe.skipIf(!chromiumAvailable())('the MCP servers page, in Chromium', () =>
     expect(await card(fx).locator('tr:has(td:text-is("greet")) .badge').first().textContent()).toBe('change held');
     await screenshot(page, 'mcp-servers', 1400);
 
+    /** A POST of the Accept form, as a page (or another site) could send it. */
+    const accept = (fields: Record<string, string>) =>
+      fetch(`${stack.base}mcp/accept`, { method: 'POST', body: new URLSearchParams(fields), redirect: 'manual' });
+    const shown = (await introspect(fx)).held?.find((h) => h.tool === 'newcomer')?.after as string;
     // Without the token, or with a wrong one, nothing is accepted.
-    for (const token of [undefined, `${stack.token}x`]) {
-      const res = await fetch(`${stack.base}mcp/accept`, {
-        method: 'POST',
-        body: new URLSearchParams({ mount: `mcp.${fx}`, tool: 'greet', ...(token && { token }) }),
-        redirect: 'manual',
-      });
-      expect(res.status).toBe(403);
-    }
+    for (const token of [undefined, `${stack.token}x`])
+      expect(
+        (await accept({ mount: `mcp.${fx}`, tool: 'newcomer', after: shown, ...(token && { token }) })).status,
+      ).toBe(403);
+    // Nor a change other than the one shown (the server listed another since), nor one with no digest.
+    const other = await accept({ mount: `mcp.${fx}`, tool: 'newcomer', after: 'a'.repeat(64), token: stack.token });
+    expect(other.status).toBe(400);
+    expect(await other.text()).toContain(`holds no change of newcomer with the definition shown (${'a'.repeat(12)})`);
+    const none = await accept({ mount: `mcp.${fx}`, tool: 'newcomer', token: stack.token });
+    expect(none.status).toBe(400);
+    expect(await none.text()).toContain('names no digest of the change shown');
     expect((await introspect(fx)).held?.map((h) => h.tool).sort()).toEqual(['greet', 'newcomer']);
 
     const events: Array<{ tool: string; change: string; before?: string; after?: string }> = [];
@@ -131,21 +138,13 @@ describe.skipIf(!chromiumAvailable())('the MCP servers page, in Chromium', () =>
     await expect.poll(() => events.find((e) => e.tool === 'greet' && e.change === 'accepted')).toBeDefined();
     sub.unsubscribe();
 
-    // Accepting a change that is no longer held says so, where the person clicked.
-    const again = await fetch(`${stack.base}mcp/accept`, {
-      method: 'POST',
-      body: new URLSearchParams({ mount: `mcp.${fx}`, tool: 'greet', token: stack.token }),
-      redirect: 'manual',
-    });
+    // Accepting a change that is no longer held says so, and the page stands for the list.
+    const again = await accept({ mount: `mcp.${fx}`, tool: 'greet', after: shown, token: stack.token });
     expect(again.status).toBe(400);
     const text = await again.text();
-    expect(text).toContain('holds no change of greet now');
+    expect(text).toContain('holds no change of greet with the definition shown');
     expect(text).toContain('data-address="/mcp"');
-    const bad = await fetch(`${stack.base}mcp/accept`, {
-      method: 'POST',
-      body: new URLSearchParams({ mount: 'system.tools', tool: 'greet', token: stack.token }),
-      redirect: 'manual',
-    });
+    const bad = await accept({ mount: 'system.tools', tool: 'greet', after: shown, token: stack.token });
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain('not an MCP mount');
   });
