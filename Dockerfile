@@ -11,6 +11,14 @@ COPY src ./src
 COPY examples ./examples
 RUN npm run build
 
+# The MCP host of docker-compose.yml (`target: mcp-host`): the build, whose dependencies include the
+# reference MCP servers it runs (@modelcontextprotocol/server-filesystem, a devDependency), as the
+# node user, with /srv/shared for the volume the filesystem server serves.
+FROM build AS mcp-host
+RUN mkdir -p /srv/shared && chown node:node /srv/shared
+USER node
+CMD ["node", "dist/src/cli/main.js", "mcp-host"]
+
 # The service: the production dependencies and the compiled code, nothing the build needed.
 FROM ${NODE_IMAGE}
 WORKDIR /app

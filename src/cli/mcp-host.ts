@@ -5,10 +5,10 @@
 import { Command, Option } from 'commander';
 import type { BusClient } from '../bus/client.js';
 import { connectBus } from '../bus/connect.js';
-import { discoverByName, mountOf, type ServiceInfo } from '../bus/discovery.js';
 import { MatrixError } from '../bus/errors.js';
 import { stderrLogger } from '../bus/log.js';
-import { Mounts, serviceName } from '../bus/subjects.js';
+import { Mounts } from '../bus/subjects.js';
+import { acceptMcpChanges, introspectMcpMounts } from '../mcp/host/listing.js';
 import type { ListReply } from '../registry/types.js';
 import { connectConfig, type Flags, withConnection } from './config.js';
 import { ExitCode, json, type Output, processOutput, reportError, table, UsageError } from './output.js';
@@ -24,20 +24,6 @@ const DISCOVERY_WAIT_MS = 500;
 /** Most characters of a server's last error in the table (`--json` has all of it). */
 const WHY_WIDTH = 160;
 
-/** What a host mount's `$introspect` says (the fields these verbs show). */
-interface HostIntrospect {
-  mount: string;
-  state: string;
-  /** Why the last connection ended or the last attempt failed (no secret: the host never writes one). */
-  lastError?: string;
-  server?: { name?: string; version?: string };
-  tools?: unknown[];
-  held?: Array<{ tool: string; change: string }>;
-  instance?: { id: string };
-  /** Instances that answered discovery by the mount's name. */
-  instances?: number;
-}
-
 /** The `mcp.*` keys of the registry, every page. */
 async function registeredMcpKeys(client: BusClient): Promise<string[]> {
   const keys: string[] = [];
@@ -52,25 +38,10 @@ async function registeredMcpKeys(client: BusClient): Promise<string[]> {
 
 /**
  * `mcp servers`: every MCP mount the registry holds a context of (`mcp.*`) or that answers the
- * whole-bus discovery, each with its `$introspect` and its instances (answers to discovery by its
- * own name: under deploy/nats.conf a host hears only those).
+ * whole-bus discovery, each with its `$introspect`, its instances and why one is not ready.
  */
 export async function listMcpServers(client: BusClient, args: { json?: boolean }, out: Output): Promise<number> {
-  const mounts = new Set(await registeredMcpKeys(client));
-  const { all } = await discoverByName<ServiceInfo>(client.nc, 'INFO', [], DISCOVERY_WAIT_MS, { wholeBus: true });
-  for (const mount of all.map(mountOf)) if (mount.startsWith('mcp.')) mounts.add(mount);
-  const names = [...mounts].sort();
-  const { byName } = await discoverByName<ServiceInfo>(client.nc, 'INFO', names.map(serviceName), DISCOVERY_WAIT_MS);
-  const found: HostIntrospect[] = [];
-  for (const mount of names) {
-    const instances = byName.get(serviceName(mount))?.length ?? 0;
-    try {
-      const info = await client.request<HostIntrospect>(mount, '$introspect', {}, { timeoutMs: 5_000 });
-      found.push({ ...info, mount, instances });
-    } catch (err) {
-      found.push({ mount, state: `no answer (${(err as MatrixError).code ?? 'error'})`, instances });
-    }
-  }
+  const found = await introspectMcpMounts(client, await registeredMcpKeys(client), DISCOVERY_WAIT_MS);
   if (args.json) {
     out.print(json(found));
     return ExitCode.Ok;
@@ -94,14 +65,8 @@ export async function listMcpServers(client: BusClient, args: { json?: boolean }
 
 /** `mcp accept <name> [tools...]`: accepts the held definition changes of one server. */
 async function accept(client: BusClient, args: { name: string; tool?: string[] }, out: Output): Promise<number> {
-  const mount = args.name.startsWith('mcp.') ? args.name : `mcp.${args.name}`;
-  const body = args.tool !== undefined && args.tool.length > 0 ? { tools: args.tool } : {};
-  const reply = await client.request<{ accepted: string[] }>(mount, '$accept', body);
-  out.print(
-    reply.accepted.length === 0
-      ? `${mount}: no held change to accept`
-      : `${mount}: accepted ${reply.accepted.join(', ')}`,
-  );
+  const { mount, accepted: taken } = await acceptMcpChanges(client, args.name, args.tool);
+  out.print(taken.length === 0 ? `${mount}: no held change to accept` : `${mount}: accepted ${taken.join(', ')}`);
   return ExitCode.Ok;
 }
 

@@ -101,6 +101,11 @@ export class ContextIndex {
     return this.byKey.get(key)?.context;
   }
 
+  /** The keys held that start with `prefix`, in key order. */
+  keys(prefix = ''): string[] {
+    return this.ordered.map((e) => e.context.key).filter((k) => k.startsWith(prefix));
+  }
+
   /** One page of the contexts that match, in key order. */
   search(query: ContextSearch = {}): ContextPage {
     const words = (query.q ?? '').toLowerCase().split(/\s+/).filter(Boolean);

@@ -15,6 +15,7 @@ export const SECTIONS = [
   { path: '/calls', label: 'Calls' },
   { path: '/approvals', label: 'Approvals' },
   { path: '/mounts', label: 'Mounts' },
+  { path: '/mcp', label: 'MCP servers' },
   { path: '/try', label: 'Try a tool' },
 ] as const;
 

@@ -19,6 +19,7 @@ import { answerApproval, approvalsPage, keepApproverGrant } from './pages/approv
 import { callsPage, cancelTask } from './pages/calls.js';
 import { errorNotice } from './pages/common.js';
 import { contextPage, contextsPage, registerContext, unregisterContext } from './pages/contexts.js';
+import { acceptChange, mcpServersPage } from './pages/mcp-servers.js';
 import { mountsPage } from './pages/mounts.js';
 import { resolvePage } from './pages/resolve.js';
 import { tryPage } from './pages/try.js';
@@ -259,6 +260,8 @@ function route(request: ConsoleRequest): Promise<Page | Redirect> | undefined {
   if (method === 'GET' && path === '/resolve') return resolvePage(request);
   if (method === 'GET' && path === '/calls') return callsPage(request);
   if (method === 'GET' && path === '/mounts') return mountsPage(request);
+  if (method === 'GET' && path === '/mcp') return mcpServersPage(request);
+  if (method === 'POST' && path === '/mcp/accept') return acceptChange(request);
   if (path === '/try') return tryPage(request);
   if (path === '/approvals' || (method === 'GET' && path.startsWith('/approvals/'))) return approvalsPage(request);
   if (method === 'POST' && path === '/approvals/answer') return answerApproval(request);

@@ -35,6 +35,8 @@ export interface BridgeCalls {
    * the client matches it by its `progressToken`. Rejects once the session is gone.
    */
   notify(notification: ServerNotification): Promise<void>;
+  /** Whether the client was listed the tool `name` with an `outputSchema` (default: no tool was). */
+  outputSchema?: (name: string) => boolean;
 }
 
 /** What the SDK hands a request handler that the bridge uses. */
@@ -58,13 +60,62 @@ const RELATED_TASK = 'io.modelcontextprotocol/related-task';
  * A `ToolResult` as MCP's `CallToolResult`. A failed tool's text leads with `Error (<code>):`:
  * some clients pass the model only the content (the AI SDK's MCP client turns it into text
  * parts and drops `isError`), so the failure must be in the words themselves.
+ *
+ * For a tool the client was listed with an `outputSchema` (`withOutputSchema`), which the client
+ * checks `structuredContent` against: a reply that is MCP's `CallToolResult` (a hosted server's)
+ * gives its own `structuredContent` and content blocks; any other object reply is the structured
+ * content itself. A successful result with none to give (the server sent none, or the result
+ * passed the content cap and so carries no structured reply) is a failed one saying so, never a
+ * result the client's check would throw on.
  */
-export function callToolResultOf(result: ToolResult): CallToolResult {
+export function callToolResultOf(result: ToolResult, withOutputSchema = false): CallToolResult {
+  if (withOutputSchema && !result.isError) {
+    const upstream = mcpCallResultOf(result.structured);
+    if (upstream?.structuredContent !== undefined)
+      return { content: upstream.content, structuredContent: upstream.structuredContent, isError: false };
+    if (upstream === undefined && structuredObject(result) !== undefined) return plainResultOf(result);
+    const why = result.truncated
+      ? `its result (${result.truncated.total} characters) passed the cap of ${result.truncated.shown}`
+      : 'its result has none';
+    const text = `Error (no_structured_content): "${result.name}" declares an outputSchema, but ${why}: ${result.content}`;
+    return { content: [{ type: 'text', text }], isError: true };
+  }
+  return plainResultOf(result);
+}
+
+function plainResultOf(result: ToolResult): CallToolResult {
   const text = result.isError ? `Error (${result.error?.code ?? 'tool_error'}): ${result.content}` : result.content;
   const reply: CallToolResult = { content: [{ type: 'text', text }], isError: result.isError };
   const structured = structuredObject(result);
   if (structured !== undefined) reply.structuredContent = structured;
   return reply;
+}
+
+/**
+ * A reply that is MCP's `CallToolResult` (what a host mount answers, PROTOCOL 12): its content
+ * blocks, and its `structuredContent` when that is an object; undefined for any other reply.
+ */
+export function mcpCallResultOf(
+  reply: unknown,
+): { content: CallToolResult['content']; structuredContent?: Record<string, unknown> } | undefined {
+  if (reply === null || typeof reply !== 'object' || Array.isArray(reply)) return undefined;
+  const { content, structuredContent } = reply as { content?: unknown; structuredContent?: unknown };
+  if (!Array.isArray(content)) return undefined;
+  const blocks = content.every(
+    (b) => b !== null && typeof b === 'object' && typeof (b as { type?: unknown }).type === 'string',
+  );
+  if (!blocks) return undefined;
+  const shown: { content: CallToolResult['content']; structuredContent?: Record<string, unknown> } = {
+    content: content as CallToolResult['content'],
+  };
+  if (structuredContent !== null && typeof structuredContent === 'object' && !Array.isArray(structuredContent))
+    shown.structuredContent = structuredContent as Record<string, unknown>;
+  return shown;
+}
+
+/** Names of the listed tools that carry an `outputSchema`. */
+export function withOutputSchemas(tools: readonly { name: string; outputSchema?: unknown }[]): Set<string> {
+  return new Set(tools.filter((t) => t.outputSchema !== undefined).map((t) => t.name));
 }
 
 /** The result of a call the dispatcher itself failed (not the tool): still one the model can read. */
@@ -137,7 +188,7 @@ export async function plainCall(
     );
     // Every report came before the reply: the client hears them before the result, as MCP wants.
     await notified;
-    return callToolResultOf(result);
+    return callToolResultOf(result, calls.outputSchema?.(call.name));
   } catch (err) {
     return dispatcherFailed(call.name, err);
   } finally {
@@ -168,7 +219,7 @@ export async function taskCall(
   } catch (err) {
     return dispatcherFailed(call.name, err);
   }
-  if (!('task' in reply)) return callToolResultOf(reply);
+  if (!('task' in reply)) return callToolResultOf(reply, calls.outputSchema?.(call.name));
   const token = extra._meta?.progressToken;
   if (token !== undefined) void followProgress(calls, reply.task.taskId, token);
   return { task: mcpTaskOf(reply.task) };
@@ -260,7 +311,7 @@ export function taskOps(calls: BridgeCalls, track: <T>(work: Promise<T>) => Prom
             RESULT_ROUND_MS + 10_000,
           );
           if ('isError' in got) {
-            const result = callToolResultOf(got);
+            const result = callToolResultOf(got, calls.outputSchema?.(got.name));
             result._meta = { [RELATED_TASK]: { taskId } };
             return result;
           }

@@ -32,7 +32,15 @@ import type { DeferOptions } from '../registry/search/search-tool.js';
 import { REGISTRY_VERSION } from '../registry/system-tools.js';
 import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import { answerBridgeSearch, callsBridgeSearch } from './bridge-search.js';
-import { type BridgeCalls, type HandlerExtra, plainCall, TASKS_CAPABILITY, taskCall, taskOps } from './bridge-tasks.js';
+import {
+  type BridgeCalls,
+  type HandlerExtra,
+  plainCall,
+  TASKS_CAPABILITY,
+  taskCall,
+  taskOps,
+  withOutputSchemas,
+} from './bridge-tasks.js';
 import { wellFormedLines } from './input.js';
 import { firstLineIsModern, serveModernStdio } from './modern-stdio.js';
 
@@ -166,6 +174,8 @@ export class McpBridge {
   /** The digest of the tools the client was last given or told about; undefined when unknown. */
   private digest: string | undefined;
   private readonly pending = new Set<Promise<unknown>>();
+  /** The tools last resolved with an `outputSchema`: their results carry their own `structuredContent`. */
+  private outputSchemas: Set<string>;
   private stopWatching: (() => void) | undefined;
   private closing: Promise<void> | undefined;
 
@@ -181,6 +191,7 @@ export class McpBridge {
   ) {
     this.listRequest = { ...session, format: 'mcp' };
     this.digest = first.digest;
+    this.outputSchemas = withOutputSchemas(toolsOf(first));
     const instructions = first.instructions.trim();
     this.server = new Server(
       { name: 'matrix-tools', version: REGISTRY_VERSION },
@@ -211,6 +222,7 @@ export class McpBridge {
       session: this.session,
       callTimeoutMs: CALL_TIMEOUT_MS,
       notify: (notification) => this.server.notification(notification),
+      outputSchema: (name) => this.outputSchemas.has(name),
     };
   }
 
@@ -291,7 +303,14 @@ export class McpBridge {
   }
 
   private async resolve(): Promise<ResolvedToolContext> {
-    return this.client.request<ResolvedToolContext>(Mounts.Tools, '$resolve', this.listRequest, this.ctx);
+    const resolved = await this.client.request<ResolvedToolContext>(
+      Mounts.Tools,
+      '$resolve',
+      this.listRequest,
+      this.ctx,
+    );
+    this.outputSchemas = withOutputSchemas(toolsOf(resolved));
+    return resolved;
   }
 
   private async listTools(): Promise<{ tools: Tool[] }> {

@@ -42,6 +42,8 @@ export interface ModernTask {
 export interface TaskCaller {
   client: BusClient;
   ctx: CallContext;
+  /** The tools the caller is listed with an `outputSchema` (none when absent). */
+  outputSchemas?: () => Promise<ReadonlySet<string>>;
 }
 
 /** The request's `_meta` as the SDK hands it to a handler (its envelope keys lifted out). */
@@ -106,7 +108,8 @@ export async function getTask(caller: TaskCaller, taskId: string): Promise<Recor
     return shown;
   }
   shown.status = 'completed';
-  shown.result = callToolResultOf(got);
+  const schemas = await caller.outputSchemas?.().catch(() => undefined);
+  shown.result = callToolResultOf(got, schemas?.has(got.name) ?? false);
   return shown;
 }
 

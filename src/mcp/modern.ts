@@ -33,13 +33,21 @@ import type { ResolvedToolContext, ResolveRequest } from '../registry/types.js';
 import type { Task } from '../tasks/types.js';
 import { toolCallParams } from './bridge.js';
 import { answerBridgeSearch, callsBridgeSearch } from './bridge-search.js';
-import { type BridgeCalls, callToolResultOf, dispatcherFailed, type HandlerExtra, plainCall } from './bridge-tasks.js';
+import {
+  type BridgeCalls,
+  callToolResultOf,
+  dispatcherFailed,
+  type HandlerExtra,
+  plainCall,
+  withOutputSchemas,
+} from './bridge-tasks.js';
 import {
   cancelTask,
   declaresTasks,
   getTask,
   modernTaskOf,
   TASKS_EXTENSION,
+  type TaskCaller,
   taskIdOf,
   tasksRequired,
   updateTask,
@@ -139,7 +147,12 @@ export function modernServer(client: BusClient, caller: ModernCaller, search: De
       const why = err instanceof MatrixError ? `${err.code}: ${err.message}` : String(err);
       throw new ProtocolError(ProtocolErrorCode.InternalError, `system.tools could not resolve the tools: ${why}`);
     });
-  const taskCaller = { client, ctx: caller.ctx };
+  const taskCaller: TaskCaller = {
+    client,
+    ctx: caller.ctx,
+    // Read when a task's result is shown: which tools the client is listed with an outputSchema.
+    outputSchemas: () => resolve().then((r) => withOutputSchemas(toolsOf(r))),
+  };
 
   server.setRequestHandler('tools/list', async () => {
     const resolved = await resolve();
@@ -229,12 +242,14 @@ async function callTool(
   if (support === 'required' && !tasks) throw tasksRequired(`"${params.name}" runs only as a task`);
   const call = { id: `mcp-${randomBytes(9).toString('base64url')}`, name: params.name, arguments: params.arguments };
   if (!tasks || support === 'forbidden') {
+    const schemas = withOutputSchemas(toolsOf(resolved));
     const calls: BridgeCalls = {
       client,
       ctx: caller.ctx,
       session: caller.session,
       callTimeoutMs: CALL_TIMEOUT_MS,
       notify: (n) => ctx.mcpReq.notify(n as never),
+      outputSchema: (name) => schemas.has(name),
     };
     const extra: HandlerExtra = {
       signal: ctx.mcpReq.signal,
@@ -254,6 +269,6 @@ async function callTool(
   } catch (err) {
     return dispatcherFailed(call.name, err) as never;
   }
-  if (!('task' in reply)) return callToolResultOf(reply) as never;
+  if (!('task' in reply)) return callToolResultOf(reply, withOutputSchemas(toolsOf(resolved)).has(call.name)) as never;
   return { resultType: 'task', ...modernTaskOf(reply.task) } as never;
 }

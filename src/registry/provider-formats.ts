@@ -92,10 +92,10 @@ function anthropicTool(t: ResolvedTool): AnthropicTool {
 function mcpTool(t: ResolvedTool): McpTool {
   // MCP's own `execution`: every tool says it, `optional` where its projection does not.
   const execution = { taskSupport: t.execution?.taskSupport ?? TaskSupport.Optional };
-  // No `outputSchema`, though MCP has the field: an MCP client checks a result's
-  // `structuredContent` against it, and the bridge sends a tool's whole reply there (for a hosted
-  // server's tool, its CallToolResult), which no server's own schema describes.
   const tool: McpTool = { name: t.name, description: t.description, inputSchema: t.inputSchema, execution };
+  // An MCP client checks a result's `structuredContent` against it: the bridge sends such a tool's
+  // own structured result there (`callToolResultOf`), not the whole reply.
+  if (t.outputSchema !== undefined) tool.outputSchema = t.outputSchema;
   const a = t.annotations;
   if (a !== undefined) {
     const annotations: McpToolAnnotations = {

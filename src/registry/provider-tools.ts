@@ -60,6 +60,11 @@ export interface McpTool {
   description: string;
   /** JSON Schema of the arguments (type `object`). */
   inputSchema: JsonSchemaObject;
+  /**
+   * JSON Schema (type `object`) of the tool's `structuredContent`, where its projection has one
+   * (a hosted MCP server's tool): the bridge then passes the server's own `structuredContent`.
+   */
+  outputSchema?: JsonSchemaObject;
   annotations?: McpToolAnnotations;
   /** MCP's `execution`: whether a call may, must or must not be a task (PROTOCOL 9). */
   execution: { taskSupport: TaskSupport };

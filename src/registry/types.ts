@@ -59,9 +59,9 @@ export interface MatrixToolProjection {
   timeoutMs?: number;
   /**
    * MCP's `outputSchema`: JSON Schema (type `object`) of the tool's structured result, at most
-   * 32 KiB of JSON. In the projections (`$resolve`'s `matrixTools`) only: no provider format
-   * renders it (OpenAI's and Anthropic's tools have no field for it; `mcp`: `provider-formats.ts`),
-   * and the dispatcher does not check results against it.
+   * 32 KiB of JSON. In the projections (`$resolve`'s `matrixTools`) and the `mcp` format's tools
+   * (OpenAI's and Anthropic's have no field for it); the MCP bridge sends such a tool's own
+   * structured result as `structuredContent`. The dispatcher does not check results against it.
    */
   outputSchema?: JsonSchemaObject;
   /** MCP's hints; `idempotent` allows the dispatcher to retry. */

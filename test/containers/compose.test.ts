@@ -1,6 +1,7 @@
 /**
  * The compose stack as a user brings it up (scripts/compose.sh: `docker compose up -d --build`,
- * running podman's healthchecks where nothing else does), called from the host, taken down.
+ * running podman's healthchecks where nothing else does), called from the host — the service's
+ * tools and the filesystem MCP server its MCP host serves from a volume — taken down.
  * Beside the machine's own NATS: the stack's ports are free ones, not 4222/8222.
  */
 import { spawn } from 'node:child_process';
@@ -9,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../harness/eventually.js';
 import { freePort } from '../harness/nats-server.js';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
@@ -51,12 +53,9 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
   let url: string;
   let env: NodeJS.ProcessEnv;
   let grant: string;
-
-  beforeAll(async () => {
-    // docs/security.md's path: an issuer key, the stack trusting it, a grant minted for one session, bound to its NATS user.
-    const seed = join(mkdtempSync(join(tmpdir(), 'compose-')), 'issuer.nk');
-    const key = await run(process.execPath, ['dist/src/cli/main.js', 'keys', '--out', seed], process.env);
-    if (key.code !== 0) throw new Error(`keys exited with ${key.code}: ${key.stderr}`);
+  const seed = join(mkdtempSync(join(tmpdir(), 'compose-')), 'issuer.nk');
+  /** A grant of agent:compose for `session` of the default profile (and `flags`), bound to NATS user agent. */
+  const mint = async (session: string, ...flags: string[]): Promise<string> => {
     const minted = await run(
       process.execPath,
       [
@@ -67,9 +66,10 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
         '--principal',
         'agent:compose',
         '--session',
-        's-compose',
+        session,
         '--profile',
         'default',
+        ...flags,
         '--ttl',
         '15m',
         '--user',
@@ -78,7 +78,14 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
       process.env,
     );
     if (minted.code !== 0) throw new Error(`grant exited with ${minted.code}: ${minted.stderr}`);
-    grant = minted.stdout.trim();
+    return minted.stdout.trim();
+  };
+
+  beforeAll(async () => {
+    // docs/security.md's path: an issuer key, the stack trusting it, a grant minted for one session, bound to its NATS user.
+    const key = await run(process.execPath, ['dist/src/cli/main.js', 'keys', '--out', seed], process.env);
+    if (key.code !== 0) throw new Error(`keys exited with ${key.code}: ${key.stderr}`);
+    grant = await mint('s-compose');
     const [nats, monitor] = [await freePort(), await freePort()];
     url = `nats://127.0.0.1:${nats}`;
     env = {
@@ -119,6 +126,31 @@ describe('docker compose up, as a user runs it: a key, the stack trusting it, a 
     expect(result.isError).toBe(false);
     const mounts = (JSON.parse(result.content) as { mounts: { mount: string }[] }).mounts.map((m) => m.mount);
     expect(mounts).toEqual(expect.arrayContaining(['system.tools', 'system.dispatcher']));
+  });
+
+  it('calls the filesystem MCP server the stack hosts on its volume (mcp.fs), as the agent with a grant for it', async () => {
+    const fsGrant = await mint('s-compose-fs', '--refs', 'mcp.fs');
+    // The host registers mcp.fs once its server is up and the service answers: until then, not_found.
+    const listed = await eventually(
+      async () => {
+        const call = await run(
+          process.execPath,
+          ['dist/src/cli/main.js', 'call', 'fs_list_allowed_directories', '--json'],
+          agentEnv(url, fsGrant),
+        );
+        expect(call.code, call.stderr).toBe(0);
+        return JSON.parse(call.stdout) as { isError: boolean; content: string };
+      },
+      { timeoutMs: 60_000, intervalMs: 1_000 },
+    );
+    expect(listed.isError).toBe(false);
+    expect(listed.content).toContain('/srv/shared');
+    // The operator sees it hosted and ready.
+    const servers = await run(process.execPath, ['dist/src/cli/main.js', 'mcp', 'servers'], {
+      ...agentEnv(url, undefined, 'operator-secret', 'operator'),
+    });
+    expect(servers.code, servers.stderr).toBe(0);
+    expect(servers.stdout).toMatch(/^mcp\.fs\s+ready\s+secure-filesystem-server/m);
   });
 
   it("refuses agent's grant to agent-2: the stack's NATS attests who sends each request", async () => {

@@ -1,11 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Client as ModernClient } from '@modelcontextprotocol/client';
+import { StdioClientTransport as ModernStdioTransport } from '@modelcontextprotocol/client/stdio';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Progress } from '../../src/bus/context.js';
 import { llmNameOf } from '../../src/mcp/host/names.js';
+import { sharedNatsEnv, sharedNatsUrl } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
+import { CLI_MAIN } from '../harness/mcp.js';
 import { type HostWorld, referenceServer, scratchDir, startHostWorld } from '../harness/mcp-host.js';
 
 /** The tools a server lists itself, through the SDK's client. */
@@ -88,7 +92,7 @@ describe('MCP servers as mounts, called through system.dispatcher', () => {
     expect((structured.structured as McpReply).structuredContent).toBeDefined();
   });
 
-  it("keeps a tool's outputSchema in its projection, and out of every provider format", async () => {
+  it("keeps a tool's outputSchema in its projection and MCP's format, out of OpenAI's and Anthropic's", async () => {
     const resolve = (format: 'mcp' | 'openai' | 'anthropic') =>
       world.registry.registry.resolve({ profile: 'test', toolContextRefs: ['mcp.everything'], format });
     const name = 'everything_get-structured-content';
@@ -97,9 +101,58 @@ describe('MCP servers as mounts, called through system.dispatcher', () => {
     expect(projected?.type).toBe('object');
     expect(JSON.stringify(projected)).toContain('temperature');
     expect(mcp.matrixTools.find((t) => t.name === 'everything_echo')?.outputSchema).toBeUndefined();
-    for (const format of ['mcp', 'openai', 'anthropic'] as const)
+    const listed = (mcp.providerTools as Array<{ name: string; outputSchema?: unknown }>).find((t) => t.name === name);
+    expect(listed?.outputSchema).toEqual(projected);
+    for (const format of ['openai', 'anthropic'] as const)
       expect(JSON.stringify((await resolve(format)).providerTools)).not.toContain('outputSchema');
   });
+
+  it("gives an MCP client of the bridge the server's own structuredContent, checked against its outputSchema", async () => {
+    const entry = servers.everything;
+    const args = { location: 'Chicago' };
+    const direct = new Client({ name: 'direct', version: '1' });
+    await direct.connect(new StdioClientTransport({ ...entry, stderr: 'ignore' }));
+    const own = await direct.callTool({ name: 'get-structured-content', arguments: args });
+    await direct.close();
+    expect(own.structuredContent).toMatchObject({ temperature: 36 });
+
+    // The bridge as an MCP client runs it, in each revision it serves on stdio: the SDK 1.32
+    // client (2025-11-25) and the SDK 2.x client pinned to 2026-07-28. Each checks
+    // structuredContent against the listed outputSchema and throws on a mismatch (the whole
+    // CallToolResult there would be one).
+    const bridge = {
+      command: process.execPath,
+      args: [CLI_MAIN, 'mcp', '--profile', 'test', '--refs', 'mcp.everything'],
+      env: { ...process.env, ...sharedNatsEnv(sharedNatsUrl()), NATS_URL: sharedNatsUrl() } as Record<string, string>,
+      stderr: 'ignore' as const,
+    };
+    const legacy = new Client({ name: 'via-bridge', version: '1' });
+    await legacy.connect(new StdioClientTransport(bridge));
+    const modern = new ModernClient(
+      { name: 'via-bridge-2026', version: '1' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    await modern.connect(new ModernStdioTransport(bridge));
+    try {
+      expect(modern.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+      for (const bridged of [legacy, modern] as const) {
+        const { tools } = await bridged.listTools();
+        const listed = tools.find((t) => t.name === 'everything_get-structured-content');
+        expect(listed?.outputSchema?.properties).toHaveProperty('temperature');
+        expect(tools.find((t) => t.name === 'everything_echo')?.outputSchema).toBeUndefined();
+        const got = await bridged.callTool({ name: 'everything_get-structured-content', arguments: args });
+        expect(got.isError).toBe(false);
+        expect(got.structuredContent).toEqual(own.structuredContent);
+        expect(got.content).toEqual(own.content);
+        // A tool without one keeps the bridge's usual result: its whole reply as text and structure.
+        const echo = await bridged.callTool({ name: 'everything_echo', arguments: { message: 'hi' } });
+        expect((echo.structuredContent as McpReply | undefined)?.content?.[0]?.text).toContain('hi');
+      }
+    } finally {
+      await legacy.close();
+      await modern.close();
+    }
+  }, 60_000);
 
   it('relays the long-running tool progress to a $call that asked, and stops it upstream on cancel', async () => {
     const seen: Progress[] = [];

@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { connectBus } from '../../src/bus/connect.js';
+import { startConsole } from '../../src/console/server.js';
 import { eventually } from '../harness/eventually.js';
 import { deployConf } from '../harness/nats-conf.js';
 import { type ProcessNats, startNatsProcess } from '../harness/nats-server.js';
@@ -115,5 +117,37 @@ describe('matrix-tools mcp-host, mcp servers and mcp accept, as a new user runs 
     // The agent may not accept a definition: NATS refuses the publish.
     const asAgent = await cli(server.url, 'mcp', 'accept', 'fs', ...agent);
     expect(asAgent.code).not.toBe(0);
+
+    // The console's MCP servers page as each user: the operator's lists both servers and its
+    // Accept reaches mcp.fs.$accept (nothing is held, and it says so); the agent's Accept is
+    // refused by NATS, as its `mcp accept` is.
+    for (const [user, password] of [
+      ['operator', 'operator-secret'],
+      ['agent', 'agent-secret'],
+    ] as const) {
+      const nc = await connectBus({ servers: server.url, user, pass: password, inboxPrefix: `_INBOX_${user}` });
+      const running = await startConsole(nc, { port: 0, allowWrites: true, token: 't' });
+      try {
+        const accept = await fetch(new URL('mcp/accept', running.url), {
+          method: 'POST',
+          body: new URLSearchParams({ mount: 'mcp.fs', tool: 'write_file', after: '0'.repeat(64), token: 't' }),
+          redirect: 'manual',
+        });
+        const text = await accept.text();
+        if (user === 'operator') {
+          expect(accept.status).toBe(400);
+          expect(text).toContain('mcp.fs holds no change of write_file with the definition shown');
+          const listed = await (await fetch(new URL('mcp', running.url))).text();
+          expect(listed).toMatch(/data-mcp-server="mcp.fs"[\s\S]*?>ready</);
+          expect(listed).toMatch(/data-mcp-server="mcp.memory"[\s\S]*?>ready</);
+        } else {
+          expect(accept.status).toBe(403);
+          expect(text).toContain('not permitted to publish to mcp.fs.$accept');
+        }
+      } finally {
+        await running.close();
+        await nc.drain();
+      }
+    }
   }, 120_000);
 });

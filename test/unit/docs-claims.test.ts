@@ -137,8 +137,11 @@ describe.each(pages)('%s', (page) => {
   it('calls only tools that are built in, come with examples/, or come from an MCP server it hosts', () => {
     const tools = [...text.matchAll(/matrix-tools call ([A-Za-z][A-Za-z0-9_-]*)/g)].map((m) => m[1] as string);
     // The servers of the page's own mcpServers files: their tools are `<name>_<tool>` (PROTOCOL 12).
-    const hosted = [...text.matchAll(/```json\n(\{\s*"mcpServers"[\s\S]*?)\n```/g)].flatMap((m) =>
-      Object.keys((JSON.parse(m[1] as string) as { mcpServers: Record<string, unknown> }).mcpServers),
+    // And, on a page that names it, those of deploy/mcp.json (the compose stack's MCP host).
+    const files = [...text.matchAll(/```json\n(\{\s*"mcpServers"[\s\S]*?)\n```/g)].map((m) => m[1] as string);
+    if (text.includes('deploy/mcp.json')) files.push(read('deploy/mcp.json'));
+    const hosted = files.flatMap((file) =>
+      Object.keys((JSON.parse(file) as { mcpServers: Record<string, unknown> }).mcpServers),
     );
     const known = (tool: string) =>
       toolSource.includes(`'${tool}'`) || hosted.some((name) => tool.startsWith(`${name}_`));

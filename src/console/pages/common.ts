@@ -3,6 +3,7 @@ import { errorStatus, MatrixError } from '../../bus/errors.js';
 import { UsageError } from '../../cli/output.js';
 import { type SessionFlags, sessionRequest } from '../../cli/session-flags.js';
 import type { ResolveRequest } from '../../registry/types.js';
+import { type DiffRow, diffLines } from '../diff.js';
 import { html, notice, type SafeHtml } from '../html.js';
 import type { ConsoleRequest } from '../types.js';
 
@@ -118,4 +119,33 @@ export function sessionParams(values: URLSearchParams, prefix = ''): Record<stri
 export function actingGrant(request: ConsoleRequest): { grant?: string } {
   const grant = request.person?.grant ?? request.deps.approver.grant;
   return grant === undefined ? {} : { grant };
+}
+
+/** Unchanged lines kept around each change in a diff. */
+const CONTEXT_LINES = 3;
+
+/** Two values as indented JSON side by side, line by line, long unchanged runs folded. */
+export function jsonDiff(a: unknown, b: unknown, headers: readonly [string, string], same: string): SafeHtml {
+  const lines = (v: unknown) => (v === undefined ? [] : JSON.stringify(v, null, 2).split('\n'));
+  const rows = diffLines(lines(a), lines(b));
+  if (rows.every((r) => r.kind === 'same')) return html`<p class="muted">${same}</p>`;
+  const keep = rows.map((_, i) =>
+    rows.slice(Math.max(0, i - CONTEXT_LINES), i + CONTEXT_LINES + 1).some((r) => r.kind !== 'same'),
+  );
+  const out: SafeHtml[] = [];
+  for (let i = 0; i < rows.length; i++) {
+    if (keep[i]) {
+      out.push(diffRow(rows[i] as DiffRow));
+      continue;
+    }
+    let j = i;
+    while (j < rows.length && !keep[j]) j++;
+    out.push(html`<tr class="fold"><td colspan="2" class="muted">… ${j - i} unchanged lines</td></tr>`);
+    i = j - 1;
+  }
+  return html`<div class="table-wrap"><table class="diff"><thead><tr><th>${headers[0]}</th><th>${headers[1]}</th></tr></thead><tbody>${out}</tbody></table></div>`;
+}
+
+function diffRow(row: DiffRow): SafeHtml {
+  return html`<tr class="${row.kind}"><td class="a">${row.a ?? ''}</td><td class="b">${row.b ?? ''}</td></tr>`;
 }

@@ -101,6 +101,7 @@ function mountCard(
   return html`<section class="card" data-mount="${mount}">
     <h2>${mount} ${badge(`${stats.length || 1} ${stats.length === 1 ? 'instance' : 'instances'}`, 'ok')} ${version ? badge(`v${version}`) : ''}</h2>
     ${description ? html`<p class="muted">${description}</p>` : ''}
+    ${mount.startsWith('mcp.') ? html`<p><a href="${`/mcp#${mount}`}">Its MCP server: state, tools, held definition changes</a></p>` : ''}
     ${table(['Op', 'Requests', 'Errors', 'Average', 'Last error'], rows)}
     <h3>Instances</h3><div class="chips">${started}</div></section>`;
 }

@@ -1,15 +1,12 @@
 /** Resolve: a session's tools exactly as `$resolve` answers, and two resolutions side by side. */
 import { Mounts } from '../../bus/subjects.js';
 import type { ResolvedToolContext, ResolveRequest } from '../../registry/types.js';
-import { type DiffRow, diffLines } from '../diff.js';
 import { badge, html, jsonBlock, notice, type SafeHtml, table } from '../html.js';
 import type { ConsoleDeps, ConsoleRequest, Page } from '../types.js';
-import { chips, contextLink, errorNotice, sessionFields, sessionFrom } from './common.js';
+import { chips, contextLink, errorNotice, jsonDiff, sessionFields, sessionFrom } from './common.js';
 import { toolTable } from './contexts.js';
 
 const SECTION = '/resolve';
-/** Unchanged lines kept around each change in the diff. */
-const CONTEXT_LINES = 3;
 
 type Outcome = { request: ResolveRequest; reply: ResolvedToolContext } | { error: unknown } | undefined;
 
@@ -83,7 +80,7 @@ function compareView(a: Exclude<Outcome, undefined>, b: Exclude<Outcome, undefin
   if ('error' in a || 'error' in b)
     return html`<div class="grid2"><div>${outcomeView(a, 'A')}</div><div>${outcomeView(b, 'B')}</div></div>`;
   return html`${summary(a.reply, b.reply)}
-    <div class="card"><h2>Side by side</h2>${sideBySide(a.reply, b.reply)}</div>
+    <div class="card"><h2>Side by side</h2>${jsonDiff(a.reply, b.reply, ['A', 'B'], 'The two replies are identical.')}</div>
     <div class="grid2"><div>${outcomeView(a, 'A')}</div><div>${outcomeView(b, 'B')}</div></div>`;
 }
 
@@ -99,29 +96,4 @@ function summary(a: ResolvedToolContext, b: ResolvedToolContext): SafeHtml {
     <dt>tools only in A</dt><dd>${chips(onlyA)}</dd><dt>tools only in B</dt><dd>${chips(onlyB)}</dd><dt>tools that differ</dt><dd>${chips(changed)}</dd>
     <dt>contexts only in A</dt><dd>${chips(ctxOnly(a.contexts, b.contexts))}</dd><dt>contexts only in B</dt><dd>${chips(ctxOnly(b.contexts, a.contexts))}</dd>
     <dt>diagnostics</dt><dd>${a.diagnostics.length} → ${b.diagnostics.length}</dd><dt>timeout</dt><dd>${a.timeoutMs} → ${b.timeoutMs} ms</dd></dl></div>`;
-}
-
-/** The two replies as JSON, line by line, long unchanged runs folded. */
-function sideBySide(a: ResolvedToolContext, b: ResolvedToolContext): SafeHtml {
-  const rows = diffLines(JSON.stringify(a, null, 2).split('\n'), JSON.stringify(b, null, 2).split('\n'));
-  if (rows.every((r) => r.kind === 'same')) return html`<p class="muted">The two replies are identical.</p>`;
-  const keep = rows.map((_, i) =>
-    rows.slice(Math.max(0, i - CONTEXT_LINES), i + CONTEXT_LINES + 1).some((r) => r.kind !== 'same'),
-  );
-  const out: SafeHtml[] = [];
-  for (let i = 0; i < rows.length; i++) {
-    if (keep[i]) {
-      out.push(diffRow(rows[i] as DiffRow));
-      continue;
-    }
-    let j = i;
-    while (j < rows.length && !keep[j]) j++;
-    out.push(html`<tr class="fold"><td colspan="2" class="muted">… ${j - i} unchanged lines</td></tr>`);
-    i = j - 1;
-  }
-  return html`<div class="table-wrap"><table class="diff"><thead><tr><th>A</th><th>B</th></tr></thead><tbody>${out}</tbody></table></div>`;
-}
-
-function diffRow(row: DiffRow): SafeHtml {
-  return html`<tr class="${row.kind}"><td class="a">${row.a ?? ''}</td><td class="b">${row.b ?? ''}</td></tr>`;
 }

@@ -6,11 +6,22 @@ import type { AnyOpSpec } from '../../bus/mount.js';
 import type { HostReply } from './calls.js';
 import type { ServerHost } from './server-host.js';
 
-/** `$accept`'s request: the tools whose held change to accept (all when absent). */
+/**
+ * `$accept`'s request: the tools whose held change to accept (all when absent); `digests`, per
+ * tool, the digest its held definition must still have (what the operator was shown).
+ */
 const acceptRequest = {
   type: 'object',
   additionalProperties: false,
-  properties: { tools: { type: 'array', maxItems: 256, items: { type: 'string', maxLength: 256 } } },
+  properties: {
+    tools: { type: 'array', maxItems: 256, items: { type: 'string', maxLength: 256 } },
+    digests: {
+      type: 'object',
+      maxProperties: 256,
+      propertyNames: { maxLength: 256 },
+      additionalProperties: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+    },
+  },
 } as const;
 
 /** `$accept`'s reply: the tools whose change was accepted. */
@@ -27,7 +38,9 @@ export function hostOps(host: ServerHost, ops: readonly string[]): Record<string
       description: 'Accepts held tool definition changes (all, or the named tools); for operators.',
       request: acceptRequest,
       response: acceptReply,
-      handle: async (req: { tools?: string[] }, ctx) => ({ accepted: await host.accept(req.tools, ctx.principal) }),
+      handle: async (req: { tools?: string[]; digests?: Record<string, string> }, ctx) => ({
+        accepted: await host.accept(req.tools, ctx.principal, req.digests),
+      }),
     },
   };
   for (const op of ops) {

@@ -117,17 +117,23 @@ export function reconcile(
   return { state: { accepted: next, held }, events };
 }
 
-/** Accepts the held changes of `tools` (all when absent): their listed definitions become the pins. */
+/**
+ * Accepts the held changes of `tools` (all when absent): their listed definitions become the pins.
+ * A tool named in `digests` is accepted only while its held definition still has that digest
+ * (`after`): what a person looked at, not a change the server listed since.
+ */
 export function acceptHeld(
   server: string,
   state: PinState,
   tools: readonly string[] | undefined,
   by: string | undefined,
+  digests: Readonly<Record<string, string>> = {},
 ): DefinitionEvent[] {
   const at = new Date().toISOString();
   const events: DefinitionEvent[] = [];
   for (const [name, change] of [...state.held]) {
     if (tools !== undefined && !tools.includes(name)) continue;
+    if (Object.hasOwn(digests, name) && digests[name] !== change.after) continue;
     state.accepted.set(name, { definition: change.definition, digest: change.after });
     state.held.delete(name);
     const e = event(server, name, 'accepted', change.before, change.after, at);

@@ -38,6 +38,27 @@ export function definitionEventSubject(server: string): string {
   return `${mountOfServer(server)}.events.definition`;
 }
 
+/**
+ * Most characters of JSON of the definitions one `$introspect` shows with the held changes: a
+ * server's tool definitions are its to write, and the answer must stay within a message.
+ */
+export const MAX_SHOWN_DEFINITIONS = 256 * 1024;
+
+/**
+ * The held changes as `$introspect` shows them: digests, and the definitions listed and accepted
+ * while their JSON fits `MAX_SHOWN_DEFINITIONS` in all; past it, `definitionsOmitted`.
+ */
+export function heldShown(pins: PinState, budget = MAX_SHOWN_DEFINITIONS): Array<Record<string, unknown>> {
+  let left = budget;
+  return [...pins.held.values()].map(({ definition, ...change }) => {
+    const pinned = change.change === 'changed' ? pins.accepted.get(change.tool)?.definition : undefined;
+    const size = JSON.stringify(definition).length + (pinned === undefined ? 0 : JSON.stringify(pinned).length);
+    if (size > left) return { ...change, definitionsOmitted: true };
+    left -= size;
+    return { ...change, definition, ...(pinned !== undefined && { pinned }) };
+  });
+}
+
 /** One server put on the bus. */
 export class ServerHost {
   readonly mountName: string;
@@ -96,9 +117,16 @@ export class ServerHost {
     await Promise.all(this.retiring);
   }
 
-  /** Accepts held changes (of `tools`, or all): stores them, tells the audit trail, registers again. */
-  async accept(tools: readonly string[] | undefined, by: string | undefined): Promise<string[]> {
-    const events = acceptHeld(this.server.name, this.pins, tools, by);
+  /**
+   * Accepts held changes (of `tools`, or all; a tool in `digests` only while its held definition
+   * has that digest): stores them, tells the audit trail, registers again.
+   */
+  async accept(
+    tools: readonly string[] | undefined,
+    by: string | undefined,
+    digests?: Readonly<Record<string, string>>,
+  ): Promise<string[]> {
+    const events = acceptHeld(this.server.name, this.pins, tools, by, digests);
     if (events.length === 0) return [];
     await this.options.pins.save(this.server.name, this.pins.accepted);
     this.publish(events);
@@ -106,7 +134,10 @@ export class ServerHost {
     return events.map((e) => e.tool);
   }
 
-  /** What `$introspect` adds: state, server, tools with digests, held changes, tools left out. */
+  /**
+   * What `$introspect` adds: state, server, tools with digests, held changes (each with the
+   * definition listed and the one accepted, so an operator sees what changed), tools left out.
+   */
   describe(): Record<string, unknown> {
     const p = this.projection;
     return {
@@ -124,7 +155,7 @@ export class ServerHost {
         ...(t.pin.definition.outputSchema !== undefined && { outputSchema: t.pin.definition.outputSchema }),
         ...(this.pins.held.has(t.tool) && { held: true }),
       })),
-      held: [...this.pins.held.values()].map(({ definition: _, ...change }) => change),
+      held: heldShown(this.pins),
       leftOut: p?.leftOut ?? [],
     };
   }

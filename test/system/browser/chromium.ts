@@ -59,3 +59,32 @@ export async function screenshot(page: Page, name: string, height = 1000): Promi
     clip: { x: 0, y: 0, width: 1360, height: Math.min(height, full) },
   });
 }
+
+/**
+ * What reaches past the viewport (outside any frame that scrolls or clips), and which frames
+ * scroll sideways, each named by tag, classes and the start of its text. A string: the test's
+ * tsconfig has no DOM types.
+ */
+export const MEASURE = `(() => {
+  const width = document.documentElement.clientWidth;
+  const name = (el) => el.tagName.toLowerCase() + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().replace(/\\s+/g, '.') : '') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"';
+  const scrolls = (el) => ['auto', 'scroll', 'hidden'].includes(getComputedStyle(el).overflowX);
+  const framed = (el) => { for (let p = el.parentElement; p; p = p.parentElement) if (scrolls(p)) return true; return false; };
+  const past = [];
+  const sideways = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    const box = el.getBoundingClientRect();
+    if ((box.width === 0 && box.height === 0) || !el.checkVisibility()) continue;
+    if (box.right > width + 1 && !framed(el)) past.push(name(el) + ' to ' + Math.round(box.right) + ' px');
+    if (scrolls(el) && el.scrollWidth > el.clientWidth + 1) sideways.push(name(el) + ' ' + el.scrollWidth + ' in ' + el.clientWidth + ' px');
+  }
+  return { width, page: document.documentElement.scrollWidth, past, sideways };
+})()`;
+
+/** What MEASURE finds: the viewport's width, the page's, what reaches past it, what scrolls sideways. */
+export interface Measured {
+  width: number;
+  page: number;
+  past: string[];
+  sideways: string[];
+}

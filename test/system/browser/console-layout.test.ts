@@ -8,36 +8,8 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newTraceparent } from '../../../src/bus/headers.js';
 import type { ToolResult } from '../../../src/dispatcher/types.js';
-import { chromiumAvailable, launchChromium } from './chromium.js';
+import { chromiumAvailable, launchChromium, MEASURE, type Measured } from './chromium.js';
 import { type ConsoleStack, startConsoleStack } from './stack.js';
-
-/**
- * What reaches past the viewport (outside any frame that scrolls or clips), and which frames
- * scroll sideways, each named by tag, classes and the start of its text. A string: the test's
- * tsconfig has no DOM types.
- */
-const MEASURE = `(() => {
-  const width = document.documentElement.clientWidth;
-  const name = (el) => el.tagName.toLowerCase() + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().replace(/\\s+/g, '.') : '') + ' "' + (el.textContent || '').trim().slice(0, 40) + '"';
-  const scrolls = (el) => ['auto', 'scroll', 'hidden'].includes(getComputedStyle(el).overflowX);
-  const framed = (el) => { for (let p = el.parentElement; p; p = p.parentElement) if (scrolls(p)) return true; return false; };
-  const past = [];
-  const sideways = [];
-  for (const el of document.body.querySelectorAll('*')) {
-    const box = el.getBoundingClientRect();
-    if ((box.width === 0 && box.height === 0) || !el.checkVisibility()) continue;
-    if (box.right > width + 1 && !framed(el)) past.push(name(el) + ' to ' + Math.round(box.right) + ' px');
-    if (scrolls(el) && el.scrollWidth > el.clientWidth + 1) sideways.push(name(el) + ' ' + el.scrollWidth + ' in ' + el.clientWidth + ' px');
-  }
-  return { width, page: document.documentElement.scrollWidth, past, sideways };
-})()`;
-
-interface Measured {
-  width: number;
-  page: number;
-  past: string[];
-  sideways: string[];
-}
 
 describe.skipIf(!chromiumAvailable())('the console’s layout at 1,440 and 390 px, in Chromium', () => {
   let stack: ConsoleStack;
@@ -52,6 +24,7 @@ describe.skipIf(!chromiumAvailable())('the console’s layout at 1,440 and 390 p
     'calls',
     'approvals',
     'mounts',
+    'mcp',
     'try?profile=default&refs=console-weather&tool=forecast',
   ];
 

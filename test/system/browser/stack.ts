@@ -48,8 +48,14 @@ export interface ConsoleStack {
   stop(): Promise<void>;
 }
 
+/** What else the stack's service runs. */
+export interface StackOptions {
+  /** An `mcpServers` map the service hosts (`serve --mcp-servers FILE`), its pins in `matrix-mcp-pins`: name the servers apart. */
+  mcpServers?: Record<string, unknown>;
+}
+
 /** Starts the service over a bucket pre-filled with `contexts` registered contexts, a weather mount, and the console. */
-export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
+export async function startConsoleStack(contexts = 0, options: StackOptions = {}): Promise<ConsoleStack> {
   const natsUrl = sharedNatsUrl();
   const nc = await testConnection();
   const client = new BusClient(nc, { timeoutMs: 10_000 });
@@ -98,12 +104,20 @@ export async function startConsoleStack(contexts = 0): Promise<ConsoleStack> {
     }),
   );
   const approvalsBucket = uniqueApprovalsBucket();
+  const hosting: string[] = [];
+  if (options.mcpServers !== undefined) {
+    const file = join(mkdtempSync(join(tmpdir(), 'console-mcp-')), 'mcp.json');
+    writeFileSync(file, JSON.stringify({ mcpServers: options.mcpServers }));
+    hosting.push('--mcp-servers', file);
+  }
   const service = await startScript(
     'dist/src/cli/main.js',
     natsUrl,
     ' ready ',
     { MATRIX_TOOLS_BUCKET: bucket, MATRIX_APPROVALS_BUCKET: approvalsBucket },
-    ['serve', '--policy', policy],
+    ['serve', '--policy', policy, ...hosting],
+    // Each hosted MCP server is a Node start-up before the ready line.
+    options.mcpServers === undefined ? undefined : 30_000,
   );
   const register = async (spec: ToolContextSpec) => {
     await client.request('system.tools', '$register', { spec });
