@@ -188,8 +188,9 @@ describe('a gated call that a person answers', () => {
       );
       shortDispatcher.close();
       expect(result.error?.code).toBe('approval_denied');
-      // The approval expired at the policy's 1 s; the caller's 15 s deadline would end in other words.
-      expect(result.content).toMatch(/expired or was withdrawn/);
+      // Ended at the policy's 1 s, not at the caller's 15 s deadline (what it says then depends on
+      // which of the expiry and its watch came first).
+      expect(result.durationMs).toBeLessThan(10_000);
     } finally {
       await other.stop();
       world.approvals = await startApprovals(nc, bucket, { policy: { default: 'ask' } });
