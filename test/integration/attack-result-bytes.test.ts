@@ -11,7 +11,9 @@
  * live until its lease runs out, and then ends `failed`, "the service running it stopped ... it
  * may have run" — the target's answer is lost and the model is told something false.
  * Found 2026-12-06: the $call reply was 900,105 bytes for a 24-character content; the task ended
- * failed after ~5 s with that message.
+ * failed after ~5 s with that message. And the cap counts characters, not bytes: a `text` result
+ * of 65,536 control characters is within it, and its finished record took 393,907 bytes (6× the
+ * cap; the share of the principal is checked only when a task is made, with its arguments).
  * What should hold: a result, as the caller receives it and as a finished task keeps it, is
  * within the cap (plus a small envelope), whatever the target's reply holds.
  */
@@ -37,6 +39,14 @@ const context = {
   description: 'a tool whose target answers with bytes',
   matrixTools: [
     { name: 'bytes', description: 'bytes', inputSchema: { type: 'object' as const }, target: BIG, op: '$bytes' },
+    {
+      name: 'controls',
+      description: 'text of control characters',
+      inputSchema: { type: 'object' as const },
+      target: BIG,
+      op: '$controls',
+      resultMode: 'text' as const,
+    },
   ],
   permissions: { approval: 'never' as const },
 };
@@ -48,7 +58,11 @@ describe('a target that answers with bytes', () => {
 
   beforeAll(async () => {
     bus = await startTaskBus(SLOW, context, { timeoutMs: 20_000 });
-    target = await startTarget(bus.nc, BIG, { $bytes: () => ({ pad: new Uint8Array(900_000).fill(0x61) }) });
+    target = await startTarget(bus.nc, BIG, {
+      $bytes: () => ({ pad: new Uint8Array(900_000).fill(0x61) }),
+      // Within the cap as characters, six bytes each once the record is JSON (`\u0001`).
+      $controls: () => ({ text: '\u0001'.repeat(DEFAULT_CONTENT_CAP) }),
+    });
   });
   afterAll(async () => {
     target?.stop();
@@ -67,11 +81,12 @@ describe('a target that answers with bytes', () => {
     expect(raw.bytes).toBeLessThan(DEFAULT_CONTENT_CAP + ENVELOPE);
   });
 
-  it('keeps a finished task small', async () => {
+  /** The bucket record of a task of `tool` once it ended, and its size in bytes. */
+  async function finishedTask(tool: string, id: string): Promise<{ record: TaskRecord; bytes: number }> {
     const started = (await bus.client.request(
       'system.dispatcher',
       '$call',
-      { session, call: { id: 'c2', name: 'bytes', arguments: {} }, task: {} },
+      { session, call: { id, name: tool, arguments: {} }, task: {} },
       who,
     )) as { task: Task };
     const kv = await new Kvm(bus.nc).open(bus.bucket);
@@ -91,9 +106,22 @@ describe('a target that answers with bytes', () => {
     );
     const stream = await (await jetstreamManager(bus.nc)).streams.info(`KV_${bus.bucket}`);
     console.log(
-      `finished task: status ${record?.task.status} (${record?.task.statusMessage}), record ${bytes} bytes; bucket ${stream.state.bytes} bytes`,
+      `finished task of ${tool}: status ${record?.task.status} (${record?.task.statusMessage}), record ${bytes} bytes; bucket ${stream.state.bytes} bytes`,
     );
-    expect(record?.task.status).toBe('completed');
+    return { record: record as TaskRecord, bytes };
+  }
+
+  it('ends a task whose target answered with bytes as completed, its record small', async () => {
+    const { record, bytes } = await finishedTask('bytes', 'c2');
+    expect(record.task.status).toBe('completed');
+    expect(bytes).toBeLessThan(DEFAULT_CONTENT_CAP + ENVELOPE);
+  });
+
+  // The cap counts characters; the record (and the principal's share, checked only when the
+  // task is made) holds the result's JSON: control characters take six bytes each.
+  it('keeps a finished task small whatever characters its content holds', async () => {
+    const { record, bytes } = await finishedTask('controls', 'c3');
+    expect(record.task.status).toBe('completed');
     expect(bytes).toBeLessThan(DEFAULT_CONTENT_CAP + ENVELOPE);
   });
 });
