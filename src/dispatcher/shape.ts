@@ -140,8 +140,9 @@ export function isFailedToolReply(reply: unknown): boolean {
  * much was cut (in characters: what the model reads). Never splits a surrogate pair.
  */
 export function capContent(text: string, cap: number): Shaped {
-  // Six bytes is the most one UTF-16 unit takes escaped (`\u0001`): short text needs no count.
-  if (text.length * 6 <= cap || escapedBytes(text) <= cap) return { content: text };
+  // Six bytes is the most one UTF-16 unit takes escaped (`\u0001`): short text needs no count,
+  // and text of more units than the cap has bytes (one at least each) is only counted to the cut.
+  if (text.length * 6 <= cap || (text.length <= cap && escapedBytes(text) <= cap)) return { content: text };
   const note = (shown: number) => `\n…[truncated: showing ${shown} of ${text.length} characters]`;
   const shown = prefixWithin(text, Math.max(0, cap - escapedBytes(note(text.length))));
   return { content: text.slice(0, shown) + note(shown), truncated: { shown, total: text.length } };
