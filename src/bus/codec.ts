@@ -52,10 +52,37 @@ const decoder = new Decoder({ maxStrLength: 64 * 1024 * 1024, maxBinLength: 64 *
 const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** Encodes a value as a body; `undefined` fields are left out in both encodings. */
+/**
+ * Encodes a value as a body; `undefined` fields are left out in both encodings. In JSON, bytes
+ * are their base64 text (JSON has no bytes; left to itself it writes an object of one key per
+ * byte, ten times their size).
+ */
 export function encodeBody(value: unknown, encoding: Encoding = Encoding.MsgPack): Uint8Array {
-  if (encoding === Encoding.Json) return utf8Encoder.encode(JSON.stringify(value));
+  if (encoding === Encoding.Json) return utf8Encoder.encode(jsonOf(value));
   return encoder.encode(value);
+}
+
+/**
+ * A value as JSON text, bytes as their base64 text. The replacer takes JSON.stringify off its
+ * fast path (every key a call), so it is used only for a value that holds bytes.
+ */
+export function jsonOf(value: unknown): string {
+  return JSON.stringify(value, holdsBytes(value) ? bytesAsBase64 : undefined);
+}
+
+/** The replacer of `jsonOf`; reads the holder's own value, as a Buffer's `toJSON` runs first. */
+function bytesAsBase64(this: Record<string, unknown>, key: string, v: unknown): unknown {
+  const own = this[key];
+  return own instanceof Uint8Array ? Buffer.from(own.buffer, own.byteOffset, own.length).toString('base64') : v;
+}
+
+/** Does `value` hold bytes anywhere (a `Uint8Array`)? Stops at the first; never descends into bytes. */
+export function holdsBytes(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (value instanceof Uint8Array) return true;
+  if (Array.isArray(value)) return value.some(holdsBytes);
+  for (const key in value) if (holdsBytes((value as Record<string, unknown>)[key])) return true;
+  return false;
 }
 
 /**

@@ -226,6 +226,18 @@ export const failure = {
       `The service running "${tool}" stopped after the call was sent to its target, so it may have run: check before asking again.`,
     ),
 
+  /**
+   * Tasks: the call ended (sent, and its target answered) but its result could not be written
+   * to the task's record; the record says so rather than leaving the task to a takeover's "may
+   * have run".
+   */
+  resultNotKept: (tool: string, answered: boolean, err: unknown) =>
+    new CallFailure(
+      'internal',
+      `"${tool}" ${answered ? 'ran and its target answered' : 'ended'}, but the service could not keep its result (${(err instanceof Error ? err.message : String(err)).slice(0, 200)}), so it is lost: check its effect before calling again, or call it without a task.`,
+      { cause: err },
+    ),
+
   /** Shape: a reply that cannot be turned into text. */
   unshowableReply: (tool: string, err: unknown) =>
     new CallFailure(

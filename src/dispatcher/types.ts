@@ -33,9 +33,9 @@ export interface ToolResult {
   callId: string;
   name: string;
   isError: boolean;
-  /** Text for the model, at most the content cap. */
+  /** Text for the model, at most the content cap (in bytes of its JSON string, UTF-8). */
   content: string;
-  /** The reply itself (resultMode `json`, when it fits the cap). */
+  /** The reply itself (resultMode `json`), when its encoding fits in what `content` left of the cap. */
   structured?: unknown;
   error?: { code: ToolErrorCode; message: string };
   /** Present when `content` was cut: characters shown and in full. */

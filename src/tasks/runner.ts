@@ -22,6 +22,7 @@ import type { CallHooks, PendingApproval } from '../dispatcher/call-hooks.js';
 import type { Dispatcher } from '../dispatcher/dispatcher.js';
 import { type CallFailure, errorResult, failure } from '../dispatcher/results.js';
 import type { Route } from '../dispatcher/route.js';
+import { capContent, escapedBytes } from '../dispatcher/shape.js';
 import type { ToolCall, ToolResult } from '../dispatcher/types.js';
 import type { GrantError } from '../identity/errors.js';
 import type { IdentityGate } from '../identity/gate.js';
@@ -32,6 +33,7 @@ import { encodeTask, newTaskId, type StoredTask, type TaskStore, taskKey } from 
 import {
   DEFAULT_TASK_TTL_MS,
   isTerminal,
+  MAX_FINISHED_TASK_BYTES,
   MAX_LIVE_TASKS_PER_PRINCIPAL,
   MAX_TASK_BYTES_PER_PRINCIPAL,
   MAX_TASK_RECORDS_PER_PRINCIPAL,
@@ -185,13 +187,19 @@ export class TaskRunner {
     }
   }
 
-  /** Why a new task of `bytes` may not be kept, or undefined when it may. */
+  /**
+   * Why a new task of `bytes` may not be kept, or undefined when it may. Each live task, this one
+   * included, counts room for its finished record too (`MAX_FINISHED_TASK_BYTES`): a record grows
+   * when its result comes, after this check, so the share must hold what the live ones may become.
+   */
   private refusal(record: TaskRecord, bytes: number): CallFailure | undefined {
     const tool = record.call.name;
     const kept = this.known.keptBy(record.owner.principal);
     if (kept.live >= this.maxLive) return failure.tooManyTasks(tool, kept.live);
-    if (bytes > this.share.bytes) return failure.taskTooLarge(tool, bytes, this.share.bytes);
-    if (kept.records + 1 > this.share.records || kept.bytes + bytes > this.share.bytes)
+    const most = this.share.bytes - MAX_FINISHED_TASK_BYTES;
+    if (bytes > most) return failure.taskTooLarge(tool, bytes, Math.max(0, most));
+    const growth = (kept.live + 1) * MAX_FINISHED_TASK_BYTES;
+    if (kept.records + 1 > this.share.records || kept.bytes + bytes + growth > this.share.bytes)
       return failure.taskShareFull(tool, kept, this.share);
     // Room is left in the bucket for the tasks already there to end.
     if (this.known.totalBytes() + bytes > (this.store.maxBytes / 8) * 7) return failure.tasksFull(tool);
@@ -431,9 +439,24 @@ export class TaskRunner {
   private async end(key: string, result: ToolResult): Promise<void> {
     if (this.closing) return;
     const status = result.isError ? (result.error?.code === 'cancelled' ? 'cancelled' : 'failed') : 'completed';
-    const after = await this.store.transition(key, (r) =>
-      isTerminal(r.task.status) || r.lease.holder !== this.instance ? undefined : finished(r, result, status),
-    );
+    const ending = (ended: ToolResult, as: typeof status) =>
+      this.store.transition(key, (r) =>
+        isTerminal(r.task.status) || r.lease.holder !== this.instance ? undefined : finished(r, ended, as),
+      );
+    let after: StoredTask | undefined;
+    try {
+      after = await ending(result, status);
+    } catch (err) {
+      // The result could not be written: a small record says so, rather than the lease lapsing
+      // into a takeover's false "may have run" (or a lost answer).
+      if (this.closing) return;
+      this.failed('task result write', err);
+      const sent = this.known.get(key)?.record.phase === TaskPhase.Sent;
+      after = await ending(
+        errorResult(result.callId, result.name, failure.resultNotKept(result.name, sent, err)),
+        'failed',
+      );
+    }
     if (after !== undefined) this.heard(after.key, after.record, after.revision, after.bytes);
   }
 
@@ -545,7 +568,8 @@ function touched(r: TaskRecord): TaskRecord {
 
 /**
  * The record ended with `result` (capped as every result is): its arguments, session and grant
- * dropped, nothing after the end needs them (the arguments' digest stays).
+ * dropped, nothing after the end needs them (the arguments' digest stays). It is at most
+ * `MAX_FINISHED_TASK_BYTES` as stored (`withinFinishedBound`).
  */
 function finished(r: TaskRecord, result: ToolResult, status: 'completed' | 'failed' | 'cancelled'): TaskRecord {
   const next = touched(r);
@@ -557,5 +581,33 @@ function finished(r: TaskRecord, result: ToolResult, status: 'completed' | 'fail
     status === 'completed' ? undefined : (result.error?.message ?? result.content).slice(0, 512);
   next.result = result;
   next.lease = { holder: r.lease.holder, until: 0 };
+  return withinFinishedBound(next);
+}
+
+/**
+ * A finished record within `MAX_FINISHED_TASK_BYTES` as stored, whatever its result holds (a
+ * dispatcher with a larger cap, a `structured` of bytes, base64 a third larger): past it the
+ * result's `structured` and the task's progress go, then the content is cut to what is left; the
+ * content says what went.
+ */
+export function withinFinishedBound(next: TaskRecord): TaskRecord {
+  const result = next.result;
+  if (result === undefined || encodeTask(next).length <= MAX_FINISHED_TASK_BYTES) return next;
+  const note = (what: string) => `\n…[${what} to fit the task's record of ${MAX_FINISHED_TASK_BYTES} bytes]`;
+  const longest = note('its structured reply left out and its content cut');
+  const cut: ToolResult = { ...result, structured: undefined, content: '' };
+  if (cut.error !== undefined) cut.error = { ...cut.error, message: cut.error.message.slice(0, 512) };
+  // Measured with the widest `truncated` there can be: the one set below is never longer.
+  cut.truncated = { shown: Number.MAX_SAFE_INTEGER, total: Number.MAX_SAFE_INTEGER };
+  next.result = cut;
+  next.task.progress = undefined;
+  const room = MAX_FINISHED_TASK_BYTES - encodeTask(next).length - escapedBytes(longest);
+  const content = capContent(result.content, Math.max(0, room));
+  const went = [
+    ...(result.structured === undefined ? [] : ['its structured reply left out']),
+    ...(content.truncated === undefined ? [] : ['its content cut']),
+  ];
+  cut.content = content.content + note(went.length === 0 ? 'its progress left out' : went.join(' and '));
+  cut.truncated = content.truncated ?? result.truncated;
   return next;
 }

@@ -8,9 +8,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { sha256Hex } from '../bus/codec.js';
+import { decodeBody, encodeBody, holdsBytes, jsonOf, sha256Hex } from '../bus/codec.js';
 import { ConflictError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
+import type { ToolCall } from '../dispatcher/types.js';
 import { MAX_TASK_TTL_MS, TASKS_BUCKET_MAX_BYTES, type TaskRecord } from './types.js';
 
 /** How long the marker of an expired task is kept, in ms: a minute (markers take room in the bucket). */
@@ -151,14 +152,53 @@ export class TaskStore {
   }
 }
 
-/** A task record as the bucket holds it (its length is what it costs its principal's share). */
+/**
+ * A task record as the bucket holds it (its length is what it costs its principal's share): JSON,
+ * where bytes have no form of their own (left to JSON.stringify a `Uint8Array` is an object of
+ * one key per byte, ten times its size). The call's arguments and the result's `structured`,
+ * when they hold bytes, are kept as their MessagePack in base64 (`argumentsPacked`,
+ * `structuredPacked`) and read back as they were; bytes anywhere else are their base64 text.
+ */
 export function encodeTask(record: TaskRecord): Uint8Array {
-  return Buffer.from(JSON.stringify(record));
+  let stored: StoredRecord = record;
+  if (holdsBytes(record.call.arguments)) {
+    const { arguments: args, ...call } = record.call;
+    stored = { ...stored, call: { ...call, argumentsPacked: packed(args) } };
+  }
+  if (record.result !== undefined && holdsBytes(record.result.structured)) {
+    const { structured, ...result } = record.result;
+    stored = { ...stored, result: { ...result, structuredPacked: packed(structured) } };
+  }
+  return Buffer.from(jsonOf(stored));
+}
+
+/** A record as JSON holds it: `encodeTask`'s packed fields in place of those holding bytes. */
+type StoredRecord = Omit<TaskRecord, 'call' | 'result'> & {
+  call: TaskRecord['call'] & { argumentsPacked?: string };
+  result?: TaskRecord['result'] & { structuredPacked?: string };
+};
+
+function packed(value: unknown): string {
+  return Buffer.from(encodeBody(value)).toString('base64');
+}
+
+function unpacked(text: string): unknown {
+  return decodeBody(Buffer.from(text, 'base64'));
 }
 
 function decode(value: Uint8Array): TaskRecord | undefined {
   try {
-    return JSON.parse(Buffer.from(value.buffer, value.byteOffset, value.length).toString('utf8')) as TaskRecord;
+    const stored = JSON.parse(
+      Buffer.from(value.buffer, value.byteOffset, value.length).toString('utf8'),
+    ) as StoredRecord;
+    const { argumentsPacked, ...call } = stored.call;
+    if (argumentsPacked !== undefined)
+      stored.call = { ...call, arguments: unpacked(argumentsPacked) as ToolCall['arguments'] };
+    if (stored.result?.structuredPacked !== undefined) {
+      const { structuredPacked, ...result } = stored.result;
+      stored.result = { ...result, structured: unpacked(structuredPacked) };
+    }
+    return stored;
   } catch {
     return undefined;
   }

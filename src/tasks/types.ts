@@ -123,6 +123,14 @@ export const MAX_TASK_RECORDS_PER_PRINCIPAL = 256;
 /** Bytes of task records (live and finished) one principal may have kept at once: 8 MiB. */
 export const MAX_TASK_BYTES_PER_PRINCIPAL = 8 * 1024 * 1024;
 /**
+ * Most bytes of a finished task's record as stored (its value): 96 KiB. A result within the
+ * dispatcher's cap (64 KiB of content and structured together) fits with room to spare (the
+ * MessagePack of a `structured` holding bytes is kept as base64, a third more); past it the
+ * record drops `structured`, then cuts its content, saying so. Each live task counts at least this
+ * much against its principal's byte share, so a task's end cannot grow the share past its bound.
+ */
+export const MAX_FINISHED_TASK_BYTES = 96 * 1024;
+/**
  * Most bytes of bucket `matrix-tasks`: 256 MiB. New tasks are refused past seven eighths of it,
  * so tasks already there can still end.
  */

@@ -79,3 +79,13 @@ describe('reading a reply (PROTOCOL section 2)', () => {
     expect(() => decodeReply(utf8('{"ok":'), 'application/json')).toThrow(BadRequestError);
   });
 });
+
+// A JSON reply holding bytes (a `$call` result's `structured`, asked in JSON) was an object of
+// one key per byte, ten times their size: the cap of a result measures them as base64.
+describe('bytes in a JSON body', () => {
+  it('are their base64 text, at any depth, a Buffer too', () => {
+    const body = { a: [Uint8Array.of(104, 105)], b: Buffer.from('hi'), s: 'x' };
+    expect(new TextDecoder().decode(encodeBody(body, 'json'))).toBe('{"a":["aGk="],"b":"aGk=","s":"x"}');
+    expect(new TextDecoder().decode(encodeBody({ s: 'x' }, 'json'))).toBe('{"s":"x"}');
+  });
+});

@@ -27,6 +27,8 @@ describe('shaping a reply by resultMode', () => {
       '{"a":[1,{"b":"<3 bytes>"}],"n":"12345678901234567890","s":"x"}',
     );
     expect(shapeReply([new Uint8Array([104, 105])], 'text', opts).content).toBe('["<2 bytes>"]');
+    // A reply decoded from a Buffer holds Buffers, whose toJSON runs before a replacer.
+    expect(shapeReply({ b: Buffer.from('hi') }, 'json', opts).content).toBe('{"b":"<2 bytes>"}');
     expect(shapeReply(undefined, 'json', opts).content).toBe('null');
   });
 
@@ -51,9 +53,9 @@ describe('shaping a reply by resultMode', () => {
     expect(tooDeep.structured).toBeUndefined();
     expect(tooDeep.content).toBe(JSON.stringify(arrays(MAX_DEPTH)));
     expect([
-      structuredTravels('text', false),
-      structuredTravels(null, false),
-      structuredTravels({ a: 1 }, true),
+      structuredTravels('text', false, 1_000),
+      structuredTravels(null, false, 1_000),
+      structuredTravels({ a: 1 }, true, 1_000),
     ]).toEqual([true, true, false]);
   });
 
@@ -68,6 +70,50 @@ describe('shaping a reply by resultMode', () => {
 
   it('leaves content under the cap alone', () => {
     expect(capContent('short', 10)).toEqual({ content: 'short' });
+  });
+});
+
+/**
+ * The cap counts bytes as encoded, not characters (issue 41's attack: a 900 KB bytes reply had a
+ * 24-character text and travelled whole as structured; 65,536 control characters were within a
+ * cap of characters and took 393,907 bytes stored). Content counts as its JSON string in UTF-8,
+ * structured as the larger of its MessagePack and JSON, both within the cap together.
+ */
+describe('the cap of a result, in bytes', () => {
+  const stored = (text: string) => Buffer.byteLength(JSON.stringify(text)) - 2;
+
+  it('json: leaves out a structured reply whose bytes pass the cap, and says so in the content', () => {
+    const shaped = shapeReply({ pad: new Uint8Array(900_000).fill(0x61) }, 'json', opts);
+    expect(shaped.structured).toBeUndefined();
+    expect(shaped.content).toMatch(/^\{"pad":"<900000 bytes>"\}\n…\[the reply itself is not attached \(structured\)/);
+    expect(shaped.content).toContain('shown above only as <n bytes>');
+    expect(stored(shaped.content)).toBeLessThanOrEqual(opts.cap);
+  });
+
+  it('json: structured travels while text and structured together fit the cap, not past it', () => {
+    const fits = { s: 'x'.repeat(400) }; // 410 bytes of text, ~405 of MessagePack
+    expect(shapeReply(fits, 'json', opts).structured).toEqual(fits);
+    const over = { s: 'x'.repeat(600) }; // each alone fits 1,000, together not
+    const shaped = shapeReply(over, 'json', opts);
+    expect(shaped.structured).toBeUndefined();
+    expect(shaped.content.startsWith(JSON.stringify(over))).toBe(true);
+    expect(stored(shaped.content)).toBeLessThanOrEqual(opts.cap);
+    // Small bytes still travel, measured as base64 in JSON.
+    const small = { b: new Uint8Array(100) };
+    expect(shapeReply(small, 'json', opts).structured).toEqual(small);
+  });
+
+  it('cuts text by its bytes as stored: control characters six each, others by UTF-8, no pair split', () => {
+    const controls = shapeReply('\u0001'.repeat(1_000), 'text', opts);
+    expect(stored(controls.content)).toBeLessThanOrEqual(opts.cap);
+    expect(controls.truncated?.total).toBe(1_000);
+    expect(controls.truncated?.shown).toBeGreaterThan(140);
+    const emoji = capContent('😀'.repeat(500), 1_000); // 4 bytes a pair
+    expect(stored(emoji.content)).toBeLessThanOrEqual(1_000);
+    expect((emoji.truncated?.shown ?? 1) % 2).toBe(0);
+    expect(Buffer.from(emoji.content).toString()).toBe(emoji.content); // no lone surrogate
+    expect(capContent('é'.repeat(500), 1_000)).toEqual({ content: 'é'.repeat(500) });
+    expect(capContent('é'.repeat(501), 1_000).truncated?.total).toBe(501);
   });
 });
 
