@@ -5,6 +5,7 @@
 // after `delayMs`. A victim calls spy_run in a loop, idle and while `lanes` callers each call
 // big_reply in a loop (`lanes` large replies in flight at once). Prints the victim's p50/p99,
 // its failures, nats-server's slow-consumer cuts and the service's peak RSS.
+// TEXT=1: the reply's padding is a string, not bytes.
 // Usage: node bench/attack-large-replies.mjs [lanes=64] [bytes=1040000] [delayMs=200] [seconds=5]
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -84,7 +85,7 @@ await start(
   process.execPath,
   [
     `${root}test/harness/big-flooder.mjs`,
-    JSON.stringify({ servers: url, mount: 'app.big', bytes, delayMs, reports: 0 }),
+    JSON.stringify({ servers: url, mount: 'app.big', bytes, delayMs, reports: 0, text: process.env.TEXT === '1' }),
   ],
   'mounted',
   'stdout',
@@ -151,7 +152,7 @@ const cutNames = (closed.connections ?? [])
   .map((c) => c.name ?? `cid ${c.cid}`);
 const fmt = (v) => v.toFixed(1);
 console.log(
-  `lanes ${lanes}, reply ${bytes} B, delay ${delayMs} ms: victim idle p50 ${fmt(quantile(idle.times, 0.5))} p99 ${fmt(quantile(idle.times, 0.99))} ms (${idle.times.length} calls); under attack p50 ${fmt(quantile(under.times, 0.5))} p99 ${fmt(quantile(under.times, 0.99))} max ${fmt(Math.max(...under.times))} ms (${under.times.length} calls, ${under.failures.length} failed${under.failures.length ? `: ${under.failures[0]}` : ''}); attacker ${answered} answered, ${failed} failed; nats-server slow-consumer cuts ${after.slow_consumers - before.slow_consumers} (${cutNames.join(', ')}), ${((after.out_bytes - before.out_bytes) / 2 ** 20).toFixed(0)} MiB sent; service RSS ${fmt(rssBefore.rss)} -> ${fmt(rssAfter.rss)} MiB (peak ${fmt(rssAfter.peak)})`,
+  `lanes ${lanes}, reply ${bytes} B of ${process.env.TEXT === '1' ? 'text' : 'bytes'}, delay ${delayMs} ms: victim idle p50 ${fmt(quantile(idle.times, 0.5))} p99 ${fmt(quantile(idle.times, 0.99))} ms (${idle.times.length} calls); under attack p50 ${fmt(quantile(under.times, 0.5))} p99 ${fmt(quantile(under.times, 0.99))} max ${fmt(Math.max(...under.times))} ms (${under.times.length} calls, ${under.failures.length} failed${under.failures.length ? `: ${under.failures[0]}` : ''}); attacker ${answered} answered, ${failed} failed; nats-server slow-consumer cuts ${after.slow_consumers - before.slow_consumers} (${cutNames.join(', ')}), ${((after.out_bytes - before.out_bytes) / 2 ** 20).toFixed(0)} MiB sent; service RSS ${fmt(rssBefore.rss)} -> ${fmt(rssAfter.rss)} MiB (peak ${fmt(rssAfter.peak)})`,
 );
 if (profile.length > 0) {
   const exited = new Promise((resolve) => service.once('exit', resolve));

@@ -5,7 +5,7 @@
 //   {progress: n, pad: <bytes>} of `bytes` bytes, then a small reply. Sent in batches of 50 with a
 //   flush between, for as long as the reply subject takes them.
 // - `$big`: waits `delayMs`, then replies with one MessagePack map {pad: <bytes>} of `bytes` bytes.
-// Arguments: a JSON object {servers, user, pass, mount, reports, bytes, delayMs}. Prints `mounted`
+// Arguments: a JSON object {servers, user, pass, mount, reports, bytes, delayMs, text}. Prints `mounted`
 // when it serves, and `sent <n>` for each `$reports` it ends.
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
@@ -15,7 +15,10 @@ const nc = await connect({ servers: spec.servers, user: spec.user, pass: spec.pa
 const progress = natsHeaders();
 progress.set('Matrix-Progress', '1');
 
-/** A MessagePack map {progress: 1, pad: bin32 of the rest} of `bytes` bytes in all. */
+/**
+ * A MessagePack map {progress: 1, pad: …} of `bytes` bytes in all: `pad` a bin32 (bytes), or
+ * with `spec.text` a str32 (a string).
+ */
 function padded(bytes, withProgress) {
   const head = withProgress ? [0x82, 0xa8, ...new TextEncoder().encode('progress'), 0x01] : [0x81];
   const key = [0xa3, ...new TextEncoder().encode('pad')];
@@ -24,7 +27,7 @@ function padded(bytes, withProgress) {
   out.set(head, 0);
   out.set(key, head.length);
   const at = head.length + key.length;
-  out[at] = 0xc6;
+  out[at] = spec.text ? 0xdb : 0xc6;
   new DataView(out.buffer).setUint32(at + 1, n);
   out.fill(0x61, at + 5);
   return out;

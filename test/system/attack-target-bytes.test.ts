@@ -15,6 +15,10 @@
  * bound on bytes, not only messages), the connection to targets is never cut, no other agent's
  * call fails, and their p99 stays within a multiple of idle in the same run (as
  * test/system/target-flood.test.ts asks of a flood of small reports).
+ * The same holds of replies (claim: "a hostile target cannot ... starve other callers' calls"):
+ * one principal may keep 256 calls in flight to a target, and 64 of them answered with ~1 MB
+ * replies each (text, cut to the cap) made nats-server cut the connection to targets once, and a
+ * victim call waited out its 30 s deadline (victim p99 7 → 936 ms).
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +40,12 @@ const REPORT_BYTES = 1_000_000;
 const CALLS = 4;
 /** The same multiple of idle p99 test/system/target-flood.test.ts allows a flood of small reports. */
 const SLOWDOWN = 20;
+/** Large replies the attacker keeps in flight at once: a quarter of the per-principal bound of 256. */
+const LANES = 64;
+/** How long the hostile mount holds each call before its ~1 MB reply, in ms. */
+const REPLY_DELAY_MS = 200;
+/** How long the attacker keeps its large replies coming, in ms. */
+const REPLY_FLOOD_MS = 6_000;
 /** How long the victim's calls are timed idle, in ms. */
 const MEASURE_MS = 3_000;
 
@@ -50,6 +60,13 @@ const bigContext = {
       inputSchema: { type: 'object' },
       target: 'app.big',
       op: '$reports',
+    },
+    {
+      name: 'big_reply',
+      description: 'answers with one large reply',
+      inputSchema: { type: 'object' },
+      target: 'app.big',
+      op: '$big',
     },
   ],
   permissions: { approval: 'never' },
@@ -122,6 +139,10 @@ describe('a mount that sends large progress reports, each within the count', () 
       mount: 'app.big',
       reports: REPORTS,
       bytes: REPORT_BYTES,
+      delayMs: REPLY_DELAY_MS,
+      // Text, not bytes: the reply's content is then cut to the cap (bytes escape it:
+      // test/integration/attack-result-bytes.test.ts), so what is measured is its transfer alone.
+      text: true,
     };
     const child = tracked(
       spawn(process.execPath, [flooderScript, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit'] }),
@@ -164,6 +185,8 @@ describe('a mount that sends large progress reports, each within the count', () 
     // The victim calls for as long as the flood lasts (at least 5 calls).
     while (flooding || times.length < 5) times.push(await victimCall());
     const results = await calls;
+    // The mount has sent all it had (the next test starts from a quiet bus).
+    await eventually(() => expect([...out.matchAll(/sent \d+/g)]).toHaveLength(CALLS), { timeoutMs: 60_000 });
     const after = await varz();
     const read = after.out_bytes - before.out_bytes;
     const cut = after.slow_consumers - before.slow_consumers;
@@ -197,5 +220,41 @@ describe('a mount that sends large progress reports, each within the count', () 
     expect(stopped).toBe(CALLS);
     // ... and another agent's calls keep their pace meanwhile.
     expect(p99).toBeLessThan(SLOWDOWN * idleP99);
+  }, 180_000);
+
+  it("answers a caller's small calls while another keeps 64 large replies in flight", async () => {
+    const before = await varz();
+    const cidsBefore = await targetsCid();
+    let running = true;
+    let answered = 0;
+    const lanes = Array.from({ length: LANES }, async (_, lane) => {
+      for (let i = 0; running; i++) {
+        const r = await attacker.request<ToolResult>(
+          'system.dispatcher',
+          '$call',
+          { session: attackerSession, call: { id: `r${lane}-${i}`, name: 'big_reply', arguments: {} } },
+          { grant: attackerGrant, timeoutMs: 120_000 },
+        );
+        if (!r.isError) answered++;
+      }
+    });
+    const stop = setTimeout(() => {
+      running = false;
+    }, REPLY_FLOOD_MS);
+    const times: number[] = [];
+    while (running || times.length < 5) times.push(await victimCall());
+    clearTimeout(stop);
+    await Promise.all(lanes);
+    const after = await varz();
+    const cut = (await targetsCid()).filter((cid) => !cidsBefore.includes(cid)).length;
+    const failures = victimFailures.splice(0);
+    console.log(
+      `${LANES} lanes of ~${REPORT_BYTES}-byte replies: ${answered} answered, nats-server sent ${((after.out_bytes - before.out_bytes) / 2 ** 20).toFixed(0)} MiB and cut ${after.slow_consumers - before.slow_consumers} slow consumers (${cut} new connections to targets); victim p50 ${quantile(times, 0.5).toFixed(1)} ms, p99 ${quantile(times, 0.99).toFixed(1)} ms over ${times.length} calls (idle p99 ${idleP99.toFixed(1)} ms); ${failures.length} victim calls failed${failures.length > 0 ? `, first: ${failures[0]}` : ''}`,
+    );
+    // What should hold: the connection to targets is never cut under large replies a principal
+    // may ask for, no other agent's call fails, and their p99 stays within a multiple of idle.
+    expect(cut).toBe(0);
+    expect(failures).toEqual([]);
+    expect(quantile(times, 0.99)).toBeLessThan(SLOWDOWN * idleP99);
   }, 180_000);
 });
