@@ -8,7 +8,7 @@
 // TEXT=1: the reply's padding is a string, not bytes.
 // Usage: node bench/attack-large-replies.mjs [lanes=64] [bytes=1040000] [delayMs=200] [seconds=5]
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
@@ -18,8 +18,10 @@ const [lanes = 64, bytes = 1_040_000, delayMs = 200, seconds = 5] = process.argv
 const natsBin = process.env.NATS_SERVER_BIN ?? '/var/cache/matrix-tool-registry/nats/nats-server-2.15.3/nats-server';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const children = [];
+const storeDirs = [];
 process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
+  for (const dir of storeDirs) rmSync(dir, { recursive: true, force: true });
 });
 
 function freePort() {
