@@ -66,7 +66,9 @@ export class ReplyBudget {
     signal?: AbortSignal,
   ): Promise<ReplyWaitEnd | undefined> | undefined {
     const t = this.of(target);
-    if (t.waiting.length === 0 && this.fits(t, principal)) {
+    // Those waiting are over their principal's share (the target's budget has room, or a release
+    // would have admitted them): another principal's call that fits goes by.
+    if (this.fits(t, principal)) {
       this.hold(t, principal);
       return undefined;
     }
