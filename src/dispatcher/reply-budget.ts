@@ -26,12 +26,22 @@ interface TargetReplies {
   /** Bytes its replies are taken to be. */
   size: number;
   inFlight: number;
+  /** Bytes its calls in flight reserved (each the size its replies were taken to be when admitted). */
+  reserved: number;
   byCaller: Map<string, number>;
   waiting: Waiter[];
 }
 
 /** The default budget of replies in flight per target: 16 MiB (a quarter of nats-server's default pending limit). */
 export const DEFAULT_REPLY_BUDGET = 16 * 2 ** 20;
+
+/**
+ * The default budget of replies in flight of all targets together: 48 MiB, three quarters of
+ * nats-server's default pending limit (64 MB) for the one connection they share, so that several
+ * targets answering large replies at once cannot fill it either. A target with nothing in
+ * flight is always admitted one call (at most max_payload).
+ */
+export const DEFAULT_TOTAL_REPLY_BUDGET = 48 * 2 ** 20;
 
 /** Most idle targets whose reply size is remembered. */
 const MAX_TARGETS = 4096;
@@ -42,16 +52,22 @@ export type ReplyWaitEnd = 'deadline' | 'cancelled';
 /** The replies in flight of each target, within a budget of bytes (see the module's comment). */
 export class ReplyBudget {
   private readonly targets = new Map<string, TargetReplies>();
+  /** Targets with calls waiting: a release of any target's place may admit them. */
+  private readonly waitingTargets = new Map<string, TargetReplies>();
+  /** Bytes reserved by every call in flight. */
+  private total = 0;
 
   /**
    * @param budget bytes of replies in flight per target.
    * @param share bytes of them one principal may hold; default a quarter of `budget`.
    * @param firstSize what a target's replies are taken to be before any came: the server's max_payload.
+   * @param totalBudget bytes of replies in flight of all targets together.
    */
   constructor(
     private readonly budget: number = DEFAULT_REPLY_BUDGET,
     private readonly share: number = budget / 4,
     private readonly firstSize: () => number = () => 2 ** 20,
+    private readonly totalBudget: number = DEFAULT_TOTAL_REPLY_BUDGET,
   ) {}
 
   /**
@@ -84,6 +100,7 @@ export class ReplyBudget {
         const at = t.waiting.indexOf(waiter);
         if (at < 0) return;
         t.waiting.splice(at, 1);
+        if (t.waiting.length === 0) this.waitingTargets.delete(target);
         end(why);
         this.wake(target, t);
       };
@@ -91,6 +108,7 @@ export class ReplyBudget {
       timer = setTimeout(() => giveUp('deadline'), Math.max(0, deadline - Date.now()));
       signal?.addEventListener('abort', onAbort, { once: true });
       t.waiting.push(waiter);
+      this.waitingTargets.set(target, t);
     });
   }
 
@@ -99,13 +117,19 @@ export class ReplyBudget {
     const t = this.targets.get(target);
     if (t === undefined) return;
     if (bytes !== undefined) t.size = Math.max(bytes, t.size / 2);
+    const freed = t.reserved / t.inFlight;
+    t.reserved -= freed;
+    this.total = Math.max(0, this.total - freed);
     t.inFlight--;
+    if (t.inFlight === 0) t.reserved = 0;
     if (principal !== undefined) {
       const left = (t.byCaller.get(principal) ?? 1) - 1;
       if (left <= 0) t.byCaller.delete(principal);
       else t.byCaller.set(principal, left);
     }
     this.wake(target, t);
+    // The total has room again: other targets' waiting calls may fit now.
+    for (const [other, o] of this.waitingTargets) if (o !== t) this.wake(other, o);
   }
 
   /** Bytes `target`'s replies are taken to be now. */
@@ -131,6 +155,7 @@ export class ReplyBudget {
       this.hold(t, w.principal);
       w.admitted();
     }
+    if (t.waiting.length === 0) this.waitingTargets.delete(target);
     // An idle target keeps only what was learned of its size, and not even that past
     // `MAX_TARGETS` records (it then starts again from the server's max_payload).
     if (t.inFlight > 0 || t.waiting.length > 0) return;
@@ -140,14 +165,14 @@ export class ReplyBudget {
   private of(target: string): TargetReplies {
     let t = this.targets.get(target);
     if (t === undefined) {
-      t = { size: this.firstSize(), inFlight: 0, byCaller: new Map(), waiting: [] };
+      t = { size: this.firstSize(), inFlight: 0, reserved: 0, byCaller: new Map(), waiting: [] };
       this.targets.set(target, t);
     }
     return t;
   }
 
   private fitsTarget(t: TargetReplies): boolean {
-    return t.inFlight === 0 || (t.inFlight + 1) * t.size <= this.budget;
+    return t.inFlight === 0 || ((t.inFlight + 1) * t.size <= this.budget && this.total + t.size <= this.totalBudget);
   }
 
   private fits(t: TargetReplies, principal: string | undefined): boolean {
@@ -159,6 +184,8 @@ export class ReplyBudget {
 
   private hold(t: TargetReplies, principal: string | undefined): void {
     t.inFlight++;
+    t.reserved += t.size;
+    this.total += t.size;
     if (principal !== undefined) t.byCaller.set(principal, (t.byCaller.get(principal) ?? 0) + 1);
   }
 }

@@ -52,4 +52,23 @@ describe('ReplyBudget', () => {
     budget.release('app.small', 'agent:a', MiB);
     expect(budget.sizeOf('app.small')).toBe(MiB);
   });
+
+  it('bounds the replies in flight of all targets together, one call of an idle target always admitted', async () => {
+    const budget = new ReplyBudget(16 * MiB, 16 * MiB, () => MiB, 24 * MiB);
+    const far = Date.now() + 60_000;
+    // Two targets of ~1 MiB replies, 12 calls each: the total of 24 MiB is full.
+    for (let i = 0; i < 12; i++) expect(budget.admit('app.a', undefined, far)).toBeUndefined();
+    for (let i = 0; i < 12; i++) expect(budget.admit('app.b', undefined, far)).toBeUndefined();
+    const waiting = budget.admit('app.b', undefined, far);
+    expect(waiting).toBeInstanceOf(Promise);
+    // A third target's first call goes (at most one max_payload); its second waits.
+    expect(budget.admit('app.c', undefined, far)).toBeUndefined();
+    const third = budget.admit('app.c', undefined, far);
+    expect(third).toBeInstanceOf(Promise);
+    // Replies back from app.a make room for the others, in whichever target they wait (25 MiB
+    // reserved, 2 more wanted: 3 replies).
+    for (let i = 0; i < 3; i++) budget.release('app.a', undefined, MiB);
+    expect(await waiting).toBeUndefined();
+    expect(await third).toBeUndefined();
+  });
 });
