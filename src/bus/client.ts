@@ -22,9 +22,11 @@ import {
 import { Encoding, encodeBody, JSON_CONTENT_TYPE } from './codec.js';
 import { type CallContext, CancelledError, type Progress } from './context.js';
 import {
+  ConnectionLostError,
   ForbiddenError,
   type MatrixError,
   PayloadTooLargeError,
+  type TargetFloodError,
   TimeoutError,
   UnavailableError,
   UnsendableRequestError,
@@ -36,6 +38,7 @@ import { readReply } from './read-reply.js';
 import {
   type Counted,
   DEFAULT_REPORT_BOUND,
+  mountOf,
   overBound,
   ProgressFeed,
   type ReportBound,
@@ -90,6 +93,12 @@ export interface BusClientOptions {
   reportBound?: ReportBound;
   /** The progress reports all of one target's requests may send together; default `DEFAULT_TARGET_REPORT_BOUND`. */
   targetReportBound?: ReportBound;
+  /**
+   * Fail every request in flight with `ConnectionLostError` as soon as the connection
+   * disconnects, rather than let each wait out its deadline for a reply the cut lost. Default:
+   * true with `replies: 'per-request'` (calls to targets), false otherwise.
+   */
+  failOnDisconnect?: boolean;
 }
 
 /** How a client receives replies (`BusClientOptions.replies`). */
@@ -127,8 +136,9 @@ export class BusClient {
   private watchingClose = false;
   private readonly logger: Logger;
   private readonly perRequest: boolean;
-  private readonly bound: ReportBound;
+  private readonly bound: Required<ReportBound>;
   private readonly targetReports: TargetReports;
+  private readonly failOnDisconnect: boolean;
   /** The callback of every reply subscription. */
   private readonly receive: Callback = guarded((err, msg) => {
     if (err === null) this.onReply(msg);
@@ -142,8 +152,9 @@ export class BusClient {
     this.sweepMs = options.sweepMs ?? 5;
     this.logger = options.logger ?? silentLogger;
     this.perRequest = options.replies === ReplyMode.PerRequest;
-    this.bound = options.reportBound ?? DEFAULT_REPORT_BOUND;
+    this.bound = { ...DEFAULT_REPORT_BOUND, ...options.reportBound };
     this.targetReports = new TargetReports(options.targetReportBound);
+    this.failOnDisconnect = options.failOnDisconnect ?? this.perRequest;
     // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user
     // receive replies.
     this.inbox = `${createInbox(options.inboxPrefix ?? (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix)}.`;
@@ -194,6 +205,8 @@ export class BusClient {
         tokens: this.bound.burst,
         countedAt: now,
         messages: 0,
+        byteTokens: this.byteBurst(),
+        bytes: 0,
         sentAt: now,
       };
       this.pending.set(token, p);
@@ -231,6 +244,11 @@ export class BusClient {
       signal.removeEventListener('abort', onAbort);
       reject(err);
     };
+  }
+
+  /** A request's burst of bytes: the bound's, or twice the server's max_payload when that is more. */
+  private byteBurst(): number {
+    return Math.max(this.bound.bytes, 2 * (this.nc.info?.max_payload ?? 0));
   }
 
   /** A reply token no request in flight holds. */
@@ -317,6 +335,10 @@ export class BusClient {
     if (this.watchingPermissions) return;
     this.watchingPermissions = true;
     for await (const status of this.nc.status()) {
+      if (status.type === 'disconnect' && this.failOnDisconnect) {
+        this.connectionLost();
+        continue;
+      }
       const err = status.type === 'error' ? status.error : undefined;
       if (!(err instanceof PermissionViolationError)) continue;
       // No reply can come back when this user may not receive on the inbox: every request fails.
@@ -341,13 +363,29 @@ export class BusClient {
     }
   }
 
+  /**
+   * The connection disconnected: every reply in flight on it is lost (nats-server does not keep
+   * them), so every request fails now, not at its deadline.
+   */
+  private connectionLost(): void {
+    for (const [token, p] of this.pending) {
+      this.drop(token, p);
+      p.reject(
+        new ConnectionLostError(
+          `the connection to NATS was lost before ${p.subject} answered: its reply is lost, and the call may have run`,
+        ),
+      );
+    }
+  }
+
   /** A message onto a request's reply subject: counted first, then a progress report or the reply. */
   private onReply(msg: Msg): void {
     const token = msg.subject.slice(this.inbox.length);
     const p = this.pending.get(token);
     if (p === undefined) return; // late reply to a request that already timed out
     const now = Date.now();
-    const flood = overBound(p, this.bound, p.subject, now);
+    const size = sizeOf(msg);
+    const flood = overBound(p, this.bound, this.byteBurst(), p.subject, size, now);
     if (flood !== undefined) {
       this.drop(token, p);
       p.reject(flood);
@@ -355,11 +393,12 @@ export class BusClient {
     }
     const h = replyHeadersOf(msg);
     if (h?.progress === true) {
-      // Every report of the target's requests together is bounded too: a flood spread over many calls.
-      const spread = this.targetReports.count(p.subject, now);
+      // Every report of the target's requests together is bounded too: a flood spread over many
+      // calls. Past it every request to the target stops listening at once, so nats-server stops
+      // delivering what the target sends them.
+      const spread = this.targetReports.count(p.subject, size, now);
       if (spread !== undefined) {
-        this.drop(token, p);
-        p.reject(spread);
+        this.stopTarget(mountOf(p.subject), spread);
         return;
       }
       // Nobody listening: counted, never decoded.
@@ -373,6 +412,15 @@ export class BusClient {
       p.resolve(p.raw ? { value, headers: msg.headers, bytes: msg.data.length } : value);
     } catch (err) {
       p.reject(err as MatrixError);
+    }
+  }
+
+  /** Fails every request to `target` in flight with `flood`. */
+  private stopTarget(target: string, flood: TargetFloodError): void {
+    for (const [token, p] of this.pending) {
+      if (mountOf(p.subject) !== target) continue;
+      this.drop(token, p);
+      p.reject(flood);
     }
   }
 
@@ -396,6 +444,15 @@ export class BusClient {
       } else p.progress?.flush(now);
     }
   }
+}
+
+/**
+ * A message's size as NATS framed it (subject, reply, headers and body), read from the frame:
+ * nothing of the message decoded. nats.js's messages have `size()`; the `Msg` type does not say so.
+ */
+function sizeOf(msg: Msg): number {
+  const framed = (msg as { size?: () => number }).size;
+  return typeof framed === 'function' ? framed.call(msg) : msg.data.length;
 }
 
 function cancelled(subject: string): CancelledError {

@@ -156,6 +156,15 @@ export class TargetFloodError extends UnavailableError {
 }
 
 /**
+ * The connection a request went on was lost (a disconnect: nats-server cut it, or the network)
+ * before its reply came: the reply, if any, is lost with it. The request may have reached its
+ * target and run. Failed at once rather than left to wait out its deadline.
+ */
+export class ConnectionLostError extends UnavailableError {
+  override name = 'ConnectionLostError';
+}
+
+/**
  * A request this side could not send as given (a body the codec cannot encode, a header value
  * with a line break): it never left the process, and sending it again cannot help.
  */

@@ -24,6 +24,7 @@ export { type EndpointStats, pingServices, type ServiceInfo } from './discovery.
 export {
   BadRequestError,
   ConflictError,
+  ConnectionLostError,
   type ErrorBody,
   ErrorCode,
   type ErrorDetails,

@@ -1,7 +1,9 @@
 /**
  * What a target may send onto one request's reply subject (PROTOCOL 10), and what it costs the
- * caller. Every message is counted before anything of it is read, within a bound per request (a
- * token bucket); past it the request fails with `TargetFloodError`, blaming the target. A progress
+ * caller. Every message is counted, and its bytes too, before anything of it is read, within a
+ * bound per request (two token buckets: messages and bytes); past it the request fails with
+ * `TargetFloodError`, blaming the target. A count alone let 900 reports of 1 MB each onto a call
+ * (gigabytes read, the service's connection to targets cut as a slow consumer). A progress
  * report is decoded only when someone listens, and then at most once per `everyMs`: a report
  * within the interval is kept as it came (undecoded) and replaced by any later one, and the
  * latest is decoded when the interval has passed or before the reply. So a flood costs a count
@@ -14,15 +16,23 @@ import { TargetFloodError } from './errors.js';
 import type { Logger } from './log.js';
 
 /**
- * How many messages a target may send onto one request's reply subject: `burst` at once, then
- * `perSecond` (the bucket refills at that rate up to `burst`). Replies count too; only the first
- * message without `Matrix-Progress` is the reply.
+ * How much a target may send onto one request's reply subject: `burst` messages at once, then
+ * `perSecond` (the bucket refills at that rate up to `burst`), and `bytes` at once, then
+ * `bytesPerSecond` (a message's bytes are its subject, reply, headers and body as NATS framed
+ * them). Replies count too; only the first message without `Matrix-Progress` is the reply.
  */
 export interface ReportBound {
   /** Messages at once; default 1000. */
   burst: number;
   /** Messages a second after the burst; default 100. */
   perSecond: number;
+  /**
+   * Bytes at once; default 4 MiB (per target: 16 MiB). A request's is never below twice the
+   * server's max_payload, so a reply of max_payload always fits.
+   */
+  bytes?: number;
+  /** Bytes a second after the burst; default 64 KiB (per target: 4 MiB). */
+  bytesPerSecond?: number;
 }
 
 /**
@@ -32,7 +42,14 @@ export interface ReportBound {
  * ~1–2 ms of the event loop a second per request (a count and a header read per message), where an
  * unbounded flood took every other caller's calls from milliseconds to seconds.
  */
-export const DEFAULT_REPORT_BOUND: ReportBound = { burst: 1000, perSecond: 100 };
+export const DEFAULT_REPORT_BOUND: Required<ReportBound> = {
+  burst: 1000,
+  perSecond: 100,
+  // An honest report is a few hundred bytes: 1000 of them are ~0.3 MB, 100 a second ~30 KB. 4 MiB
+  // holds those with room for a reply of the server's max_payload (1 MiB by default).
+  bytes: 4 * 2 ** 20,
+  bytesPerSecond: 64 * 2 ** 10,
+};
 
 /** What a request counted of its target's messages (fields of the request's own record, no object of their own). */
 export interface Counted {
@@ -42,59 +59,111 @@ export interface Counted {
   countedAt: number;
   /** Messages counted so far. */
   messages: number;
+  /** Bytes the bucket still lets through. */
+  byteTokens: number;
+  /** Bytes counted so far. */
+  bytes: number;
   /** When the request was sent, in ms. */
   sentAt: number;
 }
 
 /**
- * Counts one message of `counted`'s target at `now`; a `TargetFloodError` naming `subject`'s
- * mount once the bucket is empty, else undefined.
+ * Counts one message of `size` bytes of `counted`'s target at `now`; a `TargetFloodError` naming
+ * `subject`'s mount once either bucket is empty, else undefined. `bytes` is the request's byte
+ * burst (`bound.bytes`, or more when the server's max_payload asks for it).
  */
 export function overBound(
   counted: Counted,
-  bound: ReportBound,
+  bound: Required<ReportBound>,
+  bytes: number,
   subject: string,
+  size: number,
   now: number,
 ): TargetFloodError | undefined {
   counted.messages++;
-  if (take(counted, bound, now)) return undefined;
+  counted.bytes += size;
+  const elapsed = now - counted.countedAt;
+  const counts = take(counted, bound, now);
+  const fits = takeBytes(counted, bytes, bound.bytesPerSecond, elapsed, size);
+  if (counts && fits) return undefined;
   const target = mountOf(subject);
   const seconds = ((now - counted.sentAt) / 1000).toFixed(1);
-  return new TargetFloodError(
-    `${target} sent ${counted.messages} messages onto the reply subject of one request to ${subject} in ${seconds} s, more than the ${bound.burst} at once and ${bound.perSecond} a second a request takes: the request was stopped`,
-    { details: { target, messages: counted.messages } },
-  );
+  const what = counts
+    ? `${mib(counted.bytes)} MiB in ${counted.messages} messages onto the reply subject of one request to ${subject} in ${seconds} s, more than the ${mib(bytes)} MiB at once and ${kib(bound.bytesPerSecond)} KiB a second a request takes`
+    : `${counted.messages} messages onto the reply subject of one request to ${subject} in ${seconds} s, more than the ${bound.burst} at once and ${bound.perSecond} a second a request takes`;
+  return new TargetFloodError(`${target} sent ${what}: the request was stopped`, {
+    details: { target, messages: counted.messages, bytes: counted.bytes },
+  });
+}
+
+/** Takes `size` bytes from a byte bucket refilled at `perSecond` up to `burst` over `elapsed` ms; false when they do not fit. */
+function takeBytes(
+  bucket: { byteTokens: number },
+  burst: number,
+  perSecond: number,
+  elapsed: number,
+  size: number,
+): boolean {
+  bucket.byteTokens = Math.min(burst, bucket.byteTokens + (elapsed * perSecond) / 1000);
+  if (bucket.byteTokens < size) return false;
+  bucket.byteTokens -= size;
+  return true;
+}
+
+function mib(bytes: number): string {
+  return (bytes / 2 ** 20).toFixed(1);
+}
+
+function kib(bytes: number): string {
+  return (bytes / 2 ** 10).toFixed(0);
 }
 
 /**
  * The progress reports all of one target's requests may send together: a flood spread over many
  * requests, each within its own bound, is bounded too. Generous for a target that reports on many
- * calls at once (the MCP host thins each call's reports to 20 a second).
+ * calls at once (the MCP host thins each call's reports to 20 a second): 2000 reports of ~300
+ * bytes a second are ~0.6 MB.
  */
-export const DEFAULT_TARGET_REPORT_BOUND: ReportBound = { burst: 5000, perSecond: 2000 };
+export const DEFAULT_TARGET_REPORT_BOUND: Required<ReportBound> = {
+  burst: 5000,
+  perSecond: 2000,
+  bytes: 16 * 2 ** 20,
+  bytesPerSecond: 4 * 2 ** 20,
+};
 
 /** One bucket per target mount, of the progress reports of all its requests. */
 export class TargetReports {
-  private readonly byTarget = new Map<string, { tokens: number; countedAt: number; reports: number }>();
+  private readonly byTarget = new Map<
+    string,
+    { tokens: number; countedAt: number; reports: number; byteTokens: number; bytes: number }
+  >();
 
-  constructor(private readonly bound: ReportBound = DEFAULT_TARGET_REPORT_BOUND) {}
+  private readonly bound: Required<ReportBound>;
+
+  constructor(bound?: ReportBound) {
+    this.bound = { ...DEFAULT_TARGET_REPORT_BOUND, ...bound };
+  }
 
   /**
-   * Counts one progress report onto a request to `subject` at `now`; a `TargetFloodError` naming
-   * its mount once that mount's bucket is empty (the request it came for is stopped), else undefined.
+   * Counts one progress report of `size` bytes onto a request to `subject` at `now`; a
+   * `TargetFloodError` naming its mount once that mount's bucket is empty (every request to it is
+   * then stopped), else undefined.
    */
-  count(subject: string, now: number): TargetFloodError | undefined {
+  count(subject: string, size: number, now: number): TargetFloodError | undefined {
     const target = mountOf(subject);
     let bucket = this.byTarget.get(target);
     if (bucket === undefined) {
-      bucket = { tokens: this.bound.burst, countedAt: now, reports: 0 };
+      bucket = { tokens: this.bound.burst, countedAt: now, reports: 0, byteTokens: this.bound.bytes, bytes: 0 };
       this.byTarget.set(target, bucket);
     }
     bucket.reports++;
-    if (take(bucket, this.bound, now)) return undefined;
+    bucket.bytes += size;
+    const elapsed = now - bucket.countedAt;
+    const counts = take(bucket, this.bound, now);
+    if (takeBytes(bucket, this.bound.bytes, this.bound.bytesPerSecond, elapsed, size) && counts) return undefined;
     return new TargetFloodError(
-      `${target} sent more progress reports onto its requests' reply subjects than the ${this.bound.burst} at once and ${this.bound.perSecond} a second all its requests take together (${bucket.reports} so far): this request was stopped`,
-      { details: { target, messages: bucket.reports } },
+      `${target} sent more progress reports onto its requests' reply subjects than the ${this.bound.burst} (${mib(this.bound.bytes)} MiB) at once and ${this.bound.perSecond} (${mib(this.bound.bytesPerSecond)} MiB) a second all its requests take together (${bucket.reports}, ${mib(bucket.bytes)} MiB so far): its requests were stopped`,
+      { details: { target, messages: bucket.reports, bytes: bucket.bytes } },
     );
   }
 }
@@ -110,7 +179,7 @@ function take(bucket: { tokens: number; countedAt: number }, bound: ReportBound,
 }
 
 /** The mount of a request subject (`<mount>.<op>`). */
-function mountOf(subject: string): string {
+export function mountOf(subject: string): string {
   return subject.slice(0, subject.lastIndexOf('.'));
 }
 

@@ -27,15 +27,16 @@ import { RefusalAudit, type RefusalBudgetOptions } from '../audit/refusals.js';
 import type { TrailShareOptions } from '../audit/share.js';
 import { BusClient, newCallId, ReplyMode } from '../bus/client.js';
 import { type CallContext, CancelledError } from '../bus/context.js';
-import { ErrorCode, MatrixError, TargetFloodError, TimeoutError } from '../bus/errors.js';
+import { ConnectionLostError, ErrorCode, MatrixError, TargetFloodError, TimeoutError } from '../bus/errors.js';
 import { deadlineOf, newTraceparent } from '../bus/headers.js';
-import { mountReplyPrefix } from '../bus/subjects.js';
+import { mountReplyPrefix, opSubject } from '../bus/subjects.js';
 import type { IdentityGate } from '../identity/gate.js';
 import { watchRegistry } from '../registry/events.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { observeInFlight, telemetryRegistered } from '../telemetry/instruments.js';
 import { ArgumentValidators, readArguments } from './arguments.js';
 import { type CallHooks, cancelTarget, waitForApproval } from './call-hooks.js';
+import { DEFAULT_REPLY_BUDGET, ReplyBudget } from './reply-budget.js';
 import { CallFailure, errorResult, failure, targetFailed } from './results.js';
 import { type Route, retryDelay, route, TargetSlots } from './route.js';
 import {
@@ -69,6 +70,11 @@ export interface DispatcherOptions {
    * a quarter of `maxInFlightPerTarget`.
    */
   maxInFlightPerPrincipal?: number;
+  /**
+   * Bytes of replies a target may have in flight at once (`reply-budget.ts`); past it a call
+   * waits for replies to come back. Default 16 MiB; each principal a quarter of it.
+   */
+  replyBudget?: number;
   /** Cap of a result's `content`, in characters; default 65536. */
   contentCap?: number;
   /** Budget of `summary` results, in characters; default 2000. */
@@ -171,8 +177,10 @@ export class Dispatcher {
       | 'telemetry'
       | 'identity'
       | 'targetsConnection'
+      | 'replyBudget'
     >
   >;
+  private readonly replies: ReplyBudget;
   private readonly approvalsBucket: string | undefined;
   private readonly identity: IdentityGate | undefined;
   /**
@@ -198,6 +206,8 @@ export class Dispatcher {
     this.refusals = new RefusalAudit(this.auditLog, options.refusals);
     this.sessions = new SessionCache(options.source ?? busToolSource(this.client), options.sessions);
     this.slots = new TargetSlots(options.maxInFlightPerTarget ?? 1024, options.maxInFlightPerPrincipal);
+    const budget = options.replyBudget ?? DEFAULT_REPLY_BUDGET;
+    this.replies = new ReplyBudget(budget, budget / 4, () => targets.info?.max_payload ?? 2 ** 20);
     this.options = {
       approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
       contentCap: options.contentCap ?? DEFAULT_CONTENT_CAP,
@@ -416,16 +426,32 @@ export class Dispatcher {
       progressEveryMs: hooks?.progressEveryMs,
       signal: hooks?.signal,
     };
+    // Within the target's budget of replies in flight (bytes), waiting for replies to come back.
+    let admitted = false;
+    let replyBytes: number | undefined;
     try {
+      const waited = this.replies.admit(to.target, principal, deadline, hooks?.signal);
+      const why = waited === undefined ? undefined : await waited;
+      if (why === 'cancelled') throw failure.cancelled(run.call.name, false);
+      if (why === 'deadline') throw failure.repliesInFlight(run.call.name, to.target, this.replies.sizeOf(to.target));
+      admitted = true;
       if (hooks?.beforeSend !== undefined) await hooks.beforeSend(callId);
+      const subject = opSubject(to.target, to.op);
       for (let attempt = 1; ; attempt++) {
         run.event.attempts = attempt;
         try {
-          return await this.targets.request(to.target, to.op, to.body, options);
+          const reply = await this.targets.requestRaw(subject, to.body, options);
+          replyBytes = reply.bytes;
+          return reply.value;
         } catch (err) {
-          // The caller stopped waiting (a cancel, its deadline, a target that flooded it) while the
-          // target may still work: tell it, once.
-          if (err instanceof CancelledError || err instanceof TimeoutError || err instanceof TargetFloodError) {
+          // The caller stopped waiting (a cancel, its deadline, a target that flooded it, a cut
+          // connection) while the target may still work: tell it, once.
+          if (
+            err instanceof CancelledError ||
+            err instanceof TimeoutError ||
+            err instanceof TargetFloodError ||
+            err instanceof ConnectionLostError
+          ) {
             cancelTarget(this.targets, to.target, callId, run.context);
             if (err instanceof CancelledError) throw failure.cancelled(run.call.name, true);
           }
@@ -435,6 +461,7 @@ export class Dispatcher {
         }
       }
     } finally {
+      if (admitted) this.replies.release(to.target, principal, replyBytes);
       this.slots.give(to.target, principal);
     }
   }

@@ -154,6 +154,13 @@ export const failure = {
       `you already have ${inFlight} calls in flight to ${target}, the most one caller may have; try "${tool}" again when some have returned.`,
     ),
 
+  /** Forward: the target's replies in flight filled its budget of bytes until the call's deadline. */
+  repliesInFlight: (tool: string, target: string, replyBytes: number) =>
+    new CallFailure(
+      'timeout',
+      `"${tool}" was not sent, nothing ran: ${target} answers with replies of ~${Math.round(replyBytes / 1024)} KiB, and enough of them were in flight (its budget of bytes, or your share of it) until the call's deadline passed; try again when some have returned.`,
+    ),
+
   /** Approve or forward: its caller cancelled the call (a task's `$cancel`, an MCP `notifications/cancelled`). */
   cancelled: (tool: string, sent: boolean) =>
     new CallFailure(

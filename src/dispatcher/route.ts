@@ -12,7 +12,7 @@
  */
 
 import type { CallEvent } from '../audit/events.js';
-import { ErrorCode, MatrixError, NoRespondersError, TargetFloodError } from '../bus/errors.js';
+import { ConnectionLostError, ErrorCode, MatrixError, NoRespondersError, TargetFloodError } from '../bus/errors.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { failure } from './results.js';
@@ -224,8 +224,15 @@ export function retryDelay(
   deadline: number,
   policy: RetryPolicy,
 ): number | undefined {
-  // A target that flooded its reply would flood the next request too.
-  if (attempt >= policy.maxAttempts || route.sentOnce || err instanceof TargetFloodError) return undefined;
+  // A target that flooded its reply would flood the next request too. A request on a connection
+  // that was lost may have run, and one sent again while it reconnects may be lost itself.
+  if (
+    attempt >= policy.maxAttempts ||
+    route.sentOnce ||
+    err instanceof TargetFloodError ||
+    err instanceof ConnectionLostError
+  )
+    return undefined;
   const reachedNobody = err instanceof NoRespondersError;
   const transient =
     err instanceof MatrixError && (err.code === ErrorCode.Internal || err.code === ErrorCode.Unavailable);

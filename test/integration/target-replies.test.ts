@@ -1,15 +1,16 @@
 /**
  * What a target sends onto a request's reply subject, as a client with replies per request
  * receives it (the dispatcher's client of targets): only its own request's subject reaches it,
- * every message is counted within the request's bound, and a progress report nobody listens to is
- * never decoded.
+ * every message and its bytes are counted within the request's bound (and the target's), a
+ * progress report nobody listens to is never decoded, and a request whose connection is lost
+ * fails at once.
  */
 import { encode } from '@msgpack/msgpack';
 import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient, ReplyMode } from '../../src/bus/client.js';
 import type { Progress } from '../../src/bus/context.js';
-import { TargetFloodError } from '../../src/bus/errors.js';
+import { ConnectionLostError, TargetFloodError } from '../../src/bus/errors.js';
 import { Header } from '../../src/bus/headers.js';
 import { TARGETS_INBOX_PREFIX } from '../../src/bus/subjects.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
@@ -21,11 +22,15 @@ const heavyReport = encode({
   ...Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`k${i}`, i])),
 });
 const light = encode({ progress: 1 });
+/** A report of 512 KiB: within the count, large in bytes. */
+const bulky = encode({ progress: 1, pad: new Uint8Array(512 * 1024) });
 
 describe('replies a target sends onto a request of its own', () => {
   let callerNc: NatsConnection;
   let targetNc: NatsConnection;
   let client: BusClient;
+  /** The default bound of bytes, per request and per target. */
+  let bytesClient: BusClient;
   /** One entry for each `$flood` that sent all it had. */
   const flooded: string[] = [];
   const mount = uniqueMount('replies');
@@ -44,7 +49,13 @@ describe('replies a target sends onto a request of its own', () => {
       timeoutMs: 20_000,
       inboxPrefix: TARGETS_INBOX_PREFIX,
       replies: ReplyMode.PerRequest,
-      reportBound: { burst: 200, perSecond: 10 },
+      // Bytes well past `$heavy`'s 100 reports of ~50 KB: what that test measures is decoding.
+      reportBound: { burst: 200, perSecond: 10, bytes: 64 * 2 ** 20 },
+    });
+    bytesClient = new BusClient(callerNc, {
+      timeoutMs: 20_000,
+      inboxPrefix: TARGETS_INBOX_PREFIX,
+      replies: ReplyMode.PerRequest,
     });
     // Junk onto every other subject of the inbox the request names, then the reply.
     serve('$junk', (msg) => {
@@ -64,6 +75,23 @@ describe('replies a target sends onto a request of its own', () => {
         flooded.push(msg.subject);
       })();
     });
+    // 40 reports of 512 KiB (20 MiB, far under the count of 200), then the reply.
+    serve('$bulky', (msg) => {
+      void (async () => {
+        for (let i = 0; i < 40; i++) {
+          msg.respond(bulky, { headers: progress });
+          await targetNc.flush();
+        }
+        msg.respond(encode({ ok: true }));
+      })();
+    });
+    // One reply of 900 KB after 4 reports of 512 KiB: what an honest large answer may look like.
+    serve('$large', (msg) => {
+      for (let i = 0; i < 4; i++) msg.respond(bulky, { headers: progress });
+      msg.respond(encode({ pad: new Uint8Array(900_000) }));
+    });
+    // Never answers.
+    serve('$silent', () => {});
     serve('$heavy', (msg) => {
       for (let i = 0; i < 100; i++) msg.respond(heavyReport, { headers: progress });
       msg.respond(encode({ ok: true }));
@@ -71,7 +99,10 @@ describe('replies a target sends onto a request of its own', () => {
     await targetNc.flush();
   });
 
-  afterAll(() => client.close());
+  afterAll(() => {
+    client.close();
+    bytesClient.close();
+  });
 
   it('receives nothing sent to other subjects of its inbox', async () => {
     await callerNc.flush();
@@ -96,6 +127,86 @@ describe('replies a target sends onto a request of its own', () => {
     await callerNc.flush();
     // Unsubscribed at the 201st: what was on its way still arrived, the rest was never delivered.
     expect(callerNc.stats().inMsgs - before).toBeLessThan(1000);
+  });
+
+  it('fails a request whose target sends past its bound of bytes, though within the count, and stops receiving', async () => {
+    const before = callerNc.stats().inBytes;
+    const failed = await bytesClient
+      .request(mount, '$bulky', {}, { onProgress: () => {} })
+      .catch((err: unknown) => err);
+    expect(failed).toBeInstanceOf(TargetFloodError);
+    expect((failed as TargetFloodError).details?.target).toBe(mount);
+    // The request's 4 MiB (twice the server's max_payload when that is more) hold 7 of 512 KiB with their framing.
+    expect((failed as TargetFloodError).message).toMatch(/ sent \d+\.\d MiB in \d+ messages onto the reply subject/);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await callerNc.flush();
+    // Unsubscribed once over: of the 20 MiB sent, what was on its way arrived, the rest was never delivered.
+    const read = callerNc.stats().inBytes - before;
+    console.log(`40 reports of 512 KiB: ${(read / 2 ** 20).toFixed(1)} MiB reached the caller`);
+    expect(read).toBeLessThan(10 * 2 ** 20);
+  });
+
+  it('takes a reply of 900 KB after a few large reports', async () => {
+    const reply = (await bytesClient.request(mount, '$large', {})) as { pad: Uint8Array };
+    expect(reply.pad.length).toBe(900_000);
+  });
+
+  it("bounds the bytes of all of a target's reports together, and stops all its requests past them", async () => {
+    const big = uniqueMount('big');
+    // 6 reports of 512 KiB a request (3 MiB, within the request's 4 MiB), then waits: 4 requests
+    // are 12 MiB, over the target's 8 MiB.
+    targetNc.subscribe(`${big}.$report`, {
+      callback: (_err, msg) => {
+        for (let i = 0; i < 6; i++) msg.respond(bulky, { headers: progress });
+      },
+    });
+    await targetNc.flush();
+    const bigClient = new BusClient(callerNc, {
+      timeoutMs: 20_000,
+      inboxPrefix: TARGETS_INBOX_PREFIX,
+      replies: ReplyMode.PerRequest,
+      targetReportBound: { burst: 5000, perSecond: 2000, bytes: 8 * 2 ** 20, bytesPerSecond: 1024 },
+    });
+    try {
+      const outcomes = await Promise.all(
+        Array.from({ length: 4 }, () => bigClient.request(big, '$report', {}).catch((err: unknown) => err)),
+      );
+      // Every request to it stopped, the ones still within their own bound too: none waits for its deadline.
+      for (const o of outcomes) {
+        expect(o).toBeInstanceOf(TargetFloodError);
+        expect((o as TargetFloodError).message).toMatch(/all its requests take together/);
+      }
+      expect(bigClient.inFlight).toBe(0);
+    } finally {
+      bigClient.close();
+    }
+  });
+
+  it('fails a request in flight at once when its connection is lost, saying it may have run', async () => {
+    const nc = await testConnection();
+    const lost = new BusClient(nc, {
+      timeoutMs: 20_000,
+      inboxPrefix: TARGETS_INBOX_PREFIX,
+      replies: ReplyMode.PerRequest,
+    });
+    try {
+      const waiting = lost.request(mount, '$silent', {}).catch((err: unknown) => err);
+      await nc.flush();
+      // The same as nats-server cutting a slow consumer, from this side: a disconnect, then a reconnect.
+      await nc.reconnect();
+      // A ConnectionLostError, not the TimeoutError its 20 s deadline (past the test's own timeout) would give.
+      const failed = await waiting;
+      expect(failed).toBeInstanceOf(ConnectionLostError);
+      expect((failed as ConnectionLostError).code).toBe('unavailable');
+      expect((failed as ConnectionLostError).message).toMatch(/may have run/);
+      // Once the connection is back, requests go through (one sent while it reconnects may be lost).
+      await eventually(async () =>
+        expect(await lost.request(mount, '$junk', {}, { timeoutMs: 500 })).toEqual({ ok: true }),
+      );
+    } finally {
+      lost.close();
+      await nc.close();
+    }
   });
 
   it("bounds the reports of all of a target's requests together, each within its own bound", async () => {
