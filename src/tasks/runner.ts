@@ -207,7 +207,8 @@ export class TaskRunner {
   private refusal(record: TaskRecord, bytes: number): CallFailure | undefined {
     const tool = record.call.name;
     const kept = this.known.keptBy(record.owner.principal);
-    const live = Math.max(kept.live, this.slots.heldBy(record.owner.principal));
+    // Live tasks are counted by their slots (those being taken here included): across instances.
+    const live = this.slots.heldBy(record.owner.principal);
     if (live >= this.maxLive) return failure.tooManyTasks(tool, live);
     if (bytes > this.share.bytes) return failure.taskTooLarge(tool, bytes, this.share.bytes);
     if (kept.records + 1 > this.share.records || kept.bytes + bytes > this.share.bytes)

@@ -61,6 +61,11 @@ export class LiveSlots {
   private readonly lost = new Set<string>();
   /** Slots being freed here. */
   private readonly freeing = new Set<string>();
+  /**
+   * The revision of each free slot's delete: a slot is taken again by an update at that revision,
+   * one write (a `create` on a deleted key reads it first, three).
+   */
+  private readonly vacated = new Map<string, number>();
 
   constructor(
     private readonly bucket: Bucket,
@@ -91,7 +96,7 @@ export class LiveSlots {
       if (key === undefined) return undefined;
       this.taking.add(key);
       try {
-        const revision = await this.bucket.create(key, value, ttlMs);
+        const revision = await this.write(key, value, ttlMs);
         this.hold(key, { task: taskKey, revision });
         return { key, revision };
       } catch (err) {
@@ -121,12 +126,14 @@ export class LiveSlots {
     if (before !== undefined && before.revision > entry.revision) return;
     this.lost.delete(entry.key);
     if (entry.operation === 'PUT') {
+      this.vacated.delete(entry.key);
       const task = Buffer.from(entry.value).toString('utf8').slice(VALUE_PREFIX.length);
       this.hold(entry.key, { task, revision: entry.revision });
     } else {
       if (before !== undefined && this.byTask.get(before.task) === entry.key) this.byTask.delete(before.task);
       this.held.delete(entry.key);
       this.freeing.delete(entry.key);
+      this.vacated.set(entry.key, entry.revision);
     }
   }
 
@@ -147,6 +154,22 @@ export class LiveSlots {
       if ((await read(held.task)) === 'live') held.orphanSince = undefined;
       else await this.remove(key, held.revision);
     }
+  }
+
+  /**
+   * Writes a slot that is free: an update at its delete's revision when known, else a create
+   * (the key never written, or its delete marker expired); `ConflictError` when it is taken.
+   */
+  private async write(key: string, value: Uint8Array, ttlMs: number): Promise<number> {
+    const vacated = this.vacated.get(key);
+    if (vacated !== undefined) {
+      try {
+        return await this.bucket.update(key, value, vacated, ttlMs);
+      } catch (err) {
+        if (!(err instanceof ConflictError)) throw err;
+      }
+    }
+    return this.bucket.create(key, value, ttlMs);
   }
 
   private hold(key: string, held: Held): void {
