@@ -3,7 +3,8 @@
  * the principal's slots in the tasks bucket, taken compare-and-set (src/tasks/slots.ts). Two
  * instances taking a burst at once make no more tasks than the bound; a slot comes back when its
  * task ends on an instance that took it over, and when the instance that took it died before
- * writing its task (another instance's sweeper frees it).
+ * writing its task or before freeing it after its task ended (another instance's sweeper frees
+ * it).
  */
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -17,7 +18,7 @@ import type { ToolResult } from '../../src/dispatcher/types.js';
 import type { MatrixToolProjection, ResolveRequest, ToolContextSpec } from '../../src/registry/types.js';
 import { TaskRunner } from '../../src/tasks/runner.js';
 import { LiveSlots } from '../../src/tasks/slots.js';
-import { TaskStore } from '../../src/tasks/store.js';
+import { TaskStore, taskKey } from '../../src/tasks/store.js';
 import type { Task } from '../../src/tasks/types.js';
 import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
@@ -84,6 +85,21 @@ describe('live-task slots across instances', () => {
       { principal, session: `s-${principal}` },
     );
 
+  /** `principal`'s slots are all held (a task is refused), then one is freed (a task is made). */
+  const refusedThenMade = async (principal: string) => {
+    await eventually(async () => {
+      const refused = await call(principal, 'work', { steps: 1, stepMs: 10 });
+      expect('task' in refused ? '' : refused.content).toMatch(/You already have 3 tasks running/);
+    });
+    await eventually(
+      async () => {
+        const next = await call(principal, 'work', { steps: 1, stepMs: 10 });
+        expect('task' in next).toBe(true);
+      },
+      { timeoutMs: 20_000, intervalMs: 100 },
+    );
+  };
+
   beforeAll(async () => {
     nc = await testConnection();
     bucket = uniqueBucket();
@@ -141,18 +157,28 @@ describe('live-task slots across instances', () => {
     const store = await TaskStore.open(nc, { bucket });
     const dead = new LiveSlots(store.bucket, MAX_LIVE, 0);
     for (let i = 0; i < MAX_LIVE; i++) expect(await dead.take('orphaned', `never-written.${i}`, 60_000)).toBeDefined();
-    await eventually(async () => {
-      const refused = await call('orphaned', 'work', { steps: 1, stepMs: 10 });
-      expect('task' in refused ? '' : refused.content).toMatch(/You already have 3 tasks running/);
-    });
     // b's sweeper frees them once it has seen them without a task for two leases.
-    await eventually(
-      async () => {
-        const next = await call('orphaned', 'work', { steps: 1, stepMs: 10 });
-        expect('task' in next).toBe(true);
-      },
-      { timeoutMs: 20_000, intervalMs: 100 },
-    );
+    await refusedThenMade('orphaned');
+    await b.die();
+  });
+
+  it('frees a slot whose instance died after its task ended and before freeing it', async () => {
+    const b = await startInstance('slots-ended-b');
+    const owner = { principal: 'ended', session: 's-ended' };
+    const keys: string[] = [];
+    for (let i = 0; i < MAX_LIVE; i++) {
+      const made = await call('ended', 'work', { steps: 1, stepMs: 10 }, i);
+      if (!('task' in made)) throw new Error(made.content);
+      const taskId = made.task.taskId;
+      await eventually(async () => expect((await b.runner.get(owner, taskId))?.record.task.status).toBe('completed'));
+      keys.push(taskKey(owner, taskId));
+    }
+    // As the instance that ended them would leave them had it died before freeing their slots.
+    const store = await TaskStore.open(nc, { bucket });
+    const dead = new LiveSlots(store.bucket, MAX_LIVE, 0);
+    for (const key of keys) expect(await dead.take('ended', key, 60_000)).toBeDefined();
+    // b's sweeper frees them once it has seen their tasks ended for two leases.
+    await refusedThenMade('ended');
     await b.die();
   });
 });
