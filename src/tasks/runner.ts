@@ -29,6 +29,7 @@ import type { IdentityGate } from '../identity/gate.js';
 import type { Revocations } from '../identity/revocations.js';
 import type { ResolveRequest } from '../registry/types.js';
 import { KnownTasks } from './known.js';
+import { LiveSlots } from './slots.js';
 import { encodeTask, newTaskId, type StoredTask, type TaskStore, taskKey } from './store.js';
 import {
   DEFAULT_TASK_TTL_MS,
@@ -97,6 +98,8 @@ export class TaskRunner {
   private readonly logger: Logger;
   /** Every task this instance knows of from the watch (terminal ones too, until removed). */
   private readonly known = new KnownTasks();
+  /** The principals' live-task slots: the bound on live tasks across instances. */
+  private readonly slots: LiveSlots;
   private readonly running = new Map<string, Running>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly timers: NodeJS.Timeout[] = [];
@@ -118,11 +121,15 @@ export class TaskRunner {
       bytes: options.maxBytesPerPrincipal ?? MAX_TASK_BYTES_PER_PRINCIPAL,
     };
     this.logger = options.logger ?? silentLogger;
+    this.slots = new LiveSlots(store.bucket, this.maxLive, 2 * this.leaseMs);
   }
 
   /** Watches the bucket and starts the lease renewals and the sweeper. */
   start(): this {
-    const watch = this.store.watch((key, record, revision, bytes) => this.heard(key, record, revision, bytes));
+    const watch = this.store.watch(
+      (key, record, revision, bytes) => this.heard(key, record, revision, bytes),
+      (entry) => this.slots.heard(entry),
+    );
     const stopHearing = this.options.revocations?.onRevoked(
       () => void this.cancelRevoked().catch((err: unknown) => this.failed('cancel on revocation', err)),
     );
@@ -160,7 +167,8 @@ export class TaskRunner {
   /**
    * Makes a task of a checked call and starts it here; resolves with the task once stored, or
    * with the error result of a refusal: the principal holds too many live tasks, or its share of
-   * the bucket (records, bytes) is full, or the bucket is.
+   * the bucket (records, bytes) is full, or the bucket is. The task takes one of its principal's
+   * live-task slots first: the bound on live tasks holds across instances.
    */
   async create(
     session: ResolveRequest,
@@ -178,7 +186,17 @@ export class TaskRunner {
     // Reserved before the first await: the next call's check counts this one.
     const release = this.known.reserve(record.owner.principal, bytes);
     try {
-      const stored = await this.store.create(key, record, value);
+      const slot = await this.slots.take(record.owner.principal, key, record.expiresAt - Date.now());
+      if (slot === undefined)
+        return errorResult(
+          call.id,
+          call.name,
+          failure.tooManyTasks(call.name, this.slots.heldBy(record.owner.principal)),
+        );
+      const stored = await this.store.create(key, record, value).catch(async (err: unknown) => {
+        await this.slots.free(slot).catch((e: unknown) => this.failed('free a task slot', e));
+        throw err;
+      });
       this.known.remember(stored);
       this.run(stored);
       return record.task;
@@ -195,10 +213,13 @@ export class TaskRunner {
   private refusal(record: TaskRecord, bytes: number): CallFailure | undefined {
     const tool = record.call.name;
     const kept = this.known.keptBy(record.owner.principal);
-    if (kept.live >= this.maxLive) return failure.tooManyTasks(tool, kept.live);
+    // Live tasks are counted by their slots (those being taken here included): across instances.
+    const live = this.slots.heldBy(record.owner.principal);
+    if (live >= this.maxLive) return failure.tooManyTasks(tool, live);
     const most = this.share.bytes - MAX_FINISHED_TASK_BYTES;
     if (bytes > most) return failure.taskTooLarge(tool, bytes, Math.max(0, most));
-    const growth = (kept.live + 1) * MAX_FINISHED_TASK_BYTES;
+    // Each live task, this one included, keeps room for its finished record.
+    const growth = (live + 1) * MAX_FINISHED_TASK_BYTES;
     if (kept.records + 1 > this.share.records || kept.bytes + bytes + growth > this.share.bytes)
       return failure.taskShareFull(tool, kept, this.share);
     // Room is left in the bucket for the tasks already there to end.
@@ -486,7 +507,10 @@ export class TaskRunner {
     await Promise.all(writes);
   }
 
-  /** Removes tasks past their `expiresAt`; takes over live ones whose lease ran out. */
+  /**
+   * Removes tasks past their `expiresAt`; takes over live ones whose lease ran out; frees the
+   * slots of tasks that ended or are gone when the instance that should have freed them did not.
+   */
   private async sweep(): Promise<void> {
     const now = Date.now();
     for (const stored of [...this.known.values()]) {
@@ -495,6 +519,16 @@ export class TaskRunner {
       else if (!isTerminal(r.task.status) && r.lease.until <= now && !this.running.has(stored.key))
         await this.takeOver(stored);
     }
+    await this.slots.sweep(
+      (key) => {
+        const known = this.known.get(key);
+        return known === undefined ? 'unknown' : isTerminal(known.record.task.status) ? 'ended' : 'live';
+      },
+      async (key) => {
+        const stored = await this.store.get(key);
+        return stored === undefined || isTerminal(stored.record.task.status) ? 'ended' : 'live';
+      },
+    );
   }
 
   /**
@@ -549,6 +583,9 @@ export class TaskRunner {
       return;
     }
     this.running.get(key)?.controller.abort();
+    // The lease holder frees the slot (one instance, not every one that hears the end).
+    if (record !== undefined && record.lease.holder === this.instance)
+      void this.slots.release(key).catch((err: unknown) => this.failed('free a task slot', err));
     const waiters = this.waiters.get(key);
     if (waiters !== undefined) for (const wake of [...waiters]) wake();
   }

@@ -1,5 +1,6 @@
 /**
- * The task store: one KV key per task, `<owner>.<taskId>`, in bucket `matrix-tasks`. Every
+ * The task store: one KV key per task, `<owner>.<taskId>`, in bucket `matrix-tasks` (which also
+ * holds the live-task slots, `slot.<principal>.<n>`: src/tasks/slots.ts). Every
  * change is a compare-and-set on the key's revision (`transition`), so two instances never both
  * move a task on. Where the server has per-message TTL each write carries the time to the task's
  * `expiresAt` and the server removes it then; elsewhere the runner's sweeper removes each task
@@ -12,6 +13,7 @@ import { decodeBody, encodeBody, holdsBytes, jsonOf, sha256Hex } from '../bus/co
 import { ConflictError } from '../bus/errors.js';
 import { Bucket, type BucketEntry, type BucketWatch } from '../bus/kv.js';
 import type { ToolCall } from '../dispatcher/types.js';
+import { isSlotKey } from './slots.js';
 import { MAX_TASK_TTL_MS, TASKS_BUCKET_MAX_BYTES, type TaskRecord } from './types.js';
 
 /** How long the marker of an expired task is kept, in ms: a minute (markers take room in the bucket). */
@@ -142,10 +144,15 @@ export class TaskStore {
 
   /**
    * Every task now, then every change (a removed task comes with `record` undefined), with the
-   * bytes it takes in the bucket.
+   * bytes it takes in the bucket; the live-task slots the bucket also holds (src/tasks/slots.ts)
+   * go to `onSlot`.
    */
-  watch(onTask: (key: string, record: TaskRecord | undefined, revision: number, bytes: number) => void): BucketWatch {
+  watch(
+    onTask: (key: string, record: TaskRecord | undefined, revision: number, bytes: number) => void,
+    onSlot: (entry: BucketEntry) => void = () => {},
+  ): BucketWatch {
     return this.bucket.watch((entry: BucketEntry) => {
+      if (isSlotKey(entry.key)) return onSlot(entry);
       const record = entry.operation === 'PUT' ? decode(entry.value) : undefined;
       onTask(entry.key, record, entry.revision, entry.key.length + entry.value.length);
     });

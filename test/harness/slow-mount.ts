@@ -10,7 +10,7 @@ import { Mount, type OpContext } from '../../src/bus/mount.js';
 import { Dispatcher } from '../../src/dispatcher/dispatcher.js';
 import { dispatcherMount } from '../../src/dispatcher/system-dispatcher.js';
 import type { IdentityGate } from '../../src/identity/gate.js';
-import type { ToolContextSpec } from '../../src/registry/types.js';
+import type { MatrixToolProjection, ToolContextSpec } from '../../src/registry/types.js';
 import { TaskRunner, type TaskRunnerOptions } from '../../src/tasks/runner.js';
 import { TaskStore } from '../../src/tasks/store.js';
 import { tasksMount } from '../../src/tasks/system-tasks.js';
@@ -107,6 +107,23 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     };
     signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** A tool `name` on the slow mount `target`'s `$work`, with `extra` over its defaults. */
+export function slowTool(
+  target: string,
+  name: string,
+  extra: Partial<MatrixToolProjection> = {},
+): MatrixToolProjection {
+  return {
+    name,
+    description: `${name} for tests`,
+    inputSchema: { type: 'object' },
+    target,
+    op: '$work',
+    timeoutMs: 30_000,
+    ...extra,
+  };
 }
 
 /** A tool context `key` of one ungated tool, `work`, on the slow mount `target`'s `$work`. */

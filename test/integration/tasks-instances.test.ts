@@ -21,19 +21,11 @@ import type { Task } from '../../src/tasks/types.js';
 import { sharedNats, testConnection, uniqueMount } from '../harness/bus.js';
 import { eventually } from '../harness/eventually.js';
 import { staticRegistry, uniqueBucket } from '../harness/registry.js';
-import { type SlowMount, startSlowMount } from '../harness/slow-mount.js';
+import { type SlowMount, slowTool, startSlowMount } from '../harness/slow-mount.js';
 import { startTarget, type Target } from '../harness/targets.js';
 
 const SLOW = uniqueMount('slow');
-const tool = (name: string, extra: Partial<MatrixToolProjection> = {}): MatrixToolProjection => ({
-  name,
-  description: `${name} for tests`,
-  inputSchema: { type: 'object' },
-  target: SLOW,
-  op: '$work',
-  timeoutMs: 30_000,
-  ...extra,
-});
+const tool = (name: string, extra: Partial<MatrixToolProjection> = {}) => slowTool(SLOW, name, extra);
 const spec: ToolContextSpec = {
   key: 'tasks-instances',
   title: 'Tasks on instances',
