@@ -16,7 +16,7 @@ import { roleUser } from '../../src/identity/callout/roles.js';
 import type { NatsRole } from '../../src/identity/oidc/mapping.js';
 import { type ProcessNats, startNatsProcess } from './nats-server.js';
 import { NatsVersion, natsTool } from './nats-tools.js';
-import { startIdp, type TestIdp } from './oidc.js';
+import { startIdp, type TestClient, type TestIdp } from './oidc.js';
 import { type ServiceProcess, startScript } from './service.js';
 
 /** The shipped auth-callout configuration. */
@@ -61,18 +61,30 @@ export interface CalloutBus {
 }
 
 /** Starts the setup; `xkey` has nats-server encrypt its requests to the callout. */
-export async function startCalloutBus(options: { xkey?: boolean; ttlSeconds?: number } = {}): Promise<CalloutBus> {
+export async function startCalloutBus(
+  options: {
+    xkey?: boolean;
+    ttlSeconds?: number;
+    /** Another claims mapping than `calloutMapping`. */
+    mapping?: object;
+    /** More clients of the IdP, beside `calloutClients` (their tokens by `idp.token(id)`). */
+    extraClients?: TestClient[];
+  } = {},
+): Promise<CalloutBus> {
   const dir = mkdtempSync(join(tmpdir(), 'callout-'));
   const idp = await startIdp({
     resources: [BUS_RESOURCE, 'https://other.example/'],
-    clients: Object.values(calloutClients).map((c) => ({ id: c.id, claims: c.claims })),
+    clients: [
+      ...Object.values(calloutClients).map((c) => ({ id: c.id, claims: c.claims })),
+      ...(options.extraClients ?? []),
+    ],
     ...(options.ttlSeconds !== undefined && { ttlSeconds: options.ttlSeconds }),
   });
   const issuer = createAccount();
   const issuerSeed = join(dir, 'issuer.nk');
   writeFileSync(issuerSeed, issuer.getSeed());
   const mapping = join(dir, 'mapping.json');
-  writeFileSync(mapping, JSON.stringify(calloutMapping));
+  writeFileSync(mapping, JSON.stringify(options.mapping ?? calloutMapping));
   let conf = calloutConf;
   const calloutEnv: Record<string, string> = {};
   if (options.xkey) {
