@@ -290,9 +290,27 @@ export function cookiesOf(header: string | undefined): Map<string, string> {
   return cookies;
 }
 
-/** A page of this console to return to: a path of its own, never another site's address. */
+/** Where `localPath` resolves a page: any origin does; only whether it stays the same matters. */
+const HOME = 'http://console.invalid';
+
+/**
+ * A page of this console to return to: a path of its own, never another site's address. The
+ * value is resolved the way a browser would (WHATWG URL) against the console's origin and kept
+ * only when it stays there; a control or whitespace character anywhere refuses it, since a browser
+ * drops tabs and newlines before parsing (`/<tab>/evil.example` is read `//evil.example`). What is
+ * kept is the resolved path and query, never the value as given.
+ */
 export function localPath(path: string): string {
-  return path.startsWith('/') && !path.startsWith('//') && !path.includes('\\') ? path : '/approvals';
+  const refused = '/approvals';
+  // Control (Cc), format (Cf) and whitespace characters, and `\`, which browsers read as `/`.
+  if (!path.startsWith('/') || /[\p{Cc}\p{Cf}\s\\]/u.test(path)) return refused;
+  let url: URL;
+  try {
+    url = new URL(path, HOME);
+  } catch {
+    return refused;
+  }
+  return url.origin === HOME ? `${url.pathname}${url.search}` : refused;
 }
 
 function scopeOf(scope: string | undefined): string {

@@ -104,8 +104,21 @@ describe('sameSecret', () => {
 describe('sign-in', () => {
   it('returns only to a page of the console itself after signing in', () => {
     expect(localPath('/approvals?answered=a1')).toBe('/approvals?answered=a1');
-    for (const elsewhere of ['//evil.example/', 'https://evil.example/', '/\\evil.example', 'approvals', ''])
-      expect(localPath(elsewhere), elsewhere).toBe('/approvals');
+    expect(localPath('/tasks/a/../b?x=1')).toBe('/tasks/b?x=1');
+    // A browser drops tabs and newlines before it parses: `/<tab>/evil.example` is `//evil.example`.
+    for (const elsewhere of [
+      '//evil.example/',
+      'https://evil.example/',
+      '/\\evil.example',
+      '/\t/evil.example/x',
+      '/\n/evil.example/x',
+      '/\r\n/evil.example',
+      '/ /evil.example',
+      '/\u0000/evil.example',
+      'approvals',
+      '',
+    ])
+      expect(localPath(elsewhere), JSON.stringify(elsewhere)).toBe('/approvals');
   });
 
   it('reads the cookies of a request by name', () => {
