@@ -116,8 +116,8 @@ describe('least privilege of each role under auth callout', () => {
         ]),
       ),
     );
-    // Its own inbox is `_INBOX_<principal>`: its replies came there above.
-    expect(inboxPrefixOf('agent:agent-one')).toBe('_INBOX_agent:agent-one');
+    // Its own inbox is `_INBOX_oidc-<principal>`: its replies came there above.
+    expect(inboxPrefixOf('agent:agent-one')).toBe('_INBOX_oidc-agent:agent-one');
     agent.close();
   });
 

@@ -44,10 +44,10 @@ describe('the NATS user of each role', () => {
     const user = roleUser('agent', 'agent:alpha');
     expect(user).toEqual({
       account: 'AGENTS',
-      inboxPrefix: '_INBOX_agent:alpha',
+      inboxPrefix: '_INBOX_oidc-agent:alpha',
       permissions: {
         pub: { allow: [...AGENT_OPS], deny: [] },
-        sub: { allow: ['_INBOX_agent:alpha.>', 'system.tools.events.changed'], deny: [] },
+        sub: { allow: ['_INBOX_oidc-agent:alpha.>', 'system.tools.events.changed'], deny: [] },
       },
     });
   });
@@ -62,9 +62,15 @@ describe('the NATS user of each role', () => {
   });
 
   it('gives every principal an inbox no other principal’s covers', () => {
-    expect(inboxPrefixOf('agent:alpha')).toBe('_INBOX_agent:alpha');
+    expect(inboxPrefixOf('agent:alpha')).toBe('_INBOX_oidc-agent:alpha');
+    // Never a static user's or a shared inbox: mounts answer the service on _INBOX_targets.
+    for (const shared of ['targets', 'operator', 'agent', 'service'])
+      expect(inboxPrefixOf(shared)).toBe(`_INBOX_oidc-${shared}`);
+    // A principal shaped like another's hash is hashed too, so it cannot take that inbox.
+    const hashed = inboxPrefixOf('a.b').slice('_INBOX_oidc-'.length);
+    expect(inboxPrefixOf(hashed)).not.toBe(inboxPrefixOf('a.b'));
     // A dot, a wildcard or a space would make the prefix cover, or miss, other subjects: hashed.
-    for (const principal of ['alice@example.com', 'a.b', 'a*', 'a >', 'oidc-x']) {
+    for (const principal of ['alice@example.com', 'a.b', 'a*', 'a >', hashed]) {
       const prefix = inboxPrefixOf(principal);
       expect(prefix).toMatch(/^_INBOX_oidc-[0-9a-f]{32}$/);
     }

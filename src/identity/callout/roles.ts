@@ -48,14 +48,21 @@ export interface RoleUser {
   permissions: Required<Pick<Permissions, 'pub' | 'sub'>>;
 }
 
+/** The inbox prefix every callout user's inbox starts with: no static user's, nor a reserved one. */
+export const CALLOUT_INBOX_PREFIX = '_INBOX_oidc-';
+
 /**
- * The inbox prefix of `principal`: `_INBOX_<principal>` when the principal is one subject token
- * (no `.`, `*`, `>`, whitespace or control character, at most 128 characters), else
- * `_INBOX_oidc-<first 32 hex digits of its SHA-256>`, so no two principals share one.
+ * The inbox prefix of `principal`: `_INBOX_oidc-<principal>` when the principal is one subject
+ * token (no `.`, `*`, `>`, whitespace or control character, at most 128 characters) and not 32
+ * lowercase hex digits, else `_INBOX_oidc-<first 32 hex digits of its SHA-256>`; so no two
+ * principals share one. Always under `_INBOX_oidc-`: a principal named `targets`, `operator` or
+ * `agent` gets `_INBOX_oidc-targets`, never `_INBOX_targets`, where mounts answer the service,
+ * nor the inbox of a static user of deploy/nats.conf (none is named `oidc-…`).
  */
 export function inboxPrefixOf(principal: string): string {
-  if (/^[^\s.*>\p{Cc}]{1,128}$/u.test(principal) && !principal.startsWith('oidc-')) return `_INBOX_${principal}`;
-  return `_INBOX_oidc-${createHash('sha256').update(principal).digest('hex').slice(0, 32)}`;
+  if (/^[^\s.*>\p{Cc}]{1,128}$/u.test(principal) && !/^[0-9a-f]{32}$/.test(principal))
+    return `${CALLOUT_INBOX_PREFIX}${principal}`;
+  return `${CALLOUT_INBOX_PREFIX}${createHash('sha256').update(principal).digest('hex').slice(0, 32)}`;
 }
 
 /** The NATS user a token of `role`, held by `principal`, becomes. */
