@@ -19,6 +19,7 @@ import {
   addSettings,
   connectConfig,
   type Flags,
+  grantMaxTtlSeconds,
   type Setting,
   serveSettings,
   settingValue,
@@ -32,6 +33,7 @@ export const calloutSettings = {
   trustOidc: serveSettings.trustOidc,
   oidcAudience: serveSettings.oidcAudience,
   oidcMapping: serveSettings.oidcMapping,
+  grantMaxTtl: serveSettings.grantMaxTtl,
   issuerSeed: {
     flags: '--issuer-seed <file>',
     env: 'MATRIX_CALLOUT_ISSUER_SEED',
@@ -68,6 +70,8 @@ export interface CalloutConfig {
   mapping: string;
   issuerSeed: string;
   xkeySeed?: string;
+  /** Longest a token may live (`MATRIX_GRANT_MAX_TTL`, as the service has it), in seconds. */
+  maxTtlSeconds: number;
   /** The user and password the revocations are watched as; undefined: not checked at connect. */
   revocations?: { user: string; pass: string };
 }
@@ -90,6 +94,7 @@ export function calloutConfig(flags: Flags, env: NodeJS.ProcessEnv = process.env
     audience: text(s.oidcAudience, 'the resource its tokens must name'),
     mapping: text(s.oidcMapping, "how a token's claims give a role"),
     issuerSeed: text(s.issuerSeed, "the seed of auth_callout's issuer"),
+    maxTtlSeconds: grantMaxTtlSeconds(value(s.grantMaxTtl)) ?? DEFAULT_GRANT_MAX_TTL_SECONDS,
   };
   const xkey = value(s.xkeySeed);
   if (typeof xkey === 'string' && xkey !== '') config.xkeySeed = xkey;
@@ -136,10 +141,11 @@ export async function runAuthCallout(client: BusClient, args: Flags, out: Output
   const watching =
     config.revocations === undefined
       ? undefined
-      : await watchRevocations(args, config.revocations, revocations, (line) => out.note(line));
+      : await watchRevocations(args, config.revocations, config.maxTtlSeconds, revocations, (line) => out.note(line));
   const callout = new AuthCallout(client.nc, {
     trust,
     issuer,
+    maxTtlSeconds: config.maxTtlSeconds,
     ...(xkey !== undefined && { xkey }),
     ...(watching !== undefined && { revocations }),
     onDecision: (d) =>
@@ -172,6 +178,7 @@ const BUCKET_WAIT_MS = 30_000;
 async function watchRevocations(
   args: Flags,
   as: { user: string; pass: string },
+  maxTtlSeconds: number,
   into: Revocations,
   note: (line: string) => void,
 ): Promise<{ stop(): Promise<void> }> {
@@ -187,7 +194,7 @@ async function watchRevocations(
   let store: RevocationStore | undefined;
   while (store === undefined) {
     try {
-      store = await RevocationStore.bind(nc, { maxAgeMs: DEFAULT_GRANT_MAX_TTL_SECONDS * 1000 });
+      store = await RevocationStore.bind(nc, { maxAgeMs: maxTtlSeconds * 1000 });
     } catch (err) {
       if (Date.now() >= deadline) {
         await nc.close();

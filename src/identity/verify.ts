@@ -205,24 +205,8 @@ export class GrantVerifier {
     let grant: VerifiedGrant;
     try {
       grant = await (this.oidc as OidcTrust).verify(text as string);
-      const { iat, exp } = grant.claims;
-      if (iat * 1000 > this.now() + this.skewMs)
-        throw signedFor(
-          new GrantError(
-            GrantFailure.NotYetValid,
-            `Matrix-Grant (an access token) is issued in the future (iat ${new Date(iat * 1000).toISOString()}); check its issuer's clock`,
-          ),
-          grant.claims,
-        );
-      const lifetime = Math.max(exp - iat, Math.floor((grant.expiresAtMs - this.now() - this.skewMs) / 1000));
-      if (lifetime > this.maxTtlSeconds)
-        throw signedFor(
-          new GrantError(
-            GrantFailure.TooLong,
-            `Matrix-Grant (an access token) lives ${lifetime} s, longer than the ${this.maxTtlSeconds} s this service accepts (MATRIX_GRANT_MAX_TTL)`,
-          ),
-          grant.claims,
-        );
+      const refusal = accessTokenLifetimeRefusal(grant, this.now(), this.skewMs, this.maxTtlSeconds);
+      if (refusal !== undefined) throw signedFor(refusal, grant.claims);
     } catch (err) {
       if (err instanceof GrantError && isLasting(err.failure)) this.refused.set(text as string, err, now);
       throw err;
@@ -354,6 +338,33 @@ export class GrantVerifier {
 }
 
 /** A refusal of a grant whose issuer's signature verified, naming its `sub` and session where they are well formed. */
+/**
+ * Why an access token of a trusted OIDC issuer, its signature already checked, may not be a grant
+ * for its lifetime: issued more than `skewMs` ahead of `now` (`not_yet_valid`), or living longer
+ * than `maxTtlSeconds` (`MATRIX_GRANT_MAX_TTL`), from its `iat` or from now (`too_long`).
+ * Undefined when it may. The service (`GrantVerifier.verifyAsync`) and the auth callout both ask.
+ */
+export function accessTokenLifetimeRefusal(
+  grant: Pick<VerifiedGrant, 'claims' | 'expiresAtMs'>,
+  now: number,
+  skewMs: number,
+  maxTtlSeconds: number,
+): GrantError | undefined {
+  const { iat, exp } = grant.claims;
+  if (iat * 1000 > now + skewMs)
+    return new GrantError(
+      GrantFailure.NotYetValid,
+      `Matrix-Grant (an access token) is issued in the future (iat ${new Date(iat * 1000).toISOString()}); check its issuer's clock`,
+    );
+  const lifetime = Math.max(exp - iat, Math.floor((grant.expiresAtMs - now - skewMs) / 1000));
+  if (lifetime > maxTtlSeconds)
+    return new GrantError(
+      GrantFailure.TooLong,
+      `Matrix-Grant (an access token) lives ${lifetime} s, longer than the ${maxTtlSeconds} s this service accepts (MATRIX_GRANT_MAX_TTL)`,
+    );
+  return undefined;
+}
+
 export function signedFor(err: GrantError, claims: { sub?: unknown; nats?: unknown }): GrantError {
   if (typeof claims.sub === 'string' && PRINCIPAL.test(claims.sub)) err.subject = claims.sub;
   const session = (claims.nats as { session?: unknown } | null | undefined)?.session;

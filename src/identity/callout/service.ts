@@ -13,6 +13,7 @@ import type { KeyPair } from '@nats-io/nkeys';
 import { GrantError } from '../errors.js';
 import type { OidcTrust } from '../oidc/trust.js';
 import type { Revocations } from '../revocations.js';
+import { accessTokenLifetimeRefusal, DEFAULT_GRANT_MAX_TTL_SECONDS } from '../verify.js';
 import { type CalloutAccounts, DEFAULT_ACCOUNTS, roleUser } from './roles.js';
 
 /** The subject nats-server sends authorization requests on. */
@@ -37,6 +38,11 @@ export interface AuthCalloutOptions {
   revocations?: Revocations;
   /** How far a token's `iat` may run ahead of this clock, in ms (a revocation by principal reaches that far); default 10000. */
   clockSkewMs?: number;
+  /**
+   * Longest a token may live, from its `iat` and from now, in seconds (`MATRIX_GRANT_MAX_TTL`, as
+   * the service has it): a token the service would refuse as a grant does not connect; default 24 h.
+   */
+  maxTtlSeconds?: number;
   /** Each decision, for the log: who connected as what, or why one was refused. */
   onDecision?: (decision: CalloutDecision) => void;
 }
@@ -117,7 +123,13 @@ export class AuthCallout {
     const token = opts.auth_token || opts.pass;
     if (!token) throw new CalloutRefusal('connect with an access token of a trusted issuer, as token or password');
     const { grant, mapped } = await this.options.trust.verifyMapped(token);
-    const revoked = this.options.revocations?.find(grant.claims, this.options.clockSkewMs ?? 10_000);
+    const skewMs = this.options.clockSkewMs ?? 10_000;
+    const maxTtlSeconds = this.options.maxTtlSeconds ?? DEFAULT_GRANT_MAX_TTL_SECONDS;
+    // The service's own lifetime checks (GrantVerifier.verifyAsync): a token it refuses as a
+    // grant, issued in the future or living past MATRIX_GRANT_MAX_TTL, opens no connection.
+    const refusal = accessTokenLifetimeRefusal(grant, Date.now(), skewMs, maxTtlSeconds);
+    if (refusal !== undefined) throw refusal;
+    const revoked = this.options.revocations?.find(grant.claims, skewMs);
     if (revoked !== undefined)
       throw new CalloutRefusal(
         `the token was revoked (${revoked.jti !== undefined ? `jti ${revoked.jti}` : `every token of ${revoked.sub} issued until ${new Date(revoked.revokedAt).toISOString()}`})${revoked.reason ? `: ${revoked.reason}` : ''}`,
@@ -126,7 +138,8 @@ export class AuthCallout {
     // The user's name is the principal: nats-server reports it as the user (Nats-Request-Info).
     const jwt = await encodeUser(mapped.principal, request.user_nkey, this.options.issuer, user.permissions, {
       aud: user.account,
-      exp: grant.claims.exp,
+      // Never past the token's own end, nor MATRIX_GRANT_MAX_TTL from its issue.
+      exp: Math.min(grant.claims.exp, Math.floor(grant.expiresAtMs / 1000), grant.claims.iat + maxTtlSeconds),
     });
     return {
       jwt,
@@ -135,7 +148,7 @@ export class AuthCallout {
         principal: mapped.principal,
         role: mapped.role,
         account: user.account,
-        expiresAt: grant.expiresAtMs,
+        expiresAt: Math.min(grant.expiresAtMs, (grant.claims.iat + maxTtlSeconds) * 1000),
       },
     };
   }
