@@ -226,6 +226,8 @@ async function signInStep(
     res.setHeader('Set-Cookie', done.cookies);
     return redirect(res, done.returnTo);
   } catch (err) {
+    // An answer refused ends the sign-in it answered: the browser forgets it (used once).
+    if (url.pathname !== '/signin') res.setHeader('Set-Cookie', signIn.endSignIn());
     const refused = err instanceof SignInRefused;
     if (!refused) process.stderr.write(`console: sign-in: ${(err as Error)?.message ?? String(err)}\n`);
     return page(res, req, deps, {

@@ -6,9 +6,12 @@
  * gives, for the service's resource (RFC 8707, the `--oidc-audience` the service trusts), is the
  * person's grant: what they approve, reject or cancel is sent with it as `Matrix-Grant`, so the
  * service records the IdP's subject as who did it. Sessions live in the console's memory, named
- * by an HttpOnly, SameSite=Lax cookie (Secure when the console is reached over https).
+ * by an HttpOnly, SameSite=Lax cookie (Secure when the console is reached over https). A sign-in
+ * begun and not yet answered lives in its browser alone: its secrets are sealed (AES-256-GCM, a
+ * key of this process) into the cookie that binds it there, so no number of sign-ins begun
+ * elsewhere can push a person's out; the server remembers only the states already answered.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { OidcIssuer, type OidcIssuerOptions, TokenRefused } from '../identity/oidc/issuer.js';
 import { sameSecret } from './secret.js';
 
@@ -47,7 +50,7 @@ export class SignInRefused extends Error {
   override name = 'SignInRefused';
 }
 
-/** A sign-in begun and not yet come back: its secrets, under the browser's binding cookie. */
+/** A sign-in begun and not yet come back: its secrets, sealed in the browser's binding cookie. */
 interface Pending {
   state: string;
   nonce: string;
@@ -58,15 +61,21 @@ interface Pending {
 
 /** How long a sign-in may take at the IdP, in ms. */
 const PENDING_MS = 10 * 60_000;
-/** Most sign-ins begun and not finished at once (the oldest is dropped past it). */
-const MAX_PENDING = 1000;
+/**
+ * Most answered sign-ins' states remembered (so an answer replayed with its binding cookie finds
+ * none waiting); past it the oldest is forgotten, which lets no sign-in be pushed out.
+ */
+const MAX_ANSWERED = 10_000;
 /** Most sessions at once (expired ones are dropped first; then the oldest). */
 const MAX_SESSIONS = 10_000;
 
 /** A relying party of one IdP, and the sessions of the people it signed in. */
 export class ConsoleSignIn {
   private readonly idp: OidcIssuer;
-  private readonly pending = new Map<string, Pending>();
+  /** The key sign-ins' cookies are sealed with: one per process (a restart drops sign-ins begun). */
+  private readonly sealKey = randomBytes(32);
+  /** The states of the sign-ins answered, with when they began, in the order answered. */
+  private readonly answered = new Map<string, number>();
   private readonly sessions = new Map<string, Person>();
   /** The path the IdP sends the browser back to. */
   readonly callbackPath: string;
@@ -110,7 +119,6 @@ export class ConsoleSignIn {
    */
   async begin(returnTo: string): Promise<{ location: string; cookie: string }> {
     const authorize = await this.endpoint('authorization_endpoint');
-    const binding = secret();
     const pending: Pending = {
       state: secret(),
       nonce: secret(),
@@ -118,9 +126,6 @@ export class ConsoleSignIn {
       returnTo: localPath(returnTo),
       startedAtMs: Date.now(),
     };
-    this.forgetStale();
-    if (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value as string);
-    this.pending.set(binding, pending);
     const url = new URL(authorize);
     url.searchParams.set('response_type', 'code');
     url.searchParams.set('client_id', this.options.clientId);
@@ -131,7 +136,7 @@ export class ConsoleSignIn {
     url.searchParams.set('code_challenge', createHash('sha256').update(pending.verifier).digest('base64url'));
     url.searchParams.set('code_challenge_method', 'S256');
     url.searchParams.set('resource', this.options.audience);
-    return { location: url.href, cookie: this.cookie(this.bindingCookie, binding, PENDING_MS / 1000) };
+    return { location: url.href, cookie: this.cookie(this.bindingCookie, this.seal(pending), PENDING_MS / 1000) };
   }
 
   /**
@@ -144,11 +149,12 @@ export class ConsoleSignIn {
     query: URLSearchParams,
     cookies: ReadonlyMap<string, string>,
   ): Promise<{ cookies: string[]; returnTo: string; person: Person }> {
-    const binding = cookies.get(this.bindingCookie);
-    const pending = binding === undefined ? undefined : this.pending.get(binding);
-    // Used once, whatever follows: a second answer to the same sign-in is refused.
-    if (binding !== undefined) this.pending.delete(binding);
-    if (pending === undefined || Date.now() - pending.startedAtMs > PENDING_MS)
+    const sealed = cookies.get(this.bindingCookie);
+    const pending = sealed === undefined || sealed === '' ? undefined : this.open(sealed);
+    // Used once, whatever follows: a second answer to the same sign-in is refused (the browser
+    // is told to forget the cookie, `endSignIn`; the state is remembered here besides).
+    const answeredBefore = pending !== undefined && this.answer(pending);
+    if (pending === undefined || answeredBefore || Date.now() - pending.startedAtMs > PENDING_MS)
       throw new SignInRefused('no sign-in of this browser is waiting for an answer (or it took over 10 minutes)');
     if (!sameSecret(query.get('state') ?? '', pending.state))
       throw new SignInRefused('the answer is not for the sign-in this browser began (state does not match)');
@@ -168,11 +174,16 @@ export class ConsoleSignIn {
     return {
       cookies: [
         this.cookie(this.sessionCookie, session, Math.max(0, Math.floor((person.expiresAtMs - Date.now()) / 1000))),
-        this.cookie(this.bindingCookie, '', 0),
+        this.endSignIn(),
       ],
       returnTo: pending.returnTo,
       person,
     };
+  }
+
+  /** The cookie that makes the browser forget the sign-in it began (sent with every answer to it). */
+  endSignIn(): string {
+    return this.cookie(this.bindingCookie, '', 0);
   }
 
   /** The person whose session the request's cookies name; undefined for none, or one expired. */
@@ -261,12 +272,43 @@ export class ConsoleSignIn {
     this.sessions.set(session, person);
   }
 
-  private forgetStale(): void {
-    const now = Date.now();
-    for (const [key, p] of this.pending) {
-      if (now - p.startedAtMs <= PENDING_MS) break; // kept in the order begun
-      this.pending.delete(key);
+  /** A sign-in's secrets, sealed for its binding cookie: base64url of IV, tag and ciphertext. */
+  private seal(pending: Pending): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.sealKey, iv);
+    cipher.setAAD(Buffer.from(this.bindingCookie));
+    const sealed = Buffer.concat([cipher.update(JSON.stringify(pending), 'utf8'), cipher.final()]);
+    return Buffer.concat([iv, cipher.getAuthTag(), sealed]).toString('base64url');
+  }
+
+  /** The sign-in a binding cookie holds; undefined when it was not sealed by this process. */
+  private open(value: string): Pending | undefined {
+    try {
+      const bytes = Buffer.from(value, 'base64url');
+      if (bytes.length <= 28 || bytes.length > 4096) return undefined;
+      const decipher = createDecipheriv('aes-256-gcm', this.sealKey, bytes.subarray(0, 12));
+      decipher.setAAD(Buffer.from(this.bindingCookie));
+      decipher.setAuthTag(bytes.subarray(12, 28));
+      const text = Buffer.concat([decipher.update(bytes.subarray(28)), decipher.final()]).toString('utf8');
+      const p = JSON.parse(text) as Pending;
+      for (const key of ['state', 'nonce', 'verifier', 'returnTo'] as const)
+        if (typeof p[key] !== 'string') return undefined;
+      return typeof p.startedAtMs === 'number' ? p : undefined;
+    } catch {
+      return undefined;
     }
+  }
+
+  /** Marks a sign-in answered; whether it was before. Forgets states past their 10 minutes. */
+  private answer(pending: Pending): boolean {
+    const now = Date.now();
+    for (const [state, startedAtMs] of this.answered) {
+      if (now - startedAtMs <= PENDING_MS && this.answered.size < MAX_ANSWERED) break;
+      this.answered.delete(state);
+    }
+    if (this.answered.has(pending.state)) return true;
+    this.answered.set(pending.state, pending.startedAtMs);
+    return false;
   }
 
   private async endpoint(name: 'authorization_endpoint' | 'token_endpoint'): Promise<string> {
@@ -298,12 +340,13 @@ const HOME = 'http://console.invalid';
  * value is resolved the way a browser would (WHATWG URL) against the console's origin and kept
  * only when it stays there; a control or whitespace character anywhere refuses it, since a browser
  * drops tabs and newlines before parsing (`/<tab>/evil.example` is read `//evil.example`). What is
- * kept is the resolved path and query, never the value as given.
+ * kept is the resolved path and query, never the value as given; at most 1024 characters (it
+ * travels in the sign-in's cookie).
  */
 export function localPath(path: string): string {
   const refused = '/approvals';
   // Control (Cc), format (Cf) and whitespace characters, and `\`, which browsers read as `/`.
-  if (!path.startsWith('/') || /[\p{Cc}\p{Cf}\s\\]/u.test(path)) return refused;
+  if (!path.startsWith('/') || path.length > 1024 || /[\p{Cc}\p{Cf}\s\\]/u.test(path)) return refused;
   let url: URL;
   try {
     url = new URL(path, HOME);
