@@ -102,9 +102,9 @@ describe.each(servers)('expiring records on $server', ({ bin, ttl }) => {
   it(`${ttl ? 'removes' : 'keeps (for the runner)'} a task past its expiresAt`, async () => {
     const store = await TaskStore.open(nc, { bucket: uniqueBucket() });
     try {
-      const record = { expiresAt: Date.now() + LIFE_MS } as TaskRecord;
-      await store.create('owner.short', record);
-      await store.create('owner.long', { expiresAt: Date.now() + 3_600_000 } as TaskRecord);
+      const call = { id: 'c-1', name: 'work', arguments: {} };
+      await store.create('owner.short', { call, expiresAt: Date.now() + LIFE_MS } as TaskRecord);
+      await store.create('owner.long', { call, expiresAt: Date.now() + 3_600_000 } as TaskRecord);
       await new Promise((resolve) => setTimeout(resolve, LIFE_MS + 1_500));
       if (ttl) await eventually(async () => expect(await store.get('owner.short')).toBeUndefined());
       else expect(await store.get('owner.short')).toBeDefined();

@@ -31,9 +31,10 @@ import { startTarget, type Target } from '../harness/targets.js';
 /**
  * Most files and folders a warm `$call` may run code in. A file that joins the walk is a choice
  * docs/architecture.md then names (the three of a request's own inbox and its counted reports
- * joined it: a target cannot aim traffic at the service).
+ * joined it: a target cannot aim traffic at the service; and the budget of its replies' bytes in
+ * flight: a target cannot fill the service's connection).
  */
-const MOST_FILES = 18;
+const MOST_FILES = 19;
 const MOST_FOLDERS = 4;
 /** What a call with a verified (cached) grant runs besides: the grant's check, all in src/identity. */
 const GRANT_ADDS = ['src/identity/authorize.ts', 'src/identity/cache.ts', 'src/identity/verify.ts'];
