@@ -9,48 +9,28 @@
  * some do, puts no `iat` in its access tokens. What must hold: a token with no `iat` is refused,
  * or counted as issued no later than the revocation of its principal.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { OidcTrust } from '../../src/identity/oidc/trust.js';
 import { Revocations } from '../../src/identity/revocations.js';
 import { GrantVerifier } from '../../src/identity/verify.js';
+import { type JwksIssuer, startJwksIssuer } from '../harness/jwks-issuer.js';
 
 const RESOURCE = 'https://bus.example/';
 
 describe('$revoke {sub} and an access token without iat', () => {
-  let server: Server;
-  let issuer: string;
-  let sign: (claims: Record<string, unknown>) => Promise<string>;
+  let idp: JwksIssuer;
 
   beforeAll(async () => {
-    const { privateKey, publicKey } = await generateKeyPair('ES256');
-    const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
-    server = createServer((req, res) => {
-      res.setHeader('content-type', 'application/json');
-      if (req.url === '/.well-known/openid-configuration')
-        return res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
-      if (req.url === '/jwks') return res.end(JSON.stringify({ keys: [jwk] }));
-      res.writeHead(404).end('{}');
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    sign = (claims) =>
-      new SignJWT(claims)
-        .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
-        .setIssuer(issuer)
-        .setAudience(RESOURCE)
-        .sign(privateKey);
+    idp = await startJwksIssuer(RESOURCE);
   });
-  afterAll(() => {
+  afterAll(async () => {
     vi.useRealTimers();
-    server?.close();
+    await idp?.stop();
   });
 
   it('refuses, after its principal is revoked, a token issued before', async () => {
     const trust = new OidcTrust({
-      issuers: [issuer],
+      issuers: [idp.issuer],
       audience: RESOURCE,
       mapping: { principal: { prefix: 'user:' }, rules: [{ profile: 'default' }] },
     });
@@ -62,8 +42,8 @@ describe('$revoke {sub} and an access token without iat', () => {
     const verifier = new GrantVerifier([], { oidc: trust, revocations });
     const exp = Math.floor(now / 1000) + 3600;
     // Both issued now, one with iat and one without; then the principal is revoked.
-    const withIat = await sign({ sub: 'mallory', jti: 'with-iat', exp, iat: Math.floor(now / 1000) });
-    const withoutIat = await sign({ sub: 'mallory', jti: 'without-iat', exp });
+    const withIat = await idp.sign({ sub: 'mallory', jti: 'with-iat', exp, iat: Math.floor(now / 1000) });
+    const withoutIat = await idp.sign({ sub: 'mallory', jti: 'without-iat', exp });
     now += 60_000;
     vi.setSystemTime(now);
     revocations.apply('sub.user:mallory', {
