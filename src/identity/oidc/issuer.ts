@@ -37,6 +37,25 @@ export interface OidcIssuerOptions {
   fetchTimeoutMs?: number;
 }
 
+/** The `typ` values a JWT access token is sent with, lower case and without `application/` (RFC 7515 4.1.9). */
+const ACCESS_TOKEN_TYPES: readonly string[] = ['jwt', 'at+jwt'];
+
+/**
+ * Why a verified token's header `typ` says it is no access token, or undefined. With `required`
+ * `at+jwt` only `at+jwt` passes (RFC 9068 2.1). Without, a `typ` absent, `JWT` or `at+jwt` passes
+ * (Keycloak, Entra ID and Auth0's token profile send `JWT`, Okta none) and any other is refused.
+ * Not part of `OidcIssuer.verify`: the console verifies ID tokens with it too.
+ */
+export function accessTokenTypeProblem(typ: unknown, required: 'at+jwt' | undefined): string | undefined {
+  const type = typeof typ === 'string' ? typ.toLowerCase().replace(/^application\//, '') : undefined;
+  if (required === 'at+jwt')
+    return type === 'at+jwt'
+      ? undefined
+      : `its typ is ${typ === undefined ? 'absent' : JSON.stringify(typ)}, and its issuer's access tokens must say at+jwt (RFC 9068)`;
+  if (type === undefined || ACCESS_TOKEN_TYPES.includes(type)) return undefined;
+  return `its typ ${JSON.stringify(typ)} says it is no access token`;
+}
+
 /** Why a token of a trusted issuer is refused: the words a caller reads, and a code of `GrantFailure`'s. */
 export class TokenRefused extends Error {
   override name = 'TokenRefused';
@@ -108,7 +127,8 @@ export class OidcIssuer {
         algorithms: [...ASYMMETRIC_ALGORITHMS],
         clockTolerance: this.clockSkewMs / 1000,
         currentDate: new Date(this.now()),
-        requiredClaims: ['exp', 'sub'],
+        // iat is required of a JWT access token (RFC 9068 2.2), and `$revoke {sub}` needs it.
+        requiredClaims: ['exp', 'iat', 'sub'],
       });
       return payload;
     } catch (err) {
@@ -164,6 +184,11 @@ export class OidcIssuer {
 function refusalOf(err: unknown, issuer: string, audience: string): TokenRefused {
   if (err instanceof errors.JWTExpired) return new TokenRefused('expired', `the access token expired (${err.message})`);
   if (err instanceof errors.JWTClaimValidationFailed) {
+    if (err.reason === 'missing')
+      return new TokenRefused(
+        'malformed',
+        `the access token has no ${err.claim} claim (${err.claim === 'iat' ? 'RFC 9068 requires it, and $revoke {sub} needs it' : 'it is required'})`,
+      );
     if (err.claim === 'aud')
       return new TokenRefused(
         'audience_mismatch',

@@ -20,12 +20,44 @@ export type NatsRole = (typeof NATS_ROLES)[number];
 
 /** A mapping file, as `contracts/oidc-mapping.json` has it. */
 export interface ClaimsMapping {
-  /** The claim naming who acts (default `sub`) and a prefix before it (default none). */
-  principal?: { claim?: string; prefix?: string };
+  /**
+   * The claim naming who acts (default `sub`) and a prefix before it (default none). The claim
+   * must be one the IdP never lets its holder change (`sub`, Entra ID's `oid`); `email` is taken
+   * only with `email_verified: true`.
+   */
+  principal?: PrincipalMapping;
   /** The claim naming the session (default `sid`, else `jti`). */
   session?: { claim?: string };
   /** Tried in order; the first whose `when` matches decides. */
   rules: MappingRule[];
+  /**
+   * Issuer (its `iss`, exactly) → what differs for its tokens; each field it names replaces the
+   * top-level one. With more than one trusted issuer, each needs its own principal prefix.
+   */
+  issuers?: Record<string, IssuerMapping>;
+}
+
+/** Who acts: a claim and a prefix before its value. */
+export interface PrincipalMapping {
+  /** The claim; default `sub`. */
+  claim?: string;
+  /** Put before the claim's value; default none. */
+  prefix?: string;
+}
+
+/** One issuer's part of a mapping file. */
+export interface IssuerMapping {
+  /** Replaces the top-level `principal` for this issuer's tokens. */
+  principal?: PrincipalMapping;
+  /** Replaces the top-level `session`. */
+  session?: { claim?: string };
+  /** Replace the top-level `rules`. */
+  rules?: MappingRule[];
+  /**
+   * `at+jwt`: a token of this issuer must say `typ: at+jwt` (RFC 9068), so no ID token passes
+   * for an access token; default: any `typ` a JWT access token is sent with (none, `JWT`, `at+jwt`).
+   */
+  tokenType?: 'at+jwt';
 }
 
 /** One rule: the claims it matches, and what a token matching them may do. */
@@ -66,8 +98,55 @@ export function loadClaimsMapping(path: string): ClaimsMapping {
 }
 
 /**
+ * The mapping for one issuer's tokens: the top-level one, with what its `issuers` entry names
+ * in place of the top-level fields.
+ */
+export function mappingFor(mapping: ClaimsMapping, issuer: string): ClaimsMapping {
+  const own = ownMapping(mapping, issuer);
+  if (own === undefined) return mapping;
+  const effective: ClaimsMapping = { rules: own.rules ?? mapping.rules };
+  const principal = own.principal ?? mapping.principal;
+  if (principal !== undefined) effective.principal = principal;
+  const session = own.session ?? mapping.session;
+  if (session !== undefined) effective.session = session;
+  return effective;
+}
+
+/**
+ * Why `mapping` cannot serve these issuers together, or undefined when it can. A subject is unique
+ * only within its issuer (OpenID Connect Core 2, `sub`), so with more than one issuer each must put
+ * its own prefix before its principals, and no prefix may begin another (`agent:` and `agent:p:`
+ * would make one issuer's `p:alpha` the other's `alpha`). An `issuers` entry for an issuer not
+ * trusted here is let be: one mapping file serves `serve`, `mcp` and `auth-callout` alike.
+ */
+export function issuerNamespaceProblem(mapping: ClaimsMapping, issuers: readonly string[]): string | undefined {
+  if (issuers.length < 2) return undefined;
+  const prefixes = issuers.map((iss) => ({ iss, prefix: mappingFor(mapping, iss).principal?.prefix ?? '' }));
+  for (const a of prefixes)
+    for (const b of prefixes)
+      if (a !== b && b.prefix.startsWith(a.prefix))
+        return (
+          `${issuers.length} OIDC issuers are trusted, and ${a.iss} and ${b.iss} would share principals ` +
+          `(prefixes ${JSON.stringify(a.prefix)} and ${JSON.stringify(b.prefix)}): a subject is unique only within its issuer, ` +
+          `so give each issuer its own principal prefix in the claims mapping, none beginning another ` +
+          `({"issuers": {"${b.iss}": {"principal": {"prefix": "partner:"}}}})`
+        );
+  return undefined;
+}
+
+/** The `typ` a token of `issuer` must have: `at+jwt`, or undefined for any an access token is sent with. */
+export function tokenTypeFor(mapping: ClaimsMapping, issuer: string): 'at+jwt' | undefined {
+  return ownMapping(mapping, issuer)?.tokenType;
+}
+
+function ownMapping(mapping: ClaimsMapping, issuer: string): IssuerMapping | undefined {
+  return mapping.issuers !== undefined && Object.hasOwn(mapping.issuers, issuer) ? mapping.issuers[issuer] : undefined;
+}
+
+/**
  * The session a token's claims map to, or a reason it maps to none: no rule matches, or its
- * principal claim is missing or no principal.
+ * principal claim is missing or no principal, or it is an `email` the token does not say is
+ * verified (anyone who may set their own address at the IdP would otherwise act as its owner).
  */
 export function mapClaims(claims: Record<string, unknown>, mapping: ClaimsMapping): MappedToken | string {
   const rule = mapping.rules.find((r) => matches(r.when, claims));
@@ -75,6 +154,8 @@ export function mapClaims(claims: Record<string, unknown>, mapping: ClaimsMappin
   const principalClaim = mapping.principal?.claim ?? 'sub';
   const value = claims[principalClaim];
   if (typeof value !== 'string' || value === '') return `it has no ${principalClaim} claim to name who acts`;
+  if (principalClaim === 'email' && claims.email_verified !== true)
+    return "its email names who acts, and its email_verified is not true (an address not verified is anyone's)";
   const principal = `${mapping.principal?.prefix ?? ''}${value}`;
   if (!PRINCIPAL.test(principal))
     return `its ${principalClaim} is no principal (1 to 256 characters, no control characters)`;

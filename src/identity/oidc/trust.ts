@@ -8,8 +8,15 @@ import { createHash } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { GrantError } from '../errors.js';
 import { GRANT_TYPE, GRANT_VERSION, type GrantClaims, GrantFailure, type VerifiedGrant } from '../types.js';
-import { OidcIssuer, type OidcIssuerOptions, TokenRefused } from './issuer.js';
-import { type ClaimsMapping, type MappedToken, mapClaims } from './mapping.js';
+import { accessTokenTypeProblem, OidcIssuer, type OidcIssuerOptions, TokenRefused } from './issuer.js';
+import {
+  type ClaimsMapping,
+  issuerNamespaceProblem,
+  type MappedToken,
+  mapClaims,
+  mappingFor,
+  tokenTypeFor,
+} from './mapping.js';
 
 /** What the service trusts of OpenID Connect. */
 export interface OidcTrustOptions {
@@ -17,7 +24,7 @@ export interface OidcTrustOptions {
   issuers: readonly string[];
   /** The audience a token must name (RFC 8707: this deployment's resource identifier). */
   audience: string;
-  /** Claims → session. */
+  /** Claims → session; with more than one issuer, each needs its own principal prefix (`issuers`). */
   mapping: ClaimsMapping;
   /** How each issuer's keys are kept. */
   issuerOptions?: OidcIssuerOptions;
@@ -26,10 +33,15 @@ export interface OidcTrustOptions {
 /** The trusted issuers, the audience and the mapping. */
 export class OidcTrust {
   private readonly byIssuer: ReadonlyMap<string, OidcIssuer>;
+  /** Each issuer's mapping, its `issuers` entry applied. */
+  private readonly mappings: ReadonlyMap<string, ClaimsMapping>;
 
   constructor(private readonly options: OidcTrustOptions) {
     if (options.issuers.length === 0) throw new Error('no OIDC issuer to trust');
     if (options.audience.trim() === '') throw new Error('an OIDC audience is needed: the resource tokens must name');
+    const problem = issuerNamespaceProblem(options.mapping, options.issuers);
+    if (problem !== undefined) throw new Error(problem);
+    this.mappings = new Map(options.issuers.map((iss) => [iss, mappingFor(options.mapping, iss)]));
     this.byIssuer = new Map(options.issuers.map((iss) => [iss, new OidcIssuer(iss, options.issuerOptions)]));
   }
 
@@ -109,7 +121,13 @@ export class OidcTrust {
         throw new GrantError(failureOf(err), `Matrix-Grant (an access token): ${err.message}`);
       throw err;
     }
-    return grantOf(text, issuer.issuer, payload, this.options.mapping);
+    const typeProblem = accessTokenTypeProblem(
+      decodeProtectedHeader(text).typ,
+      tokenTypeFor(this.options.mapping, issuer.issuer),
+    );
+    if (typeProblem !== undefined)
+      throw new GrantError(GrantFailure.Malformed, `Matrix-Grant (a token of ${issuer.issuer}): ${typeProblem}`);
+    return grantOf(text, issuer.issuer, payload, this.mappings.get(issuer.issuer) as ClaimsMapping);
   }
 
   /**
@@ -121,8 +139,9 @@ export class OidcTrust {
     try {
       const payload = decodeJwt(text);
       const iss = payload.iss;
-      if (typeof iss !== 'string' || !this.byIssuer.has(iss) || typeof payload.exp !== 'number') return undefined;
-      return grantOf(text, iss, payload, this.options.mapping).grant;
+      if (typeof iss !== 'string' || !this.byIssuer.has(iss)) return undefined;
+      if (typeof payload.exp !== 'number' || typeof payload.iat !== 'number') return undefined;
+      return grantOf(text, iss, payload, this.mappings.get(iss) as ClaimsMapping).grant;
     } catch {
       return undefined;
     }
@@ -145,7 +164,8 @@ function grantOf(
   const claims: GrantClaims = {
     iss,
     sub: mapped.principal,
-    iat: typeof payload.iat === 'number' ? payload.iat : Math.floor(Date.now() / 1000),
+    // OidcIssuer.verify requires iat (RFC 9068 2.2): `$revoke {sub}` compares it with the revocation.
+    iat: payload.iat as number,
     exp: payload.exp as number,
     jti: typeof payload.jti === 'string' ? payload.jti : createHash('sha256').update(text).digest('base64url'),
     nats: { type: GRANT_TYPE, version: GRANT_VERSION, session: mapped.session, resolve: mapped.authority },
