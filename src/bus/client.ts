@@ -68,6 +68,13 @@ export interface RequestOptions extends CallContext {
    * told here).
    */
   signal?: AbortSignal;
+  /**
+   * Bytes the reply was taken to be when the call was let in flight (the dispatcher's reply
+   * budget). What a reply sends past it is counted against its target's bucket of bytes (that of
+   * its progress reports): a target that answered small to be let many calls in flight, then
+   * answers them all large, is stopped before nats-server cuts the connection all targets share.
+   */
+  replyBytes?: number;
 }
 
 /** How a client is made. */
@@ -109,6 +116,7 @@ export type ReplyMode = (typeof ReplyMode)[keyof typeof ReplyMode];
 export interface RawReply {
   value: unknown;
   headers: MsgHdrs | undefined;
+  /** Its size as framed: subject, headers and body. */
   bytes: number;
 }
 
@@ -122,6 +130,8 @@ interface Pending extends Counted {
   progress: ProgressFeed | undefined;
   /** Its own reply subscription (`replies: 'per-request'`). */
   sub: Subscription | undefined;
+  /** Bytes its reply was taken to be (`RequestOptions.replyBytes`). */
+  replyBytes: number | undefined;
 }
 
 /** A request–reply client for mounts; share one per connection. */
@@ -153,7 +163,7 @@ export class BusClient {
     this.logger = options.logger ?? silentLogger;
     this.perRequest = options.replies === ReplyMode.PerRequest;
     this.bound = { ...DEFAULT_REPORT_BOUND, ...options.reportBound };
-    this.targetReports = new TargetReports(options.targetReportBound);
+    this.targetReports = new TargetReports(options.targetReportBound, this.bound);
     this.failOnDisconnect = options.failOnDisconnect ?? this.perRequest;
     // The connection's inbox prefix (`_INBOX_agent`…): where NATS permissions let this user
     // receive replies.
@@ -202,6 +212,7 @@ export class BusClient {
             ? undefined
             : new ProgressFeed(onProgress, options.progressEveryMs ?? 0, subject, this.logger),
         sub: undefined,
+        replyBytes: options.replyBytes,
         tokens: this.bound.burst,
         countedAt: now,
         messages: 0,
@@ -210,6 +221,7 @@ export class BusClient {
         sentAt: now,
       };
       this.pending.set(token, p);
+      this.targetReports.opened(subject);
       if (signal !== undefined) this.stopOnAbort(signal, token);
       const reply = this.inbox + token;
       try {
@@ -323,7 +335,7 @@ export class BusClient {
 
   /** Ends the wait of the request of `token`: no more replies reach it. */
   private drop(token: string, p: Pending): void {
-    this.pending.delete(token);
+    if (this.pending.delete(token)) this.targetReports.closed(p.subject);
     p.sub?.unsubscribe();
   }
 
@@ -394,7 +406,8 @@ export class BusClient {
     const h = replyHeadersOf(msg);
     if (h?.progress === true) {
       // Every report of the target's requests together is bounded too: a flood spread over many
-      // calls. Past it every request to the target stops listening at once, so nats-server stops
+      // calls (the count's bound grows with the requests in flight, which its callers choose).
+      // Past it every request to the target stops listening at once, so nats-server stops
       // delivering what the target sends them.
       const spread = this.targetReports.count(p.subject, size, now);
       if (spread !== undefined) {
@@ -405,11 +418,20 @@ export class BusClient {
       p.progress?.report(msg, h.contentType, now);
       return;
     }
+    // A reply past what it was taken to be: the excess is the target's, like its reports' bytes.
+    if (p.replyBytes !== undefined && size > p.replyBytes) {
+      const over = this.targetReports.countReply(p.subject, size - p.replyBytes, now);
+      if (over !== undefined) {
+        this.stopTarget(mountOf(p.subject), over);
+        return;
+      }
+    }
     this.drop(token, p);
     p.progress?.flush(now, true);
     try {
       const value = readReply(msg, h, p.subject);
-      p.resolve(p.raw ? { value, headers: msg.headers, bytes: msg.data.length } : value);
+      // The reply's size as framed (headers too): what it took of the connection's pending bytes.
+      p.resolve(p.raw ? { value, headers: msg.headers, bytes: size } : value);
     } catch (err) {
       p.reject(err as MatrixError);
     }

@@ -122,7 +122,10 @@ function kib(bytes: number): string {
  * The progress reports all of one target's requests may send together: a flood spread over many
  * requests, each within its own bound, is bounded too. Generous for a target that reports on many
  * calls at once (the MCP host thins each call's reports to 20 a second): 2000 reports of ~300
- * bytes a second are ~0.6 MB.
+ * bytes a second are ~0.6 MB. The count (not the bytes) grows with the target's requests in
+ * flight, a quarter of one request's bound each: how many requests a target has is up to its
+ * callers (one principal may keep 256 in flight), and 240 calls asking progress of a target
+ * reporting 20 a second each (4,800 a second) must not make it a flooder.
  */
 export const DEFAULT_TARGET_REPORT_BOUND: Required<ReportBound> = {
   burst: 5000,
@@ -131,17 +134,46 @@ export const DEFAULT_TARGET_REPORT_BOUND: Required<ReportBound> = {
   bytesPerSecond: 4 * 2 ** 20,
 };
 
+/** A target's bucket: its reports' count, and their bytes (and its replies' past their estimate). */
+interface TargetBucket {
+  tokens: number;
+  countedAt: number;
+  reports: number;
+  byteTokens: number;
+  bytes: number;
+}
+
 /** One bucket per target mount, of the progress reports of all its requests. */
 export class TargetReports {
-  private readonly byTarget = new Map<
-    string,
-    { tokens: number; countedAt: number; reports: number; byteTokens: number; bytes: number }
-  >();
+  private readonly byTarget = new Map<string, TargetBucket>();
+  /** Requests in flight per target mount. */
+  private readonly inFlight = new Map<string, number>();
 
   private readonly bound: Required<ReportBound>;
 
-  constructor(bound?: ReportBound) {
+  /**
+   * @param bound the target's bound (`DEFAULT_TARGET_REPORT_BOUND` by default).
+   * @param perRequest one request's bound: a quarter of its count is added to the target's per request in flight.
+   */
+  constructor(
+    bound?: ReportBound,
+    private readonly perRequest: Required<ReportBound> = DEFAULT_REPORT_BOUND,
+  ) {
     this.bound = { ...DEFAULT_TARGET_REPORT_BOUND, ...bound };
+  }
+
+  /** A request to `subject` is in flight. */
+  opened(subject: string): void {
+    const target = mountOf(subject);
+    this.inFlight.set(target, (this.inFlight.get(target) ?? 0) + 1);
+  }
+
+  /** A request to `subject` ended. */
+  closed(subject: string): void {
+    const target = mountOf(subject);
+    const left = (this.inFlight.get(target) ?? 1) - 1;
+    if (left <= 0) this.inFlight.delete(target);
+    else this.inFlight.set(target, left);
   }
 
   /**
@@ -151,25 +183,65 @@ export class TargetReports {
    */
   count(subject: string, size: number, now: number): TargetFloodError | undefined {
     const target = mountOf(subject);
-    let bucket = this.byTarget.get(target);
-    if (bucket === undefined) {
-      bucket = { tokens: this.bound.burst, countedAt: now, reports: 0, byteTokens: this.bound.bytes, bytes: 0 };
-      this.byTarget.set(target, bucket);
-    }
+    const requests = this.inFlight.get(target) ?? 0;
+    const bound = this.countBound(requests);
+    const bucket = this.bucketOf(target, bound, now);
     bucket.reports++;
     bucket.bytes += size;
     const elapsed = now - bucket.countedAt;
-    const counts = take(bucket, this.bound, now);
+    const counts = take(bucket, bound, now);
     if (takeBytes(bucket, this.bound.bytes, this.bound.bytesPerSecond, elapsed, size) && counts) return undefined;
     return new TargetFloodError(
-      `${target} sent more progress reports onto its requests' reply subjects than the ${this.bound.burst} (${mib(this.bound.bytes)} MiB) at once and ${this.bound.perSecond} (${mib(this.bound.bytesPerSecond)} MiB) a second all its requests take together (${bucket.reports}, ${mib(bucket.bytes)} MiB so far): its requests were stopped`,
+      `${target} sent more progress reports onto its requests' reply subjects than the ${Math.round(bound.burst)} (${mib(this.bound.bytes)} MiB) at once and ${Math.round(bound.perSecond)} (${mib(this.bound.bytesPerSecond)} MiB) a second all its requests take together (${requests} in flight; ${bucket.reports}, ${mib(bucket.bytes)} MiB so far): its requests were stopped`,
       { details: { target, messages: bucket.reports, bytes: bucket.bytes } },
     );
+  }
+
+  /**
+   * Counts `excess` bytes of a reply onto a request to `subject` at `now`, past what the reply was
+   * taken to be, into its mount's bucket of bytes (its reports'); a `TargetFloodError` naming the
+   * mount once that bucket is empty (every request to it is then stopped), else undefined.
+   */
+  countReply(subject: string, excess: number, now: number): TargetFloodError | undefined {
+    const target = mountOf(subject);
+    const bound = this.countBound(this.inFlight.get(target) ?? 0);
+    const bucket = this.bucketOf(target, bound, now);
+    bucket.bytes += excess;
+    const elapsed = now - bucket.countedAt;
+    // The count refills to now, none taken: a reply is no report.
+    bucket.tokens = Math.min(bound.burst, bucket.tokens + (elapsed * bound.perSecond) / 1000);
+    bucket.countedAt = now;
+    if (takeBytes(bucket, this.bound.bytes, this.bound.bytesPerSecond, elapsed, excess)) return undefined;
+    return new TargetFloodError(
+      `${target} answered its requests with replies larger than it had been answering, past the ${mib(this.bound.bytes)} MiB at once and ${mib(this.bound.bytesPerSecond)} MiB a second all its requests take together (${mib(bucket.bytes)} MiB so far): its requests were stopped`,
+      { details: { target, messages: bucket.reports, bytes: bucket.bytes } },
+    );
+  }
+
+  /** The count's bound: the target's, or a quarter of one request's per request in flight when more. */
+  private countBound(requests: number): { burst: number; perSecond: number } {
+    return {
+      burst: Math.max(this.bound.burst, (requests * this.perRequest.burst) / 4),
+      perSecond: Math.max(this.bound.perSecond, (requests * this.perRequest.perSecond) / 4),
+    };
+  }
+
+  private bucketOf(target: string, bound: { burst: number }, now: number): TargetBucket {
+    let bucket = this.byTarget.get(target);
+    if (bucket === undefined) {
+      bucket = { tokens: bound.burst, countedAt: now, reports: 0, byteTokens: this.bound.bytes, bytes: 0 };
+      this.byTarget.set(target, bucket);
+    }
+    return bucket;
   }
 }
 
 /** Takes one token from a bucket refilled at `bound.perSecond` up to `bound.burst`; false when it is empty. */
-function take(bucket: { tokens: number; countedAt: number }, bound: ReportBound, now: number): boolean {
+function take(
+  bucket: { tokens: number; countedAt: number },
+  bound: { burst: number; perSecond: number },
+  now: number,
+): boolean {
   const refill = ((now - bucket.countedAt) * bound.perSecond) / 1000;
   bucket.countedAt = now;
   bucket.tokens = Math.min(bound.burst, bucket.tokens + refill);
