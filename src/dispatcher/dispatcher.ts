@@ -425,6 +425,7 @@ export class Dispatcher {
       onProgress: hooks?.onProgress,
       progressEveryMs: hooks?.progressEveryMs,
       signal: hooks?.signal,
+      replyBytes: undefined as number | undefined,
     };
     // Within the target's budget of replies in flight (bytes), waiting for replies to come back.
     let admitted = false;
@@ -433,8 +434,16 @@ export class Dispatcher {
       const waited = this.replies.admit(to.target, principal, deadline, hooks?.signal);
       const why = waited === undefined ? undefined : await waited;
       if (why === 'cancelled') throw failure.cancelled(run.call.name, false);
-      if (why === 'deadline') throw failure.repliesInFlight(run.call.name, to.target, this.replies.sizeOf(to.target));
+      if (why === 'deadline')
+        throw failure.repliesInFlight(
+          run.call.name,
+          to.target,
+          this.replies.sizeOf(to.target),
+          this.replies.boundOf(to.target, principal),
+        );
       admitted = true;
+      // What its reply is taken to be: a reply past it is counted against the target (`countReply`).
+      options.replyBytes = this.replies.sizeOf(to.target);
       if (hooks?.beforeSend !== undefined) await hooks.beforeSend(callId);
       const subject = opSubject(to.target, to.op);
       for (let attempt = 1; ; attempt++) {

@@ -10,9 +10,17 @@
  *
  * The size a target's replies are taken to be starts at the server's max_payload (nothing is
  * known of a new target: its first calls may all be answered with max_payload), rises at once to
- * a larger reply and halves with each smaller one (to no less than it). A target answering small
- * replies is bound after a dozen of them only by its calls in flight (`TargetSlots`); one
- * answering ~1 MiB has 16 in flight (4 per principal) under the default budget of 16 MiB.
+ * a larger reply (its size as framed, headers too) and halves with each smaller one (to no less
+ * than it). A target answering small replies is bound after a dozen of them only by its calls in
+ * flight (`TargetSlots`); one answering ~1 MiB has 16 in flight (4 per principal) under the
+ * default budget of 16 MiB. A target may then answer many calls it was taken to answer small with
+ * large replies at once: what its replies send past the size they were taken to be is counted
+ * into its bucket of bytes (`TargetReports.countReply`), and past 16 MiB every request to it stops.
+ *
+ * All targets together are bounded too (48 MiB), and one principal's calls could hold all of it
+ * at no cost (calls to 12 new targets that never answer, 1 MiB each). So a principal holding
+ * less than a target's share (4 MiB) of replies in flight in all is admitted past the total, as a
+ * target with nothing in flight is: another principal's calls to an honest target go on.
  */
 
 /** What a call waits for: a place within its target's budget (and its principal's share). */
@@ -31,6 +39,16 @@ interface TargetReplies {
   byCaller: Map<string, number>;
   waiting: Waiter[];
 }
+
+/** One principal's calls in flight, to every target. */
+interface CallerReplies {
+  calls: number;
+  /** Bytes they reserved. */
+  reserved: number;
+}
+
+/** What holds a call back: its target's budget, its principal's share of it, or the total of all targets. */
+export type ReplyBound = 'target' | 'share' | 'total';
 
 /** The default budget of replies in flight per target: 16 MiB (a quarter of nats-server's default pending limit). */
 export const DEFAULT_REPLY_BUDGET = 16 * 2 ** 20;
@@ -56,6 +74,8 @@ export class ReplyBudget {
   private readonly waitingTargets = new Map<string, TargetReplies>();
   /** Bytes reserved by every call in flight. */
   private total = 0;
+  /** Each principal's calls in flight to every target. */
+  private readonly callers = new Map<string, CallerReplies>();
 
   /**
    * @param budget bytes of replies in flight per target.
@@ -126,6 +146,12 @@ export class ReplyBudget {
       const left = (t.byCaller.get(principal) ?? 1) - 1;
       if (left <= 0) t.byCaller.delete(principal);
       else t.byCaller.set(principal, left);
+      const c = this.callers.get(principal);
+      if (c !== undefined) {
+        c.calls--;
+        c.reserved = Math.max(0, c.reserved - freed);
+        if (c.calls <= 0) this.callers.delete(principal);
+      }
     }
     this.wake(target, t);
     // The total has room again: other targets' waiting calls may fit now.
@@ -135,6 +161,18 @@ export class ReplyBudget {
   /** Bytes `target`'s replies are taken to be now. */
   sizeOf(target: string): number {
     return this.targets.get(target)?.size ?? this.firstSize();
+  }
+
+  /** What holds a call to `target` by `principal` back now, or undefined when nothing does. */
+  boundOf(target: string, principal: string | undefined): ReplyBound | undefined {
+    const t = this.targets.get(target);
+    if (t === undefined || t.inFlight === 0) return undefined;
+    if ((t.inFlight + 1) * t.size > this.budget) return 'target';
+    if (principal !== undefined) {
+      const mine = t.byCaller.get(principal) ?? 0;
+      if (mine > 0 && (mine + 1) * t.size > this.share) return 'share';
+    }
+    return this.fitsTotal(t, principal) ? undefined : 'total';
   }
 
   /** Calls waiting for a place with `target`. */
@@ -147,7 +185,8 @@ export class ReplyBudget {
     for (let i = 0; i < t.waiting.length; ) {
       const w = t.waiting[i] as Waiter;
       if (!this.fits(t, w.principal)) {
-        if (!this.fitsTarget(t)) break;
+        // Past the target's budget none fits; past the total or a share, another principal's may.
+        if (t.inFlight > 0 && (t.inFlight + 1) * t.size > this.budget) break;
         i++;
         continue;
       }
@@ -171,12 +210,19 @@ export class ReplyBudget {
     return t;
   }
 
-  private fitsTarget(t: TargetReplies): boolean {
-    return t.inFlight === 0 || ((t.inFlight + 1) * t.size <= this.budget && this.total + t.size <= this.totalBudget);
+  private fitsTarget(t: TargetReplies, principal: string | undefined): boolean {
+    return t.inFlight === 0 || ((t.inFlight + 1) * t.size <= this.budget && this.fitsTotal(t, principal));
+  }
+
+  /** Within the total of all targets, or within a target's share for a principal holding little in all. */
+  private fitsTotal(t: TargetReplies, principal: string | undefined): boolean {
+    if (this.total + t.size <= this.totalBudget) return true;
+    if (principal === undefined) return false;
+    return (this.callers.get(principal)?.reserved ?? 0) + t.size <= this.share;
   }
 
   private fits(t: TargetReplies, principal: string | undefined): boolean {
-    if (!this.fitsTarget(t)) return false;
+    if (!this.fitsTarget(t, principal)) return false;
     if (principal === undefined) return true;
     const mine = t.byCaller.get(principal) ?? 0;
     return mine === 0 || (mine + 1) * t.size <= this.share;
@@ -186,6 +232,13 @@ export class ReplyBudget {
     t.inFlight++;
     t.reserved += t.size;
     this.total += t.size;
-    if (principal !== undefined) t.byCaller.set(principal, (t.byCaller.get(principal) ?? 0) + 1);
+    if (principal === undefined) return;
+    t.byCaller.set(principal, (t.byCaller.get(principal) ?? 0) + 1);
+    const c = this.callers.get(principal);
+    if (c === undefined) this.callers.set(principal, { calls: 1, reserved: t.size });
+    else {
+      c.calls++;
+      c.reserved += t.size;
+    }
   }
 }

@@ -13,6 +13,7 @@ import {
 } from '../bus/errors.js';
 import { describeViolations } from '../bus/schema-compiler.js';
 import { MATRIX_INVOKE } from '../registry/builtins.js';
+import type { ReplyBound } from './reply-budget.js';
 import type { Route } from './route.js';
 import type { ToolErrorCode, ToolResult } from './types.js';
 
@@ -155,10 +156,14 @@ export const failure = {
     ),
 
   /** Forward: the target's replies in flight filled its budget of bytes until the call's deadline. */
-  repliesInFlight: (tool: string, target: string, replyBytes: number) =>
+  repliesInFlight: (tool: string, target: string, replyBytes: number, bound: ReplyBound | undefined) =>
     new CallFailure(
       'timeout',
-      `"${tool}" was not sent, nothing ran: ${target} answers with replies of ~${Math.round(replyBytes / 1024)} KiB, and enough of them were in flight (its budget of bytes, or your share of it) until the call's deadline passed; try again when some have returned.`,
+      `"${tool}" was not sent, nothing ran: ${
+        bound === 'total'
+          ? `the replies in flight of all targets together filled their budget of bytes (each call to a target with no reply yet counts as max_payload)`
+          : `${target}'s replies are taken to be ~${Math.round(replyBytes / 1024)} KiB each, and enough of them were in flight to fill ${bound === 'share' ? 'your share of its budget of bytes' : 'its budget of bytes'}`
+      } until the call's deadline passed; try again when some have returned.`,
     ),
 
   /** Approve or forward: its caller cancelled the call (a task's `$cancel`, an MCP `notifications/cancelled`). */

@@ -71,4 +71,20 @@ describe('ReplyBudget', () => {
     expect(await waiting).toBeUndefined();
     expect(await third).toBeUndefined();
   });
+
+  it("tells which bound holds a call back: the target, the principal's share, or the total", () => {
+    const budget = new ReplyBudget(4 * MiB, 2 * MiB, () => MiB, 6 * MiB);
+    const far = Date.now() + 60_000;
+    for (let i = 0; i < 2; i++) expect(budget.admit('app.a', 'agent:a', far)).toBeUndefined();
+    expect(budget.boundOf('app.a', 'agent:a')).toBe('share');
+    for (let i = 0; i < 2; i++) expect(budget.admit('app.a', 'agent:b', far)).toBeUndefined();
+    expect(budget.boundOf('app.a', 'agent:c')).toBe('target');
+    // 6 MiB in all: app.b's second call is held by the total, though app.b has room ...
+    expect(budget.admit('app.b', 'agent:a', far)).toBeUndefined();
+    expect(budget.admit('app.b', 'agent:b', far)).toBeUndefined();
+    expect(budget.boundOf('app.b', 'agent:a')).toBe('total');
+    // ... but not a principal holding less than a share in all: it is admitted past the total.
+    expect(budget.boundOf('app.b', 'agent:c')).toBeUndefined();
+    expect(budget.admit('app.b', 'agent:c', far)).toBeUndefined();
+  });
 });
