@@ -188,6 +188,15 @@ export class InternalError extends MatrixError {
   }
 }
 
+/**
+ * A reply (its body, or an error reply's body) whose shape is over what a reply may have
+ * (codec `REPLY_SHAPE`): refused from its bytes at its first excess, never decoded. Its sender is
+ * to blame, not the caller; never sent again, as the same target would answer the same.
+ */
+export class ReplyShapeError extends InternalError {
+  override name = 'ReplyShapeError';
+}
+
 const classes: Record<ErrorCode, new (message: string, options?: ErrorOptions) => MatrixError> = {
   bad_request: BadRequestError,
   not_found: NotFoundError,

@@ -11,6 +11,7 @@ import {
   InternalError,
   isErrorCode,
   NoRespondersError,
+  ReplyShapeError,
 } from './errors.js';
 import type { ReplyHeaders } from './headers.js';
 
@@ -26,10 +27,12 @@ export function readReply(msg: Msg, h: ReplyHeaders | undefined, subject: string
     throw new NoRespondersError(`no responders for ${subject}: nothing serves that op`);
   }
   const contentType = h?.contentType;
-  if (status) return throwWireError(status, h?.serviceError ?? '', decodeErrorBody(msg.data, contentType), subject);
+  if (status)
+    return throwWireError(status, h?.serviceError ?? '', decodeErrorBody(msg.data, contentType, subject), subject);
   try {
     return decodeReply(msg.data, contentType);
   } catch (err) {
+    if (err instanceof ReplyShapeError) throw refusedShape(err, subject);
     throw new InternalError(`${subject} answered with a body that cannot be read: ${(err as Error).message}`, {
       cause: err,
     });
@@ -38,14 +41,25 @@ export function readReply(msg: Msg, h: ReplyHeaders | undefined, subject: string
 
 /**
  * The body of an error reply, when it decodes at all: micro services put anything there,
- * or nothing.
+ * or nothing. One over a reply's shape is refused as a reply is (`ReplyShapeError`): its sender
+ * built it to be expensive to read, and the caller is told so rather than given the headers'
+ * word.
  */
-function decodeErrorBody(data: Uint8Array, contentType: string | undefined): unknown {
+function decodeErrorBody(data: Uint8Array, contentType: string | undefined, subject: string): unknown {
   try {
     return decodeReply(data, contentType);
-  } catch {
+  } catch (err) {
+    if (err instanceof ReplyShapeError) throw refusedShape(err, subject);
     return undefined;
   }
+}
+
+/** A reply refused for its shape, naming the subject that sent it (its target is to blame). */
+function refusedShape(err: ReplyShapeError, subject: string): ReplyShapeError {
+  return new ReplyShapeError(`${subject} answered a reply refused unread for its shape: ${err.message}`, {
+    details: err.details,
+    cause: err,
+  });
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   ErrorCode,
   MatrixError,
   NoRespondersError,
+  ReplyShapeError,
   TargetFloodError,
   UnsendableRequestError,
   type Violation,
@@ -290,6 +291,13 @@ export function targetFailed(tool: string, to: ForwardedTo, err: unknown): CallF
     return new CallFailure(
       'unavailable',
       `"${tool}" was stopped: ${err.message}. Its target misbehaves; it was told to cancel the call. Use another tool, or tell whoever runs ${err.details?.target ?? to.subject}.`,
+      cause,
+    );
+  }
+  if (err instanceof ReplyShapeError) {
+    return new CallFailure(
+      'internal',
+      `"${tool}" failed: ${err.message}. Its target misbehaves; the call may have run, and was not sent again. Use another tool, or tell whoever runs ${to.subject}.`,
       cause,
     );
   }

@@ -12,7 +12,14 @@
  */
 
 import type { CallEvent } from '../audit/events.js';
-import { ConnectionLostError, ErrorCode, MatrixError, NoRespondersError, TargetFloodError } from '../bus/errors.js';
+import {
+  ConnectionLostError,
+  ErrorCode,
+  MatrixError,
+  NoRespondersError,
+  ReplyShapeError,
+  TargetFloodError,
+} from '../bus/errors.js';
 import { isReservedSubject, Mounts, opSubject, subjectMatches } from '../bus/subjects.js';
 import type { ResolvedTool, ResolveRequest } from '../registry/types.js';
 import { failure } from './results.js';
@@ -224,12 +231,14 @@ export function retryDelay(
   deadline: number,
   policy: RetryPolicy,
 ): number | undefined {
-  // A target that flooded its reply would flood the next request too. A request on a connection
-  // that was lost may have run, and one sent again while it reconnects may be lost itself.
+  // A target that flooded its reply, or answered one refused for its shape, would do it to the
+  // next request too. A request on a connection that was lost may have run, and one sent again
+  // while it reconnects may be lost itself.
   if (
     attempt >= policy.maxAttempts ||
     route.sentOnce ||
     err instanceof TargetFloodError ||
+    err instanceof ReplyShapeError ||
     err instanceof ConnectionLostError
   )
     return undefined;

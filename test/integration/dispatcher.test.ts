@@ -101,7 +101,7 @@ function nestedArrays(levels: number): unknown {
 /** JSON text of `{"spec": …}` nested `levels` maps deep: arguments whose depth shows only once parsed. */
 const deepSpec = (levels: number) => `{"spec":${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}}`;
 
-/** MessagePack of arrays nested 100,000 deep: decodable, too deep for JSON.stringify. */
+/** MessagePack of arrays nested 100,000 deep: decodable, too deep for JSON.stringify, past a reply's 128 levels. */
 const abyss = Uint8Array.from({ length: 100_001 }, (_, i) => (i < 100_000 ? 0x91 : 0x90));
 
 describe('the dispatcher', () => {
@@ -416,13 +416,16 @@ describe('the dispatcher', () => {
       expect(forwardedDeadline()).toBe(deadline);
     });
 
-    it('answers a reply too deep to show as text with a result, not a throw', async () => {
+    it('answers a reply nested too deep with a result blaming its target, refused from its bytes', async () => {
       const r = await call('abyss');
       expect(r).toMatchObject({
         isError: true,
         error: { code: 'internal' },
-        content: expect.stringContaining('cannot be shown as text'),
+        content: expect.stringContaining(
+          'answered a reply refused unread for its shape: reply nests deeper than 128 levels',
+        ),
       });
+      expect(r.content).toContain('Its target misbehaves');
     });
 
     it('blames the target, not the arguments, for a reply nothing can decode', async () => {

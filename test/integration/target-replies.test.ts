@@ -10,7 +10,7 @@ import { headers, type Msg, type NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusClient, ReplyMode } from '../../src/bus/client.js';
 import type { Progress } from '../../src/bus/context.js';
-import { ConnectionLostError, TargetFloodError } from '../../src/bus/errors.js';
+import { ConnectionLostError, ReplyShapeError, TargetFloodError } from '../../src/bus/errors.js';
 import { Header } from '../../src/bus/headers.js';
 import { TARGETS_INBOX_PREFIX } from '../../src/bus/subjects.js';
 import { testConnection, uniqueMount } from '../harness/bus.js';
@@ -90,6 +90,30 @@ describe('replies a target sends onto a request of its own', () => {
       for (let i = 0; i < 4; i++) msg.respond(bulky, { headers: progress });
       msg.respond(encode({ pad: new Uint8Array(900_000) }));
     });
+    // Replies built to be expensive to read (1 MB, a million levels or empty maps), and an error
+    // reply whose body is: each is refused from its bytes.
+    const deep = new Uint8Array(1_000_000).fill(0x91);
+    deep[deep.length - 1] = 0xc0;
+    const maps = new Uint8Array(1_000_005);
+    maps[0] = 0xdd;
+    new DataView(maps.buffer).setUint32(1, 1_000_000);
+    maps.fill(0x80, 5);
+    const jsonDeep = new TextEncoder().encode(`${'['.repeat(500_000)}${']'.repeat(500_000)}`);
+    const json = headers();
+    json.set(Header.ContentType, 'application/json');
+    const failed = headers();
+    failed.set('Nats-Service-Error-Code', '500');
+    failed.set('Nats-Service-Error', 'failed');
+    serve('$deep', (msg) => msg.respond(deep));
+    serve('$maps', (msg) => msg.respond(maps));
+    serve('$jsonDeep', (msg) => msg.respond(jsonDeep, { headers: json }));
+    serve('$jsonDeepUnlabelled', (msg) => msg.respond(jsonDeep));
+    serve('$deepError', (msg) => msg.respond(deep, { headers: failed }));
+    // A result nested 93 levels (past a request's 64, within a reply's 128) is read.
+    let nested: unknown = { content: [{ type: 'text', text: 'ok' }] };
+    for (let i = 0; i < 90; i++) nested = { inner: nested };
+    const nestedBody = encode(nested);
+    serve('$nested', (msg) => msg.respond(nestedBody));
     // Never answers.
     serve('$silent', () => {});
     serve('$heavy', (msg) => {
@@ -144,6 +168,26 @@ describe('replies a target sends onto a request of its own', () => {
     const read = callerNc.stats().inBytes - before;
     console.log(`40 reports of 512 KiB: ${(read / 2 ** 20).toFixed(1)} MiB reached the caller`);
     expect(read).toBeLessThan(10 * 2 ** 20);
+  });
+
+  it('refuses a reply, or an error reply, built to be expensive to read, naming its subject, before decoding it', async () => {
+    const cases: [string, string][] = [
+      ['$deep', 'reply nests deeper than 128 levels'],
+      ['$maps', 'reply holds an array of 1000000 items; at most 262144 are read'],
+      ['$jsonDeep', 'reply nests deeper than 128 levels'],
+      ['$jsonDeepUnlabelled', 'reply nests deeper than 128 levels'],
+      ['$deepError', 'reply nests deeper than 128 levels'],
+    ];
+    for (const [op, why] of cases) {
+      const failed = await bytesClient.request(mount, op, {}).catch((err: unknown) => err);
+      expect(failed, op).toBeInstanceOf(ReplyShapeError);
+      expect((failed as ReplyShapeError).code).toBe('internal');
+      expect((failed as ReplyShapeError).message).toBe(
+        `${mount}.${op} answered a reply refused unread for its shape: ${why}`,
+      );
+    }
+    const nested = await bytesClient.request(mount, '$nested', {});
+    expect(JSON.stringify(nested)).toMatch(/^(\{"inner":){90}\{"content":\[\{"type":"text","text":"ok"\}\]\}{91}$/);
   });
 
   it('takes a reply of 900 KB after a few large reports', async () => {

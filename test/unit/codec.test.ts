@@ -6,8 +6,9 @@ import {
   jsonTextDeeperThan,
   MAX_DEPTH,
   nestedDeeperThan,
+  REPLY_SHAPE,
 } from '../../src/bus/codec.js';
-import { BadRequestError } from '../../src/bus/errors.js';
+import { BadRequestError, ReplyShapeError } from '../../src/bus/errors.js';
 
 /** `levels` maps and arrays, alternating, nested one in the other. */
 function nested(levels: number): object {
@@ -77,6 +78,40 @@ describe('reading a reply (PROTOCOL section 2)', () => {
   it('refuses a body that is neither, saying so', () => {
     expect(() => decodeReply(Uint8Array.of(0xc1, 0x7b))).toThrow(/neither MessagePack nor JSON/);
     expect(() => decodeReply(utf8('{"ok":'), 'application/json')).toThrow(BadRequestError);
+  });
+
+  // A reply comes from a target that may be hostile: its shape is judged from its bytes, as a
+  // request's is, within REPLY_SHAPE, and the first excess is refused before anything decodes it.
+  it('reads a reply as deep, as wide and as many values as REPLY_SHAPE allows, and refuses one more', () => {
+    const { maxDepth, maxArrayItems, maxMapEntries, maxValues } = REPLY_SHAPE;
+    const refusal = (body: Uint8Array, contentType?: string) => {
+      try {
+        decodeReply(body, contentType);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ReplyShapeError);
+        return (err as ReplyShapeError).details?.violations?.[0]?.keyword;
+      }
+      return undefined;
+    };
+    const arrays = (levels: number) => utf8(`${'['.repeat(levels)}${']'.repeat(levels)}`);
+    expect(refusal(arrays(maxDepth), 'application/json')).toBeUndefined();
+    expect(refusal(arrays(maxDepth + 1), 'application/json')).toBe('maxDepth');
+    expect(refusal(arrays(maxDepth + 1))).toBe('maxDepth');
+    const deep = new Uint8Array(maxDepth + 2).fill(0x91);
+    deep[maxDepth + 1] = 0xc0;
+    expect(refusal(deep.subarray(1))).toBeUndefined();
+    expect(refusal(deep)).toBe('maxDepth');
+    expect(refusal(encodeBody(Array.from({ length: maxArrayItems }, () => 0)))).toBe('maxValues');
+    expect(refusal(encodeBody(Array.from({ length: maxArrayItems + 1 }, () => 0)))).toBe('maxEntries');
+    const wide = (n: number) => encodeBody(Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, i])));
+    expect(refusal(wide(maxMapEntries))).toBeUndefined();
+    expect(refusal(wide(maxMapEntries + 1))).toBe('maxEntries');
+    // Values past the bound in arrays each within theirs: 4 of 65,536 empty maps and their top.
+    const quarter = encodeBody(Array.from({ length: maxValues / 4 }, () => ({})));
+    expect(refusal(quarter)).toBeUndefined();
+    expect(refusal(encodeBody([[], [], [], []].map(() => Array.from({ length: maxValues / 4 }, () => ({})))))).toBe(
+      'maxValues',
+    );
   });
 });
 

@@ -3,6 +3,7 @@ import {
   BadRequestError,
   InternalError,
   NoRespondersError,
+  ReplyShapeError,
   TargetFloodError,
   TimeoutError,
   UnavailableError,
@@ -49,6 +50,10 @@ describe('when a failed request is sent again', () => {
     expect(retried(idempotent, new TimeoutError('late'))).toBe(false);
     // An UnavailableError, but its target would flood the next request too.
     expect(retried(idempotent, new TargetFloodError('app.x sent 1001 messages'))).toBe(false);
+    // An InternalError, but its target would answer the next request with the same shape.
+    expect(retried(idempotent, new ReplyShapeError('app.x.$do answered a reply refused unread for its shape'))).toBe(
+      false,
+    );
     expect(retried(idempotent, new NoRespondersError('none'), 3)).toBe(false);
     expect(retried(idempotent, new NoRespondersError('none'), 1, Date.now())).toBe(false);
   });
@@ -60,6 +65,18 @@ describe('when a failed request is sent again', () => {
     );
     expect(targetFailed('pay', { ...to, sentOnce: false }, new NoRespondersError('none')).message).toMatch(
       /Try again later/,
+    );
+  });
+
+  it('tells the model of a reply refused for its shape that its target is to blame, and not to send it again', () => {
+    const to = { subject: 'app.x.$do', timeoutMs: 1_000, sentOnce: false };
+    const refused = new ReplyShapeError(
+      'app.x.$do answered a reply refused unread for its shape: reply nests deeper than 128 levels',
+    );
+    const failed = targetFailed('deep', to, refused);
+    expect(failed.code).toBe('internal');
+    expect(failed.message).toBe(
+      '"deep" failed: app.x.$do answered a reply refused unread for its shape: reply nests deeper than 128 levels. Its target misbehaves; the call may have run, and was not sent again. Use another tool, or tell whoever runs app.x.$do.',
     );
   });
 
