@@ -304,10 +304,10 @@ export class BusClient {
 
   /** Fails every pending request and stops listening for replies. */
   close(): void {
-    for (const [token, p] of this.pending) {
-      this.drop(token, p);
-      p.reject(new UnavailableError(`client closed before ${p.subject} answered`));
-    }
+    this.failPending(
+      () => true,
+      (p) => new UnavailableError(`client closed before ${p.subject} answered`),
+    );
     this.sub?.unsubscribe();
     this.sub = undefined;
     if (this.sweeper !== undefined) clearInterval(this.sweeper);
@@ -356,22 +356,20 @@ export class BusClient {
       // No reply can come back when this user may not receive on the inbox: every request fails.
       const inboxRefused = err.operation === 'subscription' && err.subject.startsWith(this.inbox);
       if (!inboxRefused && err.operation !== 'publish') continue;
-      for (const [token, p] of this.pending) {
-        if (inboxRefused) {
-          this.drop(token, p);
-          p.reject(
+      if (inboxRefused)
+        this.failPending(
+          () => true,
+          () =>
             new ForbiddenError(
               `not permitted to receive replies on ${err.subject}: set NATS_INBOX_PREFIX / --inbox-prefix to the inbox prefix this NATS user may subscribe to`,
             ),
-          );
-          continue;
-        }
-        if (p.subject !== err.subject) continue;
-        this.drop(token, p);
-        p.reject(
-          new ForbiddenError(`not permitted to publish to ${err.subject}: the NATS account's permissions deny it`),
         );
-      }
+      else
+        this.failPending(
+          (p) => p.subject === err.subject,
+          () =>
+            new ForbiddenError(`not permitted to publish to ${err.subject}: the NATS account's permissions deny it`),
+        );
     }
   }
 
@@ -380,13 +378,21 @@ export class BusClient {
    * them), so every request fails now, not at its deadline.
    */
   private connectionLost(): void {
-    for (const [token, p] of this.pending) {
-      this.drop(token, p);
-      p.reject(
+    this.failPending(
+      () => true,
+      (p) =>
         new ConnectionLostError(
           `the connection to NATS was lost before ${p.subject} answered: its reply is lost, and the call may have run`,
         ),
-      );
+    );
+  }
+
+  /** Ends the wait of every request in flight that `which` picks, failing it with what `why` says. */
+  private failPending(which: (p: Pending) => boolean, why: (p: Pending) => MatrixError): void {
+    for (const [token, p] of this.pending) {
+      if (!which(p)) continue;
+      this.drop(token, p);
+      p.reject(why(p));
     }
   }
 
@@ -439,11 +445,10 @@ export class BusClient {
 
   /** Fails every request to `target` in flight with `flood`. */
   private stopTarget(target: string, flood: TargetFloodError): void {
-    for (const [token, p] of this.pending) {
-      if (mountOf(p.subject) !== target) continue;
-      this.drop(token, p);
-      p.reject(flood);
-    }
+    this.failPending(
+      (p) => mountOf(p.subject) === target,
+      () => flood,
+    );
   }
 
   private ensureSweeping(): void {
