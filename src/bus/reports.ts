@@ -209,8 +209,7 @@ export class TargetReports {
     bucket.bytes += excess;
     const elapsed = now - bucket.countedAt;
     // The count refills to now, none taken: a reply is no report.
-    bucket.tokens = Math.min(bound.burst, bucket.tokens + (elapsed * bound.perSecond) / 1000);
-    bucket.countedAt = now;
+    take(bucket, bound, now, 0);
     if (takeBytes(bucket, this.bound.bytes, this.bound.bytesPerSecond, elapsed, excess)) return undefined;
     return new TargetFloodError(
       `${target} answered its requests with replies larger than it had been answering, past the ${mib(this.bound.bytes)} MiB at once and ${mib(this.bound.bytesPerSecond)} MiB a second all its requests take together (${mib(bucket.bytes)} MiB so far): its requests were stopped`,
@@ -236,17 +235,18 @@ export class TargetReports {
   }
 }
 
-/** Takes one token from a bucket refilled at `bound.perSecond` up to `bound.burst`; false when it is empty. */
+/** Takes `tokens` (default one) from a bucket refilled at `bound.perSecond` up to `bound.burst`; false when they are not there. */
 function take(
   bucket: { tokens: number; countedAt: number },
   bound: { burst: number; perSecond: number },
   now: number,
+  tokens = 1,
 ): boolean {
   const refill = ((now - bucket.countedAt) * bound.perSecond) / 1000;
   bucket.countedAt = now;
   bucket.tokens = Math.min(bound.burst, bucket.tokens + refill);
-  if (bucket.tokens < 1) return false;
-  bucket.tokens -= 1;
+  if (bucket.tokens < tokens) return false;
+  bucket.tokens -= tokens;
   return true;
 }
 
